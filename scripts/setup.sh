@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lfm needs to build and test, if any are missing.
+# Safe to run repeatedly; does nothing when everything is present.
+set -euo pipefail
+PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev
+      nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
+      python3 python3-jinja2)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js + npm (test oracle for the tokenizer); any install that provides the commands will do.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

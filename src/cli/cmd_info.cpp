@@ -1,0 +1,100 @@
+// lfm info: the normalised config, layer pattern, sizes and cache costs of a model. Works on a
+// folder that holds only config.json (sizes are then derived from the config).
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/common.h"
+#include "model/model_formats.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace lfm::cli {
+namespace {
+
+int64_t dtype_bytes_for(const std::string& torch_dtype) {
+  if (torch_dtype == "float32") return 4;
+  return 2;  // bfloat16 / float16
+}
+
+int run_info(int argc, char** argv) {
+  CLI::App app{"Describe a model: config, layer pattern, parameters, bytes and cache sizes."};
+  configure_app(app);
+  std::string model;
+  bool json_out = false;
+  app.add_option("-m,--model", model, "Model: Hugging Face folder (config.json is enough) or .gguf file")->required();
+  app.add_flag("--json", json_out, "Print one JSON object");
+  LFM_CLI_PARSE(app, argc, argv);
+
+  namespace fs = std::filesystem;
+  ModelConfig cfg;
+  int64_t params = 0;
+  size_t bytes = 0;
+  std::string weights_note;
+  const bool has_weights = fs::is_regular_file(model) || fs::exists(fs::path(model) / "model.safetensors") ||
+                           fs::exists(fs::path(model) / "model.safetensors.index.json");
+  if (has_weights) {
+    auto m = load_model(model);
+    cfg = m->config();
+    params = m->parameter_count();
+    bytes = m->weight_bytes();
+    weights_note = "from the checkpoint";
+  } else {
+    cfg = load_model_config((fs::path(model) / "config.json").string());
+    for (const auto& t : expected_tensors(cfg, !cfg.tie_embeddings)) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      params += n;
+    }
+    bytes = static_cast<size_t>(params) * dtype_bytes_for(cfg.dtype);
+    weights_note = "derived from config.json (no weights in the folder)";
+  }
+  const int64_t eb = dtype_bytes_for(cfg.dtype);
+  const int64_t kv_per_token = 2 * cfg.n_attention_layers() * cfg.n_kv_heads * cfg.head_dim;
+  const int64_t conv_per_seq = cfg.n_conv_layers() * (cfg.conv_kernel - 1) * cfg.hidden_size;
+
+  nlohmann::json j;
+  j["config"] = cfg.to_json();
+  j["layer_pattern"] = cfg.layer_pattern();
+  j["parameters"] = params;
+  j["weight_bytes"] = bytes;
+  j["weights_source"] = weights_note;
+  j["cache_dtype"] = cfg.dtype;
+  j["kv_cache_bytes_per_token"] = kv_per_token * eb;
+  j["conv_state_bytes_per_sequence"] = conv_per_seq * eb;
+  j["runtime_kv_cache_bytes_per_token_f32"] = kv_per_token * 4;
+  j["runtime_conv_state_bytes_per_sequence_f32"] = conv_per_seq * 4;
+  if (json_out) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "model:        " << model << "\n"
+            << "type:         " << cfg.model_type << " (" << cfg.architecture << "), dtype " << cfg.dtype << "\n"
+            << "layers:       " << cfg.n_layers << " (" << cfg.n_conv_layers() << " conv, " << cfg.n_attention_layers()
+            << " attention)\n"
+            << "pattern:      " << cfg.layer_pattern() << "  (c = conv, A = attention)\n"
+            << "hidden:       " << cfg.hidden_size << ", heads " << cfg.n_heads << " / kv " << cfg.n_kv_heads
+            << ", head_dim " << cfg.head_dim << "\n"
+            << "ffn width:    " << cfg.ffn_dim << "\n";
+  if (cfg.is_moe())
+    std::cout << "experts:      " << cfg.n_experts << " x " << cfg.moe_ffn_dim << ", top-" << cfg.n_experts_used
+              << ", dense layers " << cfg.n_dense_layers << "\n";
+  std::cout << "vocab:        " << cfg.vocab_size << ", tied embeddings " << (cfg.tie_embeddings ? "yes" : "no") << "\n"
+            << "rope theta:   " << cfg.rope_theta << ", norm eps " << cfg.norm_eps << ", conv kernel "
+            << cfg.conv_kernel << (cfg.conv_bias ? " (with biases)" : "") << "\n"
+            << "context:      " << cfg.max_position << " (max_position_embeddings)\n"
+            << "parameters:   " << params << " (" << weights_note << ")\n"
+            << "weight bytes: " << bytes << "\n"
+            << "KV cache:     " << kv_per_token * eb << " bytes/token in " << cfg.dtype << " ("
+            << kv_per_token * 4 << " in float32 as lfm runs it)\n"
+            << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cfg.dtype << " ("
+            << conv_per_seq * 4 << " in float32)\n";
+  return 0;
+}
+
+CommandRegistrar reg({"info", "describe a model (config, layers, sizes, cache costs)", run_info});
+
+}  // namespace
+}  // namespace lfm::cli

@@ -1,0 +1,58 @@
+// `lfm`: the command-line front end. Dispatches to self-registered subcommands.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/command.h"
+#include "core/error.h"
+
+namespace lfm::cli {
+
+std::vector<Command>& registry() {
+  static std::vector<Command> r;
+  return r;
+}
+void register_command(Command c) { registry().push_back(std::move(c)); }
+const std::vector<Command>& commands() { return registry(); }
+
+}  // namespace lfm::cli
+
+namespace {
+
+void print_usage(FILE* f) {
+  std::fprintf(f, "lfm: inference engine for Liquid AI LFM2 models\n\nusage: lfm <command> [options]\n\ncommands:\n");
+  for (const auto& c : lfm::cli::commands()) std::fprintf(f, "  %-12s %s\n", c.name.c_str(), c.summary.c_str());
+  std::fprintf(f, "\nRun 'lfm <command> --help' for the options of a command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  for (const auto& c : lfm::cli::commands()) {
+    if (c.name != name) continue;
+    std::string prog = "lfm " + name;
+    argv[1] = prog.data();
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const lfm::Error& e) {
+      std::fprintf(stderr, "lfm %s: error: %s\n", name.c_str(), e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "lfm %s: internal error: %s\n", name.c_str(), e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "lfm: unknown command '%s'\n\n", name.c_str());
+  print_usage(stderr);
+  return 2;
+}

@@ -1,0 +1,35 @@
+// A non-owning view of a stored tensor (memory-mapped checkpoint data or owned buffers).
+// Shapes are outermost-first, as PyTorch writes them: a weight matrix is [out, in] and each of
+// its `out` rows holds `in` elements in `dtype` (for block-quantized types, in/block blocks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lfm {
+
+struct TensorView {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  int64_t rows() const { return shape.empty() ? 1 : numel() / shape.back(); }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  size_t row_bytes() const { return dtype_row_bytes(dtype, cols()); }
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes();
+  }
+};
+
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace lfm

@@ -1,0 +1,196 @@
+// Plain reference implementations of every kernel. Clear loops, float32 accumulation, the
+// summation order fixed per output element. Parallel only where it is free of ordering effects
+// (independent output rows or heads).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/backend.h"
+#include "kernels/dequant.h"
+#include "kernels/reference_ops.h"
+
+namespace lfm {
+
+namespace ref {
+
+float dot(const float* a, const float* b, int64_t n) {
+  // Eight partial sums: a fixed order, and friendly to auto-vectorisation.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    for (int64_t i = 0; i < dim; ++i) o[i] = w[i] * (xr[i] * scale);
+  }
+}
+
+void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
+               const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> cs(half), sn(half);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t j = 0; j < half; ++j) {
+      // float32 angle like transformers (position · inv_freq in fp32), cos/sin of that value.
+      const float angle = static_cast<float>(positions[t]) * inv_freq[j];
+      cs[j] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sn[j] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const float a = v[j], b = v[j + half];
+        v[j] = a * cs[j] - b * sn[j];
+        v[j + half] = b * cs[j] + a * sn[j];
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float mx = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void attention_head(const float* q, int64_t i, int64_t q_pos0, const float* k, const float* v, int64_t h,
+                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* scores, float* out) {
+  const int64_t kvh = h / (n_heads / n_kv_heads);
+  const float* qi = q + (i * n_heads + h) * head_dim;
+  const int64_t n_keys = q_pos0 + i + 1;
+  for (int64_t j = 0; j < n_keys; ++j) scores[j] = dot(qi, k + (j * n_kv_heads + kvh) * head_dim, head_dim) * scale;
+  softmax(scores, n_keys);
+  float* o = out + (i * n_heads + h) * head_dim;
+  std::fill(o, o + head_dim, 0.0f);
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const float* vj = v + (j * n_kv_heads + kvh) * head_dim;
+    const float p = scores[j];
+    for (int64_t e = 0; e < head_dim; ++e) o[e] += p * vj[e];
+  }
+}
+
+void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
+                float* state, float* out) {
+  const int64_t hist = kernel - 1;
+  // Window X = [state ; u], length hist + n; out_t = Σ_k w[:,k] ⊙ X[t + k].
+  auto at = [&](int64_t idx, int64_t c) { return idx < hist ? state[idx * dim + c] : u[(idx - hist) * dim + c]; };
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < dim; ++c) {
+      float z = bias ? bias[c] : 0.0f;
+      for (int64_t k = 0; k < kernel; ++k) z += w[c * kernel + k] * at(t + k, c);
+      out[t * dim + c] = z;
+    }
+  // New state: the last `hist` entries of X (read before overwriting).
+  std::vector<float> next(static_cast<size_t>(hist * dim));
+  for (int64_t s = 0; s < hist; ++s)
+    for (int64_t c = 0; c < dim; ++c) next[s * dim + c] = at(n + s, c);
+  std::copy(next.begin(), next.end(), state);
+}
+
+}  // namespace ref
+
+namespace {
+
+class ReferenceBackend final : public Backend {
+ public:
+  explicit ReferenceBackend(ThreadPool& pool) : pool_(pool) {}
+  const char* name() const override { return "cpu-reference"; }
+
+  void matmul(const float* x, int64_t n, const TensorView& w, float* y) override {
+    LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
+    const int64_t out = w.shape[0], in = w.shape[1];
+    LFM_CHECK(dequant_supported(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
+    // Rows of W are split across threads; each thread decodes a row once and uses it for
+    // every token, so the weight is read once per call whatever n is.
+    pool_.parallel_for(out, 16, [&](int64_t begin, int64_t end) {
+      std::vector<float> row(static_cast<size_t>(in));
+      for (int64_t j = begin; j < end; ++j) {
+        const float* wr;
+        if (w.dtype == DType::F32) {
+          wr = reinterpret_cast<const float*>(w.row(j));
+        } else {
+          dequantize_row(w.dtype, w.row(j), row.data(), in);
+          wr = row.data();
+        }
+        for (int64_t i = 0; i < n; ++i) y[i * out + j] = ref::dot(x + i * in, wr, in);
+      }
+    });
+  }
+
+  void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
+    const int64_t d = table.cols();
+    for (int64_t i = 0; i < n; ++i) {
+      LFM_CHECK(ids[i] >= 0 && ids[i] < table.rows(), "kernels: token id ", ids[i], " outside vocabulary of ",
+                table.rows());
+      dequantize_row(table.dtype, table.row(ids[i]), out + i * d, d);
+    }
+  }
+
+  void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override {
+    ref::rms_norm(x, w, rows, dim, eps, out);
+  }
+
+  void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
+                 const float* inv_freq) override {
+    ref::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq);
+  }
+
+  void attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v, int64_t n_kv,
+                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out) override {
+    LFM_CHECK(n_kv >= q_pos0 + n_q, "kernels: attention has ", n_kv, " keys for queries up to position ",
+              q_pos0 + n_q - 1);
+    const int64_t tasks = n_q * n_heads;
+    pool_.parallel_for(tasks, 4, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores(static_cast<size_t>(n_kv));
+      for (int64_t t = begin; t < end; ++t)
+        ref::attention_head(q, t / n_heads, q_pos0, k, v, t % n_heads, n_heads, n_kv_heads, head_dim, scale,
+                            scores.data(), out);
+    });
+  }
+
+  void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
+                  float* state, float* out) override {
+    ref::short_conv(u, n, dim, kernel, w, bias, state, out);
+  }
+
+  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  }
+  void mul(const float* a, const float* b, int64_t n, float* out) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+  }
+  void add(float* y, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void softmax(float* x, int64_t n) override { ref::softmax(x, n); }
+
+ private:
+  ThreadPool& pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend(ThreadPool& pool) { return std::make_unique<ReferenceBackend>(pool); }
+
+}  // namespace lfm

@@ -1,0 +1,231 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace lfm {
+
+const float* StepOutput::row(size_t item, int64_t i) const {
+  return logits.data() + (first_row[item] + i) * vocab;
+}
+
+void Forward::observe(const std::string& name, const float* data, int64_t rows, int64_t cols) {
+  if (observer_) observer_(name, data, rows, cols);
+}
+
+void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const int64_t d = c.hidden_size;
+
+  // Validate everything before touching any state.
+  T_ = 0;
+  for (const BatchItem& it : items) {
+    LFM_CHECK(it.state, "forward: batch item without state");
+    LFM_CHECK(!it.tokens.empty(), "forward: batch item with no tokens");
+    LFM_CHECK(it.state->n_past() + static_cast<int64_t>(it.tokens.size()) <= it.state->max_tokens(),
+              "forward: sequence would reach ", it.state->n_past() + static_cast<int64_t>(it.tokens.size()),
+              " tokens, past the context size ", it.state->max_tokens());
+    for (int32_t t : it.tokens)
+      LFM_CHECK(t >= 0 && t < c.vocab_size, "forward: token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    for (const BatchItem& other : items)
+      LFM_CHECK(&other == &it || other.state != it.state, "forward: the same sequence appears twice in one batch");
+    T_ += static_cast<int64_t>(it.tokens.size());
+  }
+  for (const BatchItem& it : items) it.state->reserve_more(static_cast<int64_t>(it.tokens.size()));
+
+  positions_.resize(T_);
+  std::vector<int32_t> ids;
+  ids.reserve(T_);
+  for (const BatchItem& it : items)
+    for (size_t t = 0; t < it.tokens.size(); ++t) {
+      positions_[ids.size()] = it.state->n_past() + static_cast<int64_t>(t);
+      ids.push_back(it.tokens[t]);
+    }
+
+  h_.resize(T_ * d);
+  a_.resize(T_ * d);
+  mix_.resize(T_ * d);
+  be_.embedding(w.embed, ids.data(), T_, h_.data());
+
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const LayerWeights& lw = w.layers[i];
+    const std::string p = "model.layers." + std::to_string(i);
+    observe(p + ".input", h_.data(), T_, d);
+    // h = h + Mixer(RMSNorm(h))
+    be_.rms_norm(h_.data(), lw.operator_norm.data(), T_, d, c.norm_eps, a_.data());
+    observe(p + ".operator_norm", a_.data(), T_, d);
+    if (lw.kind == LayerKind::Conv)
+      conv_mixer(lw, i, items);
+    else
+      attention_mixer(lw, i, items);
+    observe(p + (lw.kind == LayerKind::Conv ? ".conv" : ".self_attn"), mix_.data(), T_, d);
+    be_.add(h_.data(), mix_.data(), T_ * d);
+    // h = h + FFN(RMSNorm(h))
+    be_.rms_norm(h_.data(), lw.ffn_norm.data(), T_, d, c.norm_eps, a_.data());
+    observe(p + ".ffn_norm", a_.data(), T_, d);
+    if (c.layer_is_moe(i))
+      moe_ffn(lw.moe, T_);
+    else
+      dense_ffn(lw.ffn, a_.data(), T_, mix_.data());
+    observe(p + ".feed_forward", mix_.data(), T_, d);
+    be_.add(h_.data(), mix_.data(), T_ * d);
+    observe(p, h_.data(), T_, d);
+  }
+
+  // Final norm and head, only on the rows whose logits are wanted.
+  out.first_row.clear();
+  out.n_rows.clear();
+  std::vector<int64_t> rows;
+  int64_t offset = 0;
+  for (const BatchItem& it : items) {
+    const int64_t n = static_cast<int64_t>(it.tokens.size());
+    out.first_row.push_back(static_cast<int64_t>(rows.size()));
+    out.n_rows.push_back(it.all_logits ? n : 1);
+    for (int64_t t = it.all_logits ? 0 : n - 1; t < n; ++t) rows.push_back(offset + t);
+    offset += n;
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  for (int64_t r = 0; r < R; ++r) std::copy_n(h_.data() + rows[r] * d, d, a_.data() + r * d);
+  be_.rms_norm(a_.data(), w.final_norm.data(), R, d, c.norm_eps, a_.data());
+  observe("model.embedding_norm", a_.data(), R, d);
+  out.vocab = c.vocab_size;
+  out.logits.resize(R * c.vocab_size);
+  be_.matmul(a_.data(), R, w.lm_head, out.logits.data());
+
+  for (const BatchItem& it : items) it.state->advance(static_cast<int64_t>(it.tokens.size()));
+}
+
+// ShortConv: p = W_in a → (B, C, x); u = B ⊙ x; z = causal depthwise conv(u) with the
+// sequence's rolling state; y = C ⊙ z; out = W_out y.
+void Forward::conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items) {
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.hidden_size;
+  const ConvWeights& cw = lw.conv;
+  proj_.resize(T_ * 3 * d);
+  be_.matmul(a_.data(), T_, cw.in_proj, proj_.data());  // [T, 3d]
+  if (!cw.in_bias.empty())
+    for (int64_t t = 0; t < T_; ++t) be_.add(proj_.data() + t * 3 * d, cw.in_bias.data(), 3 * d);
+  tmp_.resize(T_ * d);   // u
+  tmp2_.resize(T_ * d);  // z, then y
+  for (int64_t t = 0; t < T_; ++t) {
+    const float* row = proj_.data() + t * 3 * d;
+    be_.mul(row, row + 2 * d, d, tmp_.data() + t * d);  // u = B ⊙ x
+  }
+  int64_t offset = 0;
+  for (const BatchItem& it : items) {
+    const int64_t n = static_cast<int64_t>(it.tokens.size());
+    be_.short_conv(tmp_.data() + offset * d, n, d, c.conv_kernel, cw.kernel.data(),
+                   cw.conv_bias.empty() ? nullptr : cw.conv_bias.data(), it.state->conv_state(model_.state_slot(layer)),
+                   tmp2_.data() + offset * d);
+    offset += n;
+  }
+  for (int64_t t = 0; t < T_; ++t)
+    be_.mul(proj_.data() + t * 3 * d + d, tmp2_.data() + t * d, d, tmp2_.data() + t * d);  // y = C ⊙ z
+  be_.matmul(tmp2_.data(), T_, cw.out_proj, mix_.data());
+  if (!cw.out_bias.empty())
+    for (int64_t t = 0; t < T_; ++t) be_.add(mix_.data() + t * d, cw.out_bias.data(), d);
+}
+
+// GQA attention: q/k per-head RMSNorm, NeoX RoPE at each token's own position, K/V appended to
+// the sequence's cache, causal softmax(q kᵀ / √hd) v, then the output projection.
+void Forward::attention_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items) {
+  const ModelConfig& c = model_.config();
+  const int64_t H = c.n_heads, G = c.n_kv_heads, hd = c.head_dim;
+  const AttentionWeights& aw = lw.attn;
+  tmp_.resize(T_ * H * hd);   // q, later the attention output
+  tmp2_.resize(T_ * G * hd);  // k
+  tmp3_.resize(T_ * G * hd);  // v
+  be_.matmul(a_.data(), T_, aw.q, tmp_.data());
+  be_.matmul(a_.data(), T_, aw.k, tmp2_.data());
+  be_.matmul(a_.data(), T_, aw.v, tmp3_.data());
+  be_.rms_norm(tmp_.data(), aw.q_norm.data(), T_ * H, hd, c.norm_eps, tmp_.data());
+  be_.rms_norm(tmp2_.data(), aw.k_norm.data(), T_ * G, hd, c.norm_eps, tmp2_.data());
+  be_.rope_neox(tmp_.data(), T_, H, hd, positions_.data(), model_.rope_inv_freq().data());
+  be_.rope_neox(tmp2_.data(), T_, G, hd, positions_.data(), model_.rope_inv_freq().data());
+
+  proj_.resize(T_ * H * hd);
+  const int64_t slot = model_.state_slot(layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  int64_t offset = 0;
+  for (const BatchItem& it : items) {
+    const int64_t n = static_cast<int64_t>(it.tokens.size());
+    const int64_t past = it.state->n_past();
+    float* K = it.state->keys(slot);
+    float* V = it.state->values(slot);
+    std::copy_n(tmp2_.data() + offset * G * hd, n * G * hd, K + past * G * hd);
+    std::copy_n(tmp3_.data() + offset * G * hd, n * G * hd, V + past * G * hd);
+    be_.attention(tmp_.data() + offset * H * hd, n, past, K, V, past + n, H, G, hd, scale,
+                  proj_.data() + offset * H * hd);
+    offset += n;
+  }
+  be_.matmul(proj_.data(), T_, aw.out, mix_.data());
+}
+
+// SwiGLU: W2 (silu(W1 f) ⊙ W3 f).
+void Forward::dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out) {
+  const int64_t F = w.w1.shape[0];
+  std::vector<float> gate(rows * F), up(rows * F);
+  be_.matmul(in, rows, w.w1, gate.data());
+  be_.matmul(in, rows, w.w3, up.data());
+  be_.swiglu(gate.data(), up.data(), rows * F, gate.data());
+  be_.matmul(gate.data(), rows, w.w2, out);
+}
+
+// Sigmoid-routed MoE (LFM2_SPEC.md §3.7): the expert bias only steers selection; weights come
+// from the unbiased scores, renormalised (+1e-6) and scaled. Each token sums its experts in
+// ascending expert order, so its result does not depend on which other tokens are present.
+void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.hidden_size, E = c.n_experts, k = c.n_experts_used;
+  std::vector<float> logits(rows * E);
+  be_.matmul(a_.data(), rows, w.router, logits.data());
+  // Per token: chosen experts (ascending) and their weights.
+  std::vector<std::vector<std::pair<int64_t, float>>> chosen(rows);
+  std::vector<std::vector<int64_t>> tokens_of(E);
+  for (int64_t t = 0; t < rows; ++t) {
+    std::vector<float> score(E), sel(E);
+    for (int64_t e = 0; e < E; ++e) {
+      score[e] = 1.0f / (1.0f + std::exp(-logits[t * E + e]));
+      sel[e] = score[e] + (w.expert_bias.empty() ? 0.0f : w.expert_bias[e]);
+    }
+    std::vector<int64_t> idx(E);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) { return sel[x] > sel[y]; });
+    idx.resize(k);
+    float sum = 0;
+    for (int64_t e : idx) sum += score[e];
+    for (int64_t e : idx) {
+      float wt = score[e];
+      if (c.norm_topk_prob) wt /= (sum + 1e-6f);
+      chosen[t].push_back({e, wt * c.routed_scaling_factor});
+    }
+    std::sort(chosen[t].begin(), chosen[t].end());
+    for (const auto& [e, wt] : chosen[t]) tokens_of[e].push_back(t);
+  }
+  // Run each expert on the tokens routed to it; keep per-(token, expert) outputs.
+  std::vector<std::vector<float>> expert_out(E);
+  std::vector<float> in, out;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& toks = tokens_of[e];
+    if (toks.empty()) continue;
+    const int64_t n = static_cast<int64_t>(toks.size());
+    in.resize(n * d);
+    for (int64_t r = 0; r < n; ++r) std::copy_n(a_.data() + toks[r] * d, d, in.data() + r * d);
+    expert_out[e].resize(n * d);
+    dense_ffn(w.experts[e], in.data(), n, expert_out[e].data());
+  }
+  std::vector<size_t> cursor(E, 0);
+  std::fill(mix_.begin(), mix_.begin() + rows * d, 0.0f);
+  for (int64_t t = 0; t < rows; ++t)
+    for (const auto& [e, wt] : chosen[t]) {
+      const float* src = expert_out[e].data() + cursor[e]++ * d;
+      float* dst = mix_.data() + t * d;
+      for (int64_t i = 0; i < d; ++i) dst[i] += wt * src[i];
+    }
+}
+
+}  // namespace lfm

@@ -1,0 +1,55 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/model_formats.h"
+#include "model/safetensors.h"
+
+namespace lfm {
+
+std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim) {
+  // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in float32.
+  std::vector<float> inv(static_cast<size_t>(head_dim / 2));
+  for (int64_t j = 0; j < head_dim / 2; ++j) {
+    const float expo = static_cast<float>(2 * j) / static_cast<float>(head_dim);
+    const float p = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(theta)), static_cast<double>(expo)));
+    inv[j] = 1.0f / p;
+  }
+  return inv;
+}
+
+Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source)
+    : cfg_(std::move(cfg)), source_(std::move(source)) {
+  weights_ = bind_weights(cfg_, *source_);
+  int64_t n_conv = 0, n_attn = 0;
+  for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
+  inv_freq_ = rope_inverse_frequencies(cfg_.rope_theta, cfg_.head_dim);
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& name : source_->names()) n += source_->find(name)->numel();
+  return n;
+}
+
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& name : source_->names()) n += source_->find(name)->nbytes;
+  return n;
+}
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  LFM_CHECK(fs::exists(path), "model: '", path, "' does not exist");
+  if (fs::is_regular_file(path)) {
+    LFM_CHECK(is_gguf_path(path), "model: '", path, "' is a file but not a .gguf; pass a checkpoint folder or a GGUF file");
+    return load_gguf_model(path);
+  }
+  ModelConfig cfg = load_model_config((fs::path(path) / "config.json").string());
+  auto src = std::make_unique<SafetensorsCheckpoint>(path);
+  return std::make_unique<Model>(std::move(cfg), std::move(src));
+}
+
+}  // namespace lfm

@@ -1,0 +1,45 @@
+// A loaded LFM2 model: normalised config, the tensor source that owns the bytes, and the bound
+// weight table. Immutable once loaded; share it between any number of sequences and steps.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/tensor_source.h"
+#include "model/weights.h"
+
+namespace lfm {
+
+class Model {
+ public:
+  Model(ModelConfig cfg, std::unique_ptr<TensorSource> source);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return weights_; }
+  const TensorSource& source() const { return *source_; }
+
+  // Index of layer i among the conv layers (or among the attention layers).
+  int64_t state_slot(int64_t layer) const { return slot_[layer]; }
+  // RoPE inverse frequencies [head_dim / 2], computed in float32 like transformers.
+  const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+
+  int64_t parameter_count() const;
+  size_t weight_bytes() const;
+
+ private:
+  ModelConfig cfg_;
+  std::unique_ptr<TensorSource> source_;
+  ModelWeights weights_;
+  std::vector<int64_t> slot_;
+  std::vector<float> inv_freq_;
+};
+
+// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file.
+std::unique_ptr<Model> load_model(const std::string& path);
+
+// RoPE inverse frequencies as transformers computes them: 1 / theta^(2j / hd) in float32.
+std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim);
+
+}  // namespace lfm

@@ -1,0 +1,44 @@
+// Where weights come from: a set of named tensors with Hugging Face names and PyTorch shapes.
+// Safetensors checkpoints provide them directly; the GGUF reader presents its tensors under the
+// same names and shapes, so one weight loader serves both formats.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lfm {
+
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  // nullptr when absent.
+  virtual const TensorView* find(const std::string& name) const = 0;
+  virtual std::vector<std::string> names() const = 0;
+  // Human-readable origin for error messages ("model.safetensors", "x.gguf").
+  virtual std::string origin() const = 0;
+};
+
+// A TensorSource backed by a name → view map; owners keep the bytes alive.
+class MapTensorSource : public TensorSource {
+ public:
+  const TensorView* find(const std::string& name) const override {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : tensors_) out.push_back(k);
+    return out;
+  }
+  std::string origin() const override { return origin_; }
+
+ protected:
+  std::map<std::string, TensorView> tensors_;
+  std::string origin_;
+};
+
+}  // namespace lfm
