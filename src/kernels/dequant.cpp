@@ -21,6 +21,7 @@ void row_bf16(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
 }
 
+using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
 constexpr size_t kTypes = static_cast<size_t>(DType::Q8_K) + 1;
 
 std::array<DequantRowFn, kTypes>& table() {
@@ -35,8 +36,6 @@ std::array<DequantRowFn, kTypes>& table() {
 }
 
 }  // namespace
-
-void register_dequant(DType type, DequantRowFn fn) { table()[static_cast<size_t>(type)] = fn; }
 
 bool dequant_supported(DType type) { return table()[static_cast<size_t>(type)] != nullptr; }
 

@@ -1,5 +1,4 @@
-// Row conversion of stored weights to float32. Plain types (F32/F16/BF16) live here; block-
-// quantized ggml types register their row decoders in the same table (see dequant_quant.cpp).
+// Row conversion of stored weights to float32, for every DType (plain and ggml block-quantized).
 #pragma once
 
 #include <cstdint>
@@ -13,9 +12,5 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Whether dequantize_row (and so every matmul) supports the type.
 bool dequant_supported(DType type);
-
-using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
-// Registry hook for quantized types; implementations call it at static-init time.
-void register_dequant(DType type, DequantRowFn fn);
 
 }  // namespace lfm

@@ -1,0 +1,17 @@
+// ggml block-quantized formats: encoders (float32 → blocks). Decoders are reached through
+// dequantize_row (kernels/dequant.h), which dispatches every DType.
+// Block layouts follow ggml exactly so GGUF files written by llama.cpp and by lfm agree.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lfm {
+
+// Encodes n floats (a multiple of the type's block size) into dst (dtype_row_bytes(type, n)
+// bytes). Supported: F32, F16, BF16 and every quantized DType that has an encoder.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+bool quantize_supported(DType type);
+
+}  // namespace lfm
