@@ -12,8 +12,9 @@ const float* StepOutput::row(size_t item, int64_t i) const {
   return logits.data() + (first_row[item] + i) * vocab;
 }
 
-void Forward::observe(const std::string& name, const float* data, int64_t rows, int64_t cols) {
-  if (observer_) observer_(name, data, rows, cols);
+void Forward::observe(int64_t layer, const char* suffix, const float* data, int64_t rows, int64_t cols) {
+  if (!observer_) return;
+  observer_(layer < 0 ? std::string(suffix) : "model.layers." + std::to_string(layer) + suffix, data, rows, cols);
 }
 
 void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
@@ -53,27 +54,28 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
 
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers[i];
-    const std::string p = "model.layers." + std::to_string(i);
-    observe(p + ".input", h_.data(), T_, d);
+    observe(i, ".input", h_.data(), T_, d);
     // h = h + Mixer(RMSNorm(h))
     be_.rms_norm(h_.data(), lw.operator_norm.data(), T_, d, c.norm_eps, a_.data());
-    observe(p + ".operator_norm", a_.data(), T_, d);
+    observe(i, ".operator_norm", a_.data(), T_, d);
     if (lw.kind == LayerKind::Conv)
       conv_mixer(lw, i, items);
     else
       attention_mixer(lw, i, items);
-    observe(p + (lw.kind == LayerKind::Conv ? ".conv" : ".self_attn"), mix_.data(), T_, d);
+    observe(i, lw.kind == LayerKind::Conv ? ".conv" : ".self_attn", mix_.data(), T_, d);
     be_.add(h_.data(), mix_.data(), T_ * d);
+    observe(i, ".ffn_norm.input", h_.data(), T_, d);
     // h = h + FFN(RMSNorm(h))
     be_.rms_norm(h_.data(), lw.ffn_norm.data(), T_, d, c.norm_eps, a_.data());
-    observe(p + ".ffn_norm", a_.data(), T_, d);
+    observe(i, ".ffn_norm", a_.data(), T_, d);
+    current_layer_ = i;
     if (c.layer_is_moe(i))
       moe_ffn(lw.moe, T_);
     else
       dense_ffn(lw.ffn, a_.data(), T_, mix_.data());
-    observe(p + ".feed_forward", mix_.data(), T_, d);
+    observe(i, ".feed_forward", mix_.data(), T_, d);
     be_.add(h_.data(), mix_.data(), T_ * d);
-    observe(p, h_.data(), T_, d);
+    observe(i, "", h_.data(), T_, d);
   }
 
   // Final norm and head, only on the rows whose logits are wanted.
@@ -91,10 +93,11 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   const int64_t R = static_cast<int64_t>(rows.size());
   for (int64_t r = 0; r < R; ++r) std::copy_n(h_.data() + rows[r] * d, d, a_.data() + r * d);
   be_.rms_norm(a_.data(), w.final_norm.data(), R, d, c.norm_eps, a_.data());
-  observe("model.embedding_norm", a_.data(), R, d);
+  observe(-1, "model.embedding_norm", a_.data(), R, d);
   out.vocab = c.vocab_size;
   out.logits.resize(R * c.vocab_size);
   be_.matmul(a_.data(), R, w.lm_head, out.logits.data());
+  observe(-1, "lm_head", out.logits.data(), R, c.vocab_size);
 
   for (const BatchItem& it : items) it.state->advance(static_cast<int64_t>(it.tokens.size()));
 }
@@ -115,6 +118,7 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const 
     const float* row = proj_.data() + t * 3 * d;
     be_.mul(row, row + 2 * d, d, tmp_.data() + t * d);  // u = B ⊙ x
   }
+  observe(layer, ".conv.conv.input", tmp_.data(), T_, d);
   int64_t offset = 0;
   for (const BatchItem& it : items) {
     const int64_t n = static_cast<int64_t>(it.tokens.size());
@@ -123,8 +127,10 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const 
                    tmp2_.data() + offset * d);
     offset += n;
   }
+  observe(layer, ".conv.conv", tmp2_.data(), T_, d);
   for (int64_t t = 0; t < T_; ++t)
     be_.mul(proj_.data() + t * 3 * d + d, tmp2_.data() + t * d, d, tmp2_.data() + t * d);  // y = C ⊙ z
+  observe(layer, ".conv.out_proj.input", tmp2_.data(), T_, d);
   be_.matmul(tmp2_.data(), T_, cw.out_proj, mix_.data());
   if (!cw.out_bias.empty())
     for (int64_t t = 0; t < T_; ++t) be_.add(mix_.data() + t * d, cw.out_bias.data(), d);
@@ -142,10 +148,17 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer, std::span<c
   be_.matmul(a_.data(), T_, aw.q, tmp_.data());
   be_.matmul(a_.data(), T_, aw.k, tmp2_.data());
   be_.matmul(a_.data(), T_, aw.v, tmp3_.data());
+  observe(layer, ".self_attn.q_proj", tmp_.data(), T_, H * hd);
+  observe(layer, ".self_attn.k_proj", tmp2_.data(), T_, G * hd);
+  observe(layer, ".self_attn.v", tmp3_.data(), T_, G * hd);
   be_.rms_norm(tmp_.data(), aw.q_norm.data(), T_ * H, hd, c.norm_eps, tmp_.data());
   be_.rms_norm(tmp2_.data(), aw.k_norm.data(), T_ * G, hd, c.norm_eps, tmp2_.data());
+  observe(layer, ".self_attn.q_layernorm", tmp_.data(), T_, H * hd);
+  observe(layer, ".self_attn.k_layernorm", tmp2_.data(), T_, G * hd);
   be_.rope_neox(tmp_.data(), T_, H, hd, positions_.data(), model_.rope_inv_freq().data());
   be_.rope_neox(tmp2_.data(), T_, G, hd, positions_.data(), model_.rope_inv_freq().data());
+  observe(layer, ".self_attn.q_rope", tmp_.data(), T_, H * hd);
+  observe(layer, ".self_attn.k_rope", tmp2_.data(), T_, G * hd);
 
   proj_.resize(T_ * H * hd);
   const int64_t slot = model_.state_slot(layer);
@@ -162,6 +175,7 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer, std::span<c
                   proj_.data() + offset * H * hd);
     offset += n;
   }
+  observe(layer, ".self_attn.out_proj.input", proj_.data(), T_, H * hd);
   be_.matmul(proj_.data(), T_, aw.out, mix_.data());
 }
 
@@ -183,6 +197,7 @@ void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
   const int64_t d = c.hidden_size, E = c.n_experts, k = c.n_experts_used;
   std::vector<float> logits(rows * E);
   be_.matmul(a_.data(), rows, w.router, logits.data());
+  observe(current_layer_, ".feed_forward.gate", logits.data(), rows, E);
   // Per token: chosen experts (ascending) and their weights.
   std::vector<std::vector<std::pair<int64_t, float>>> chosen(rows);
   std::vector<std::vector<int64_t>> tokens_of(E);

@@ -49,7 +49,8 @@ class Forward {
   void attention_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items);
   void dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out);
   void moe_ffn(const MoeWeights& w, int64_t rows);
-  void observe(const std::string& name, const float* data, int64_t rows, int64_t cols);
+  // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.
+  void observe(int64_t layer, const char* suffix, const float* data, int64_t rows, int64_t cols);
 
   const Model& model_;
   Backend& be_;
@@ -57,6 +58,7 @@ class Forward {
 
   // Step scratch, sized by the packed token count T (reused between steps).
   int64_t T_ = 0;
+  int64_t current_layer_ = 0;  // for observer names inside the FFN
   std::vector<int64_t> positions_;  // [T]
   std::vector<float> h_, a_, mix_, proj_, tmp_, tmp2_, tmp3_;
 };
