@@ -1,0 +1,211 @@
+// Kernel tests: every backend op against a plain float64 computation written here, on random
+// inputs of awkward sizes; the spec's ShortConv worked example; and the batch/thread
+// independence that ragged batching relies on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/thread_pool.h"
+#include "kernels/backend.h"
+#include "kernels/dequant.h"
+#include "kernels/reference_ops.h"
+
+namespace lfm {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+class KernelsTest : public ::testing::Test {
+ protected:
+  ThreadPool pool_{3};
+  std::unique_ptr<Backend> be_ = make_reference_backend(pool_);
+};
+
+TEST_F(KernelsTest, MatmulAllPlainTypesAwkwardSizes) {
+  for (auto [n, out, in] : {std::tuple{1, 1, 1}, {3, 17, 33}, {7, 5, 129}, {2, 64, 7}}) {
+    const auto x = randn(n * in, 1);
+    const auto wf = randn(out * in, 2);
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      std::vector<uint16_t> w16(out * in);
+      const void* data = wf.data();
+      std::vector<float> wdec(wf);  // the values the kernel should see after decoding
+      if (dt != DType::F32) {
+        for (int i = 0; i < out * in; ++i) {
+          w16[i] = dt == DType::F16 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
+          wdec[i] = dt == DType::F16 ? f16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
+        }
+        data = w16.data();
+      }
+      TensorView w{dt, {out, in}, data, dtype_row_bytes(dt, int64_t(out) * in)};
+      std::vector<float> y(n * out);
+      be_->matmul(x.data(), n, w, y.data());
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < out; ++j) {
+          double s = 0;
+          for (int k = 0; k < in; ++k) s += double(x[i * in + k]) * wdec[j * in + k];
+          EXPECT_NEAR(y[i * out + j], s, 1e-5 * (1 + std::sqrt(double(in)))) << dtype_name(dt) << " " << i << "," << j;
+        }
+    }
+  }
+}
+
+TEST_F(KernelsTest, MatmulRowsIndependentOfBatchAndThreads) {
+  const int in = 100, out = 37;
+  const auto x = randn(9 * in, 3);
+  const auto wf = randn(out * in, 4);
+  TensorView w{DType::F32, {out, in}, wf.data(), wf.size() * 4};
+  std::vector<float> all(9 * out), one(out);
+  be_->matmul(x.data(), 9, w, all.data());
+  ThreadPool single(1);
+  auto be1 = make_reference_backend(single);
+  for (int i = 0; i < 9; ++i) {
+    be1->matmul(x.data() + i * in, 1, w, one.data());
+    EXPECT_EQ(std::memcmp(one.data(), all.data() + i * out, out * 4), 0) << "row " << i;
+  }
+}
+
+TEST_F(KernelsTest, RmsNorm) {
+  for (int dim : {1, 7, 64, 129}) {
+    const auto x = randn(3 * dim, 5, 3.0f);
+    const auto w = randn(dim, 6);
+    std::vector<float> y(3 * dim);
+    be_->rms_norm(x.data(), w.data(), 3, dim, 1e-5f, y.data());
+    for (int r = 0; r < 3; ++r) {
+      double ss = 0;
+      for (int i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+      const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+      for (int i = 0; i < dim; ++i) EXPECT_NEAR(y[r * dim + i], w[i] * x[r * dim + i] * inv, 1e-5);
+    }
+    std::vector<float> inplace(x);
+    be_->rms_norm(inplace.data(), w.data(), 3, dim, 1e-5f, inplace.data());
+    EXPECT_EQ(inplace, y);
+  }
+}
+
+TEST_F(KernelsTest, RopeNeoxRotatesHalves) {
+  const int hd = 12, heads = 3, n = 4;
+  auto x = randn(n * heads * hd, 7);
+  const auto orig = x;
+  std::vector<float> inv(hd / 2);
+  for (int j = 0; j < hd / 2; ++j) inv[j] = 1.0f / std::pow(10000.0f, 2.0f * j / hd);
+  const std::vector<int64_t> pos = {0, 5, 17, 1000};
+  be_->rope_neox(x.data(), n, heads, hd, pos.data(), inv.data());
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < heads; ++h)
+      for (int j = 0; j < hd / 2; ++j) {
+        const float* o = orig.data() + (t * heads + h) * hd;
+        const double a = double(pos[t]) * inv[j];
+        EXPECT_NEAR(x[(t * heads + h) * hd + j], o[j] * std::cos(a) - o[j + hd / 2] * std::sin(a), 2e-4);
+        EXPECT_NEAR(x[(t * heads + h) * hd + j + hd / 2], o[j + hd / 2] * std::cos(a) + o[j] * std::sin(a), 2e-4);
+      }
+}
+
+TEST_F(KernelsTest, AttentionCausalGqa) {
+  const int H = 6, G = 2, hd = 5, past = 3, nq = 4, nkv = past + nq;
+  const auto q = randn(nq * H * hd, 8), k = randn(nkv * G * hd, 9), v = randn(nkv * G * hd, 10);
+  std::vector<float> out(nq * H * hd);
+  const float scale = 0.37f;
+  be_->attention(q.data(), nq, past, k.data(), v.data(), nkv, H, G, hd, scale, out.data());
+  for (int i = 0; i < nq; ++i)
+    for (int h = 0; h < H; ++h) {
+      const int g = h / (H / G);
+      std::vector<double> s;
+      for (int j = 0; j <= past + i; ++j) {
+        double d = 0;
+        for (int e = 0; e < hd; ++e) d += double(q[(i * H + h) * hd + e]) * k[(j * G + g) * hd + e];
+        s.push_back(d * scale);
+      }
+      double mx = *std::max_element(s.begin(), s.end()), z = 0;
+      for (auto& e : s) z += (e = std::exp(e - mx));
+      for (int e = 0; e < hd; ++e) {
+        double o = 0;
+        for (size_t j = 0; j < s.size(); ++j) o += s[j] / z * v[(j * G + g) * hd + e];
+        EXPECT_NEAR(out[(i * H + h) * hd + e], o, 1e-5) << i << " " << h << " " << e;
+      }
+    }
+}
+
+// LFM2_SPEC.md §3.4 worked example: d=2, K=3, the conv part fed with u = B ⊙ x.
+TEST_F(KernelsTest, ShortConvSpecExample) {
+  const std::vector<float> w = {0.25f, -1, 2, 0.5f, 0.5f, 1};  // [d][K], last tap = newest
+  const std::vector<float> u = {2, 4, 8, -2, 0, 18, 2, 0};     // u_0..u_3
+  const std::vector<float> z_want = {4, 4, 14, 0, -7.5f, 19, 6, 8};
+  std::vector<float> state(2 * 2, 0.0f), z(8);
+  be_->short_conv(u.data(), 4, 2, 3, w.data(), nullptr, state.data(), z.data());
+  EXPECT_EQ(z, z_want);
+  EXPECT_EQ(state, (std::vector<float>{0, 18, 2, 0}));
+  // The same sequence one step at a time gives the same outputs and state.
+  std::vector<float> s2(4, 0.0f), z2(8);
+  for (int t = 0; t < 4; ++t) be_->short_conv(u.data() + 2 * t, 1, 2, 3, w.data(), nullptr, s2.data(), z2.data() + 2 * t);
+  EXPECT_EQ(z2, z_want);
+  EXPECT_EQ(s2, state);
+}
+
+TEST_F(KernelsTest, ShortConvRandomChunksAndBias) {
+  const int d = 13, K = 4, n = 11;
+  const auto u = randn(n * d, 11), w = randn(d * K, 12), b = randn(d, 13);
+  std::vector<float> s_full((K - 1) * d, 0.0f), z_full(n * d);
+  be_->short_conv(u.data(), n, d, K, w.data(), b.data(), s_full.data(), z_full.data());
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) {
+      double z = b[c];
+      for (int k = 0; k < K; ++k) {
+        const int src = t - (K - 1) + k;
+        if (src >= 0) z += double(w[c * K + k]) * u[src * d + c];
+      }
+      EXPECT_NEAR(z_full[t * d + c], z, 1e-5);
+    }
+  std::vector<float> s((K - 1) * d, 0.0f), z(n * d);
+  int pos = 0;
+  for (int len : {1, 2, 5, 3}) {
+    be_->short_conv(u.data() + pos * d, len, d, K, w.data(), b.data(), s.data(), z.data() + pos * d);
+    pos += len;
+  }
+  EXPECT_EQ(z, z_full);
+  EXPECT_EQ(s, s_full);
+}
+
+TEST_F(KernelsTest, SwigluSoftmaxElementwise) {
+  const auto g = randn(37, 14, 4.0f), u = randn(37, 15);
+  std::vector<float> out(37);
+  be_->swiglu(g.data(), u.data(), 37, out.data());
+  for (int i = 0; i < 37; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-double(g[i]))) * u[i], 1e-5);
+  auto s = randn(19, 16, 10.0f);
+  be_->softmax(s.data(), 19);
+  double total = 0;
+  for (float p : s) total += p;
+  EXPECT_NEAR(total, 1.0, 1e-6);
+}
+
+TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
+  ThreadPool pool(4);
+  for (int64_t n : {0, 1, 3, 4, 5, 1000}) {
+    std::vector<int> hits(n, 0);
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i], 1);
+  }
+}
+
+TEST(DTypeTest, HalfConversionsRoundTrip) {
+  for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.0009765625f})
+    EXPECT_EQ(f16_to_f32(f32_to_f16(f)), f) << f;
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);             // overflow to inf
+  EXPECT_EQ(f16_to_f32(0x3555), 0.333251953125f);  // nearest f16 to 1/3
+  EXPECT_EQ(f32_to_f16(1.0f / 3.0f), 0x3555);
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(3.140625f)), 3.140625f);
+  EXPECT_EQ(f32_to_bf16(1.00390625f), 0x3f80);  // tie rounds to even
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
+}
+
+}  // namespace
+}  // namespace lfm
