@@ -1,0 +1,33 @@
+// GGUF → the model's neutral inputs: the normalised ModelConfig (from lfm2.* / lfm2moe.* metadata)
+// and a TensorSource presenting GGUF tensors under Hugging Face names and PyTorch shapes, so the
+// same weight binder and forward pass serve safetensors and GGUF checkpoints.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gguf/gguf_reader.h"
+#include "model/config.h"
+#include "model/tensor_source.h"
+
+namespace lfm::gguf {
+
+// Views into the mapped GGUF (no copies). Stacked expert tensors {d, Fm, E} become E views
+// "model.layers.N.feed_forward.experts.E.w1.weight" [Fm, d] — each expert's slice is contiguous.
+class GgufTensorSource : public MapTensorSource {
+ public:
+  explicit GgufTensorSource(std::shared_ptr<const GgufFile> file);
+  const GgufFile& file() const { return *file_; }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+};
+
+// Architectures `lfm2` and `lfm2moe`. Also reads the tokenizer's bos/eos/pad ids. Tied embeddings
+// and conv biases are inferred from the tensors present (output.weight, shortconv.*.bias).
+ModelConfig config_from_gguf(const GgufFile& f);
+
+// llama_ftype values (general.file_type) and their names ("Q4_K_M").
+const char* file_type_name(int64_t ftype);
+
+}  // namespace lfm::gguf
