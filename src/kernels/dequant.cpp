@@ -1,9 +1,16 @@
+// Row decoding for every storage DType: plain floats directly, ggml block formats through the
+// codecs of quant_decode.cpp. Dispatch is a plain switch (no self-registration), so the codecs are
+// referenced from here and the linker keeps them even though lfmcore is a static library.
 #include "kernels/dequant.h"
 
-#include <array>
 #include <cstring>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "core/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace lfm {
 
@@ -11,38 +18,78 @@ namespace {
 
 void row_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
 
+// Loads through memcpy / unaligned intrinsics, so an odd source address is fine.
 void row_f16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  int64_t i = 0;
+#if defined(__F16C__)
+  // Hardware half->float is exact, so this gives the same bits as f16_to_f32.
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 2 * i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    dst[i] = f16_to_f32(h);
+  }
 }
 
 void row_bf16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-}
-
-using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
-constexpr size_t kTypes = static_cast<size_t>(DType::Q8_K) + 1;
-
-std::array<DequantRowFn, kTypes>& table() {
-  static std::array<DequantRowFn, kTypes> t = [] {
-    std::array<DequantRowFn, kTypes> a{};
-    a[static_cast<size_t>(DType::F32)] = row_f32;
-    a[static_cast<size_t>(DType::F16)] = row_f16;
-    a[static_cast<size_t>(DType::BF16)] = row_bf16;
-    return a;
-  }();
-  return t;
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    dst[i] = bf16_to_f32(h);
+  }
 }
 
 }  // namespace
 
-bool dequant_supported(DType type) { return table()[static_cast<size_t>(type)] != nullptr; }
+bool dequant_supported(DType type) {
+  switch (type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
+      return true;
+    case DType::I32:  // integer tensors are indices, not weights: no float view
+      return false;
+  }
+  return false;
+}
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
-  DequantRowFn fn = table()[static_cast<size_t>(type)];
-  LFM_CHECK(fn, "kernels: no decoder for weight type ", dtype_name(type));
-  fn(src, dst, n);
+  const DTypeTraits& tr = dtype_traits(type);
+  LFM_CHECK(n >= 0 && n % tr.block_elems == 0, "kernels: cannot decode ", n, " elements of ", tr.name,
+            ": not a multiple of the block size ", tr.block_elems);
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  const int64_t blocks = n / tr.block_elems;
+  switch (type) {
+    case DType::F32: row_f32(src, dst, n); return;
+    case DType::F16: row_f16(src, dst, n); return;
+    case DType::BF16: row_bf16(src, dst, n); return;
+    case DType::Q4_0: quant::decode_q4_0(bytes, dst, blocks); return;
+    case DType::Q4_1: quant::decode_q4_1(bytes, dst, blocks); return;
+    case DType::Q5_0: quant::decode_q5_0(bytes, dst, blocks); return;
+    case DType::Q5_1: quant::decode_q5_1(bytes, dst, blocks); return;
+    case DType::Q8_0: quant::decode_q8_0(bytes, dst, blocks); return;
+    case DType::Q4_K: quant::decode_q4_k(bytes, dst, blocks); return;
+    case DType::Q5_K: quant::decode_q5_k(bytes, dst, blocks); return;
+    case DType::Q6_K: quant::decode_q6_k(bytes, dst, blocks); return;
+    case DType::Q8_K: quant::decode_q8_k(bytes, dst, blocks); return;
+    case DType::I32: break;
+  }
+  fail("kernels: no decoder for weight type ", dtype_name(type));
 }
 
 }  // namespace lfm
