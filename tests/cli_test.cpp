@@ -1,0 +1,125 @@
+// The `lfm` executable end to end: subcommands, JSON output, exit codes and usage on bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+namespace lfm {
+namespace {
+
+struct RunResult {
+  int code;
+  std::string out;  // stdout + stderr
+};
+
+RunResult run(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd = std::string(LFM_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {-1, ""};
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kFixtureA = test::fixture_dir("lfm2_a_fullattnidxs_tied_f32");
+
+TEST(CliTest, InfoOnConfigOnlyFolderOfLfm2_1_2B) {
+  const auto r = run("info -m " + test::data_dir() + "/assets/lfm2/LFM2-1.2B --json", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["layer_pattern"], "ccAccAccAcAcAcAc");
+  EXPECT_EQ(j["config"]["ffn_dim"], 8192);
+  EXPECT_EQ(j["kv_cache_bytes_per_token"], 12288);
+  EXPECT_EQ(j["conv_state_bytes_per_sequence"], 10 * 2 * 2048 * 2);
+  EXPECT_EQ(j["parameters"], 1170340608);  // the released checkpoint's count
+  const auto text = run("info -m " + test::data_dir() + "/assets/lfm2/LFM2-1.2B");
+  EXPECT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("ccAccAccAcAcAcAc"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("12288 bytes/token"), std::string::npos) << text.out;
+}
+
+TEST(CliTest, InfoOnFixtureCountsRealTensors) {
+  const auto r = run("info -m " + kFixtureA + " --json", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  int64_t params = 0;
+  for (const auto& t : test::reference("lfm2_a_fullattnidxs_tied_f32")["checkpoint_tensors"]) {
+    int64_t n = 1;
+    for (const auto& d : t[1]) n *= d.get<int64_t>();
+    params += n;
+  }
+  EXPECT_EQ(j["parameters"], params);
+  EXPECT_EQ(j["layer_pattern"], "cAccAc");
+}
+
+TEST(CliTest, GenerateGreedyJsonMatchesFixture) {
+  const auto ref = test::reference("lfm2_c_layertypes_untied_convbias_f32");
+  const auto& g = ref["greedy"]["runs"][0];
+  std::string ids;
+  for (const auto& v : g["prompt"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
+  const auto r = run("generate -m " + test::fixture_dir("lfm2_c_layertypes_untied_convbias_f32") + " --prompt-ids " +
+                         ids + " -n 32 --ignore-eos --json",
+                     false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], g["prompt"]);
+  EXPECT_EQ(j["generated_ids"], g["new_tokens"]);
+}
+
+TEST(CliTest, LogitsPrefillThenDecodeJson) {
+  const auto ref = test::reference("lfm2_a_fullattnidxs_tied_f32");
+  const auto& pd = ref["prefill_decode"];
+  std::string ids;
+  for (const auto& v : pd["input_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
+  const auto r = run("logits -m " + kFixtureA + " --ids " + ids + " --prefill " +
+                         std::to_string(pd["n_prefill"].get<int>()) + " --json",
+                     false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto got = nlohmann::json::parse(r.out)["logits"].get<std::vector<std::vector<double>>>();
+  const auto want = pd["logits"].get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size(); ++p)
+    for (size_t v = 0; v < got[p].size(); ++v) ASSERT_NEAR(got[p][v], want[p][v], 1e-4) << p << "," << v;
+}
+
+TEST(CliTest, HelpAndBadArguments) {
+  EXPECT_EQ(run("--help").code, 0);
+  for (const char* cmd : {"generate", "logits", "info"}) {
+    const auto h = run(std::string(cmd) + " --help");
+    EXPECT_EQ(h.code, 0) << cmd;
+    EXPECT_NE(h.out.find("--model"), std::string::npos) << cmd << ": " << h.out;
+  }
+  const auto none = run("");
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.out.find("usage: lfm <command>"), std::string::npos);
+  const auto unknown = run("frobnicate");
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.out.find("unknown command 'frobnicate'"), std::string::npos);
+  const auto missing = run("generate --prompt-ids 1,2");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("--model"), std::string::npos) << missing.out;  // usage printed
+  const auto bad_ids = run("generate -m " + kFixtureA + " --prompt-ids 1,x,3");
+  EXPECT_NE(bad_ids.code, 0);
+  EXPECT_NE(bad_ids.out.find("'x' is not a token id"), std::string::npos) << bad_ids.out;
+  const auto oov = run("generate -m " + kFixtureA + " --prompt-ids 1,999");
+  EXPECT_NE(oov.code, 0);
+  EXPECT_NE(oov.out.find("token id 999 is outside the vocabulary"), std::string::npos) << oov.out;
+  const auto overflow = run("generate -m " + kFixtureA + " --prompt-ids 1,2,3,4 -c 3");
+  EXPECT_NE(overflow.code, 0);
+  EXPECT_NE(overflow.out.find("past the context size 3"), std::string::npos) << overflow.out;
+  const auto no_model = run("info -m /nonexistent/model");
+  EXPECT_NE(no_model.code, 0);
+  EXPECT_NE(no_model.out.find("/nonexistent/model"), std::string::npos) << no_model.out;
+  const auto prefill = run("logits -m " + kFixtureA + " --ids 1,2 --prefill 5");
+  EXPECT_NE(prefill.code, 0);
+  EXPECT_NE(prefill.out.find("--prefill 5 exceeds"), std::string::npos) << prefill.out;
+}
+
+}  // namespace
+}  // namespace lfm
