@@ -5,10 +5,12 @@ The result has the real LFM2 pre-tokenizer regex, post-processor, decoder and ad
 from an LFM2 tokenizer_config.json), but a tiny vocabulary learned from corpus.txt, because the
 real 64,400-entry vocabulary is not available. Standard library only; fully deterministic.
 
-usage: train_bpe.py CORPUS TOKENIZER_CONFIG OUT_JSON [--merges N]
+usage: train_bpe.py CORPUS TOKENIZER_CONFIG OUT_DIR [--merges N]
+Writes OUT_DIR/tokenizer.json and OUT_DIR/tokenizer_config.json (the given config, re-serialised).
 """
 import argparse
 import json
+import os
 import re
 from collections import Counter, defaultdict
 
@@ -82,7 +84,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("corpus")
     ap.add_argument("tokenizer_config")
-    ap.add_argument("out")
+    ap.add_argument("out_dir")
     ap.add_argument("--merges", type=int, default=3000)
     args = ap.parse_args()
 
@@ -144,8 +146,11 @@ def main():
                   "vocab": dict(sorted(vocab.items(), key=lambda kv: kv[1])),
                   "merges": [f"{a} {b}" for a, b in merges]},
     }
-    with open(args.out, "w", encoding="utf-8") as f:
+    with open(os.path.join(args.out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tokenizer, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    with open(os.path.join(args.out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False, indent=2)
         f.write("\n")
     print(f"{len(merges)} merges, {len(vocab)} vocab entries, max id {max(vocab.values())}")
 
