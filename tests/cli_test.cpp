@@ -49,7 +49,8 @@ TEST(CliTest, InfoOnFixtureCountsRealTensors) {
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   int64_t params = 0;
-  for (const auto& t : test::reference("lfm2_a_fullattnidxs_tied_f32")["checkpoint_tensors"]) {
+  const auto ref = test::reference("lfm2_a_fullattnidxs_tied_f32");
+  for (const auto& t : ref["checkpoint_tensors"]) {
     int64_t n = 1;
     for (const auto& d : t[1]) n *= d.get<int64_t>();
     params += n;
