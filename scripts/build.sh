@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Configures and builds lfm. Usage: scripts/build.sh [release|asan]  (default: release)
+#   release → build/        asan → build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind="${1:-release}"
+case "$kind" in
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan)    dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLFM_SANITIZE=ON -DLFM_BUILD_BENCH=OFF) ;;
+  *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
+esac
+bash scripts/setup.sh
+cmake -S . -B "$dir" "${flags[@]}" >/dev/null
+cmake --build "$dir" -j"$(nproc)"
