@@ -1,0 +1,68 @@
+// lfm convert: a Hugging Face folder (or a GGUF) → a GGUF file llama.cpp can load, in one of
+// f32, f16, bf16, q8_0, q4_0, q4_k_m (type choices per tensor as llama.cpp makes them; see
+// src/gguf/quant_policy.h). Streams tensor by tensor; memory stays flat.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "gguf/gguf_export.h"
+#include "gguf/gguf_tokenizer_meta.h"
+#include "model/model.h"
+#include "model/model_formats.h"
+
+namespace lfm::cli {
+namespace {
+
+int run_convert(int argc, char** argv) {
+  CLI::App app{
+      "Convert a model to GGUF (llama.cpp's tensor names and metadata).\n"
+      "Types: f32, f16, bf16, q8_0 (as llama.cpp's converter: vectors and the conv kernel stay F32,\n"
+      "rows not a multiple of 32 fall back to F16), q4_0 and q4_k_m (as llama-quantize: output/tied\n"
+      "embedding Q6_K, Q6_K for attn_v and ffn_down in the 'more bits' layers, K-quants on rows not a\n"
+      "multiple of 256 fall back to Q5_0 / Q8_0)."};
+  configure_app(app);
+  std::string model, out, type = "f16", name;
+  int threads = 0;
+  bool quiet = false;
+  app.add_option("-m,--model", model, "Input: Hugging Face folder (config.json + safetensors) or .gguf")->required();
+  app.add_option("-o,--output", out, "Output .gguf path")->required();
+  app.add_option("--type", type, "f32, f16, bf16, q8_0, q4_0 or q4_k_m")->capture_default_str();
+  app.add_option("--name", name, "general.name (default: the input's name)");
+  app.add_option("-t,--threads", threads, "Quantization threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_flag("-q,--quiet", quiet, "No progress bar or summary");
+  LFM_CLI_PARSE(app, argc, argv);
+
+  namespace fs = std::filesystem;
+  gguf::ExportOptions opt;
+  opt.type = gguf::parse_file_type(type);
+  opt.progress = !quiet;
+  opt.threads = threads;
+  LFM_CHECK(fs::absolute(model) != fs::absolute(out), "convert: the output would overwrite the input");
+  auto m = load_model(model);
+  if (fs::is_regular_file(model)) {
+    gguf::GgufFile src(model);
+    opt.extra = gguf::tokenizer_metadata_from_gguf(src);
+    if (const gguf::Value* v = src.find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
+  } else {
+    opt.name = fs::path(model).lexically_normal().filename().string();
+    if (opt.name.empty()) opt.name = fs::absolute(model).parent_path().filename().string();
+  }
+  if (!name.empty()) opt.name = name;
+  gguf::SourceRowProducer rows(m->source());
+  const gguf::ExportStats st = gguf::write_gguf_model(out, m->config(), rows, opt);
+  if (!quiet) {
+    std::fprintf(stderr, "wrote %s: %s, %.1f MiB in %.2f s; tensor types:", out.c_str(), gguf::file_type_label(opt.type),
+                 st.file_bytes / 1048576.0, st.seconds);
+    for (const auto& [t, n] : st.type_counts) std::fprintf(stderr, " %s x%lld", t.c_str(), static_cast<long long>(n));
+    std::fprintf(stderr, "\n");
+  }
+  return 0;
+}
+
+CommandRegistrar reg({"convert", "convert a model to GGUF (f32/f16/bf16/q8_0/q4_0/q4_k_m)", run_convert});
+
+}  // namespace
+}  // namespace lfm::cli

@@ -1,0 +1,55 @@
+// Which storage type each tensor gets for a requested GGUF file type, following llama.cpp's
+// choices (convert_hf_to_gguf for f32/f16/bf16/q8_0, llama-quantize's llama_tensor_get_type for
+// q4_0/q4_k_m) so our files hold the same type mix a llama.cpp user would get:
+//   * 1-D tensors (norms, biases), the short-conv kernel {K, d}, the MoE router ffn_gate_inp and
+//     exp_probs_b stay F32 in every file type (ggml's ssm_conv reads F32 kernels).
+//   * f16 / bf16 / q8_0: every other tensor in that type; q8_0 falls back to F16 when a row length
+//     is not a multiple of 32 (as the converter does).
+//   * q4_0 / q4_k_m (llama-quantize rules):
+//       - the output matrix (output.weight, or token_embd.weight when embeddings are tied) gets
+//         Q6_K, or Q8_0 when its row length is not a multiple of the base type's block size;
+//       - q4_k_m: attn_v gets Q6_K in the "use_more_bits" attention layers, ffn_down (and
+//         ffn_down_exps) in the use_more_bits layers; with exactly 8 experts attn_v is Q8_0 and
+//         attn_output Q5_K;
+//       - use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2, where attn_v is counted
+//         over attention layers only (conv layers have none) and ffn_down over all layers;
+//       - a K-quant on a row length that is not a multiple of 256 falls back like llama.cpp:
+//         Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, and to F16 if even that block size does not fit;
+//         Q4_0 on a row length not a multiple of 32 falls back to F16.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/config.h"
+
+namespace lfm::gguf {
+
+// llama_ftype values written to general.file_type.
+enum class FileType : int32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 7, Q4_K_M = 15, BF16 = 32 };
+
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m" (case-insensitive); throws on anything else.
+FileType parse_file_type(const std::string& name);
+const char* file_type_label(FileType t);  // "Q4_K_M", ...
+
+class QuantPolicy {
+ public:
+  QuantPolicy(FileType ft, const ModelConfig& cfg);
+  // ne: ggml dims of the tensor (ne[0] = row length); name: its GGUF name.
+  DType choose(const std::string& gguf_name, const std::vector<int64_t>& ne) const;
+
+ private:
+  FileType ft_;
+  bool has_output_;            // untied lm_head present
+  int64_t n_layers_;
+  int64_t n_experts_;
+  std::vector<int64_t> attn_index_;  // layer → index among attention layers (-1 for conv)
+  int64_t n_attn_;
+};
+
+// llama.cpp's layer-selection rule for the "more bits" layers of *_M K-quant mixes.
+bool use_more_bits(int64_t i_layer, int64_t n_layers);
+
+}  // namespace lfm::gguf
