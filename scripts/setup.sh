@@ -17,3 +17,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# Tokenizer test oracle: Hugging Face tokenizers.js, pinned by tools/tokenizer/package-lock.json.
+# Installed once into tools/tokenizer/node_modules (gitignored); it loads tokenizer.json from disk
+# and never downloads anything at run time.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ! -d "$ROOT/tools/tokenizer/node_modules" ]; then
+  echo "setup: installing the tokenizer test oracle (npm ci in tools/tokenizer)" >&2
+  npm ci --prefix "$ROOT/tools/tokenizer" --no-audit --no-fund >/dev/null
+fi
