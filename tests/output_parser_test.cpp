@@ -169,6 +169,15 @@ TEST(OutputParserLiterals, TripleQuotedStrings) {
   EXPECT_EQ(args["d"], "esc\n");
 }
 
+TEST(OutputParserLiterals, StringPrefixes) {
+  ordered_json args = single_call_arguments(R"(f(a=r"C:\new\'x", b=u'uni\n', c=b"by", d=R'\d+'))");
+  EXPECT_EQ(args["a"], "C:\\new\\'x");
+  EXPECT_EQ(args["b"], "uni\n");
+  EXPECT_EQ(args["c"], "by");
+  EXPECT_EQ(args["d"], "\\d+");
+  expect_plain_content(block(R"([f(a=x"no")])"));
+}
+
 TEST(OutputParserLiterals, EmptyStrings) {
   ordered_json args = single_call_arguments(R"(f(a="", b='', c={"": ""}))");
   EXPECT_EQ(args["a"], "");

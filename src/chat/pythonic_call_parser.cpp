@@ -194,6 +194,7 @@ class CallParser {
     if (is_ident_start(c)) {
       size_t before_name = pos_;
       std::string name = parse_dotted_name();
+      if ((peek() == '"' || peek() == '\'') && is_string_prefix(name)) return ojson(parse_string(is_raw_prefix(name)));
       if (name == "True" || name == "true") return ojson(true);
       if (name == "False" || name == "false") return ojson(false);
       if (name == "None" || name == "null") return ojson(nullptr);
@@ -303,7 +304,13 @@ class CallParser {
     return ojson(as_double);
   }
 
-  std::string parse_string() {
+  // Python string prefixes: u/b change nothing here, r turns escape processing off.
+  static bool is_string_prefix(std::string_view name) {
+    return name == "r" || name == "R" || name == "u" || name == "U" || name == "b" || name == "B";
+  }
+  static bool is_raw_prefix(std::string_view name) { return name == "r" || name == "R"; }
+
+  std::string parse_string(bool raw = false) {
     const char quote = text_[pos_];
     const bool triple = peek(1) == quote && peek(2) == quote;
     pos_ += triple ? 3 : 1;
@@ -320,6 +327,11 @@ class CallParser {
           pos_ += 3;
           return out;
         }
+      }
+      if (c == '\\' && raw) {  // the backslash stays, but still keeps the next quote from ending it
+        out += c;
+        if (++pos_ < text_.size()) out += text_[pos_++];
+        continue;
       }
       if (c == '\\') {
         ++pos_;

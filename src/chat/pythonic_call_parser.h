@@ -14,7 +14,7 @@
 //   strings ('…', "…", '''…''', """…""") with escapes \n \t \r \b \f \v \a \0-\7 (octal)
 //   \\ \' \" \/ \xXX \uXXXX (surrogate pairs combined) \UXXXXXXXX and backslash-newline;
 //   unknown escapes keep the backslash, as Python does; raw newlines inside any string are
-//   accepted because models emit them in code arguments.
+//   accepted because models emit them in code arguments; prefixes r (raw), u and b.
 //   ints (int64, then uint64, then double when they overflow), floats (sign, '.5', '5.',
 //   exponent), True/False/None and true/false/null, lists, tuples (→ JSON arrays; `(x)` is
 //   just x, `(x,)` a one-element array), dicts with quoted, numeric or bare-word keys,
