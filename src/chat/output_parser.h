@@ -16,6 +16,8 @@
 //     whitespace that follows `</think>` before the content. Reasoning without `</think>`
 //     stays reasoning up to the end of the output (it was streamed as reasoning already).
 //     Markers inside reasoning are reasoning text; a later `<think>` is plain content.
+//   * A block ends at the first `<|tool_call_end|>` (the model emits it as one token, so it
+//     cannot legitimately occur inside an argument string).
 //   * A block that does not parse (bad literal, unbalanced brackets, nesting deeper than
 //     max_nesting_depth, …) and a block still open at the end of the output are kept verbatim,
 //     markers included, as content. An empty list `[]` yields no call and no content.
@@ -45,6 +47,7 @@ inline constexpr std::string_view kToolCallEnd = "<|tool_call_end|>";
 struct OutputParserOptions {
   bool parse_reasoning = true;
   // The generation prompt already ended with `<think>`, so the output begins inside reasoning.
+  // Only meaningful with parse_reasoning.
   bool starts_in_reasoning = false;
   // Off: tool-call markers are ordinary content (e.g. a request that offered no tools).
   bool parse_tool_calls = true;
