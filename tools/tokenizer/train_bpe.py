@@ -85,7 +85,7 @@ def main():
     ap.add_argument("corpus")
     ap.add_argument("tokenizer_config")
     ap.add_argument("out_dir")
-    ap.add_argument("--merges", type=int, default=3000)
+    ap.add_argument("--merges", type=int, default=4000, help="upper bound; training stops early when no pair is left")
     args = ap.parse_args()
 
     with open(args.corpus, encoding="utf-8") as f:
