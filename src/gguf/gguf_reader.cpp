@@ -274,9 +274,10 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
   // Each metadata entry takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at
   // least 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset).
   LFM_CHECK(n_kv <= c.remaining() / 13, "gguf: '", p, "' declares ", n_kv, " metadata entries but the file has only ",
-            c.remaining(), " bytes left (absurd metadata count)");
+            c.remaining(), " bytes left (absurd metadata count or truncated file)");
   LFM_CHECK(n_tensors <= c.remaining() / 24, "gguf: '", p, "' declares ", n_tensors,
-            " tensors but the file has only ", c.remaining(), " bytes left (absurd tensor count)");
+            " tensors but the file has only ", c.remaining(),
+            " bytes left (absurd tensor count or truncated file)");
 
   kv_.reserve(static_cast<size_t>(n_kv));
   for (uint64_t k = 0; k < n_kv; ++k) {
