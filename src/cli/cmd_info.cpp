@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "gguf/gguf_info.h"
 #include "model/model_formats.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -66,6 +67,8 @@ int run_info(int argc, char** argv) {
   j["conv_state_bytes_per_sequence"] = conv_per_seq * eb;
   j["runtime_kv_cache_bytes_per_token_f32"] = kv_per_token * 4;
   j["runtime_conv_state_bytes_per_sequence_f32"] = conv_per_seq * 4;
+  const bool is_gguf = fs::is_regular_file(model) && is_gguf_path(model);
+  if (is_gguf) j["gguf"] = gguf::gguf_summary_json(model);
   if (json_out) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -91,6 +94,7 @@ int run_info(int argc, char** argv) {
             << kv_per_token * 4 << " in float32 as lfm runs it)\n"
             << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cfg.dtype << " ("
             << conv_per_seq * 4 << " in float32)\n";
+  if (is_gguf) std::cout << gguf::gguf_summary_text(model);
   return 0;
 }
 

@@ -1,0 +1,67 @@
+// lfm gen-random: a randomly initialised checkpoint of a real LFM2 family shape, as a Hugging
+// Face folder or a GGUF file. A benchmarking tool: random weights say nothing about quality.
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "gguf/random_checkpoint.h"
+
+namespace lfm::cli {
+namespace {
+
+int run_gen_random(int argc, char** argv) {
+  std::string shapes;
+  for (const auto& n : gguf::random_shape_names()) shapes += (shapes.empty() ? "" : ", ") + n;
+  CLI::App app{
+      "Write a randomly initialised LFM2 checkpoint of a real family shape, for BENCHMARKING ONLY:\n"
+      "random weights say nothing about quality (outputs are noise). Deterministic from --seed\n"
+      "(same seed, shape and type: identical bytes). Output: a Hugging Face folder (config.json +\n"
+      "model.safetensors) or, when OUT ends in .gguf, a GGUF file. Shapes: " + shapes};
+  configure_app(app);
+  std::string shape = "tiny", out, type;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool config_only = false, quiet = false;
+  app.add_option("--shape", shape, "Model shape: " + shapes)->capture_default_str();
+  app.add_option("-o,--output", out, "Output folder, or a .gguf path")->required();
+  app.add_option("--type", type,
+                 "Storage type: f32, f16, bf16 (default) for folders; also q8_0, q4_0, q4_k_m for GGUF");
+  app.add_option("--seed", seed, "Random seed")->capture_default_str();
+  app.add_option("-t,--threads", threads, "Threads for quantizing GGUF output (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--config-only", config_only, "Write only config.json (e.g. for `lfm info` on a real size)");
+  app.add_flag("-q,--quiet", quiet, "No progress output");
+  LFM_CLI_PARSE(app, argc, argv);
+
+  const bool gguf_out = out.size() >= 5 && out.compare(out.size() - 5, 5, ".gguf") == 0;
+  if (config_only) {
+    LFM_CHECK(!gguf_out, "gen-random: --config-only writes a folder, not a .gguf");
+    gguf::write_random_config(out, shape);
+    return 0;
+  }
+  gguf::RandomCheckpointOptions opt;
+  opt.shape = shape;
+  opt.seed = seed;
+  opt.progress = !quiet;
+  opt.threads = threads;
+  if (type.empty()) type = "bf16";
+  if (gguf_out) {
+    opt.gguf_type = gguf::parse_file_type(type);
+    gguf::write_random_gguf(out, opt);
+  } else {
+    const gguf::FileType ft = gguf::parse_file_type(type);
+    LFM_CHECK(ft == gguf::FileType::F32 || ft == gguf::FileType::F16 || ft == gguf::FileType::BF16,
+              "gen-random: a Hugging Face folder stores f32, f16 or bf16; use a .gguf output for ", type);
+    opt.hf_dtype = ft == gguf::FileType::F32 ? DType::F32 : ft == gguf::FileType::F16 ? DType::F16 : DType::BF16;
+    gguf::write_random_hf(out, opt);
+  }
+  if (!quiet) std::fprintf(stderr, "wrote %s (shape %s, seed %llu, random weights: benchmarking only)\n", out.c_str(),
+                           shape.c_str(), static_cast<unsigned long long>(seed));
+  return 0;
+}
+
+CommandRegistrar reg({"gen-random", "write a random-weight checkpoint of a real shape (benchmarking only)", run_gen_random});
+
+}  // namespace
+}  // namespace lfm::cli

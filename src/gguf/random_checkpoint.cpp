@@ -1,0 +1,221 @@
+#include "gguf/random_checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "kernels/quant.h"
+#include "model/safetensors_writer.h"
+#include "model/weights.h"
+
+namespace lfm::gguf {
+
+namespace {
+
+using nlohmann::json;
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+json attention_layers(int64_t n_layers, std::vector<int64_t> attn) {
+  std::vector<std::string> types(static_cast<size_t>(n_layers), "conv");
+  for (int64_t i : attn) types[static_cast<size_t>(i)] = "full_attention";
+  return types;
+}
+
+json dense(int64_t d, int64_t layers, int64_t heads, std::vector<int64_t> attn, int64_t ff, bool adjust) {
+  return json{{"architectures", {"Lfm2ForCausalLM"}},
+              {"model_type", "lfm2"},
+              {"hidden_size", d},
+              {"num_hidden_layers", layers},
+              {"num_attention_heads", heads},
+              {"num_key_value_heads", 8},
+              {"intermediate_size", ff},
+              {"block_auto_adjust_ff_dim", adjust},
+              {"block_ffn_dim_multiplier", 1.0},
+              {"block_multiple_of", 256},
+              {"layer_types", attention_layers(layers, std::move(attn))},
+              {"vocab_size", 65536},
+              {"max_position_embeddings", 128000},
+              {"conv_L_cache", 3},
+              {"conv_bias", false},
+              {"norm_eps", 1e-5},
+              {"rope_theta", 1000000.0},
+              {"tie_word_embeddings", true},
+              {"bos_token_id", 1},
+              {"eos_token_id", 7},
+              {"pad_token_id", 0},
+              {"torch_dtype", "bfloat16"}};
+}
+
+json moe(json base, int64_t dense_ff, int64_t moe_ff, int64_t experts, int64_t top_k, int64_t n_dense) {
+  base["architectures"] = {"Lfm2MoeForCausalLM"};
+  base["model_type"] = "lfm2_moe";
+  base.erase("block_auto_adjust_ff_dim");
+  base.erase("block_ffn_dim_multiplier");
+  base.erase("block_multiple_of");
+  base["intermediate_size"] = dense_ff;
+  base["moe_intermediate_size"] = moe_ff;
+  base["num_experts"] = experts;
+  base["num_experts_per_tok"] = top_k;
+  base["num_dense_layers"] = n_dense;
+  base["use_expert_bias"] = true;
+  base["norm_topk_prob"] = true;
+  base["routed_scaling_factor"] = 1.0;
+  return base;
+}
+
+json tiny() {
+  json j = dense(256, 4, 4, {1, 3}, 512, false);
+  j["num_key_value_heads"] = 2;
+  j["vocab_size"] = 512;
+  return j;
+}
+
+}  // namespace
+
+std::vector<std::string> random_shape_names() { return {"tiny", "tiny-moe", "350M", "700M", "1.2B", "2.6B", "8B-A1B"}; }
+
+nlohmann::json random_shape_config(const std::string& shape) {
+  const std::vector<int64_t> attn16 = {2, 5, 8, 10, 12, 14};
+  if (shape == "tiny") return tiny();
+  if (shape == "tiny-moe") return moe(tiny(), 512, 256, 4, 2, 1);
+  if (shape == "350M") return dense(1024, 16, 16, attn16, 6656, true);
+  if (shape == "700M") return dense(1536, 16, 24, attn16, 10240, true);
+  if (shape == "1.2B") return dense(2048, 16, 32, attn16, 12288, true);
+  if (shape == "2.6B") return dense(2048, 30, 32, {2, 5, 9, 13, 17, 21, 24, 27}, 10752, false);
+  if (shape == "8B-A1B") return moe(dense(2048, 24, 32, {2, 6, 10, 14, 18, 21}, 7168, false), 7168, 1792, 32, 4, 2);
+  std::string known;
+  for (const auto& n : random_shape_names()) known += (known.empty() ? "" : ", ") + n;
+  fail("gen-random: unknown shape '", shape, "' (one of ", known, ")");
+}
+
+void RandomRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t n_rows, float* out) {
+  const int64_t cols = t.shape.back();
+  const size_t n = static_cast<size_t>(n_rows * cols);
+  if (ends_with(t.name, "norm.weight")) {  // RMSNorm weights: 1
+    std::fill(out, out + n, 1.0f);
+    return;
+  }
+  if (ends_with(t.name, "expert_bias") || ends_with(t.name, ".bias")) {
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  // U(-a, a) has std a/√3; a = 0.02·√3 gives std 0.02 (llama.cpp's tiny test model uses N(0, 0.02)).
+  const float a = 0.02f * std::sqrt(3.0f);
+  const uint64_t tensor_seed = fnv1a(t.name) ^ (seed_ * 0x9e3779b97f4a7c15ull);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    uint64_t state = tensor_seed + static_cast<uint64_t>(first_row + r) * 0xd1b54a32d192ed03ull;
+    float* row = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint64_t bits = splitmix64(state);
+      const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
+      row[c] = (2.0f * u - 1.0f) * a;
+    }
+  }
+}
+
+void write_random_config(const std::string& dir, const std::string& shape) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  const json j = random_shape_config(shape);
+  parse_model_config(j);  // validate before writing
+  std::ofstream out(fs::path(dir) / "config.json");
+  LFM_CHECK(out.good(), "gen-random: cannot write '", (fs::path(dir) / "config.json").string(), "'");
+  out << j.dump(2) << "\n";
+}
+
+void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt) {
+  namespace fs = std::filesystem;
+  LFM_CHECK(opt.hf_dtype == DType::F32 || opt.hf_dtype == DType::F16 || opt.hf_dtype == DType::BF16,
+            "gen-random: a Hugging Face checkpoint stores f32, f16 or bf16, not ", dtype_name(opt.hf_dtype));
+  json j = random_shape_config(opt.shape);
+  j["torch_dtype"] = opt.hf_dtype == DType::F32 ? "float32" : opt.hf_dtype == DType::F16 ? "float16" : "bfloat16";
+  const ModelConfig cfg = parse_model_config(j);
+  fs::create_directories(dir);
+  {
+    std::ofstream out(fs::path(dir) / "config.json");
+    LFM_CHECK(out.good(), "gen-random: cannot write config.json in '", dir, "'");
+    out << j.dump(2) << "\n";
+  }
+  const std::vector<ExpectedTensor> tensors = expected_tensors(cfg, !cfg.tie_embeddings);
+  std::vector<SafetensorsWriter::Entry> entries;
+  uint64_t total = 0;
+  for (const auto& t : tensors) {
+    // Vectors stay float32 as Hugging Face keeps the MoE expert bias; everything else in hf_dtype.
+    const DType dt = ends_with(t.name, "expert_bias") ? DType::F32 : opt.hf_dtype;
+    entries.push_back({t.name, dt, t.shape});
+  }
+  const std::string tmp = (fs::path(dir) / "model.safetensors.tmp").string();
+  SafetensorsWriter w(tmp, entries, {{"format", "pt"}, {"lfm", "random weights (gen-random); benchmarking only"}});
+  for (const auto& e : entries) total += dtype_row_bytes(e.dtype, 1) * [&] {
+    uint64_t n = 1;
+    for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
+    return n;
+  }();
+  RandomRowProducer gen(opt.seed);
+  std::vector<float> f32;
+  std::vector<uint8_t> bytes;
+  uint64_t done = 0;
+  const bool bar = opt.progress && isatty(fileno(stderr));
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const ExpectedTensor& t = tensors[k];
+    const int64_t cols = t.shape.back();
+    const int64_t rows = [&] {
+      int64_t r = 1;
+      for (size_t i = 0; i + 1 < t.shape.size(); ++i) r *= t.shape[i];
+      return r;
+    }();
+    const size_t row_bytes = dtype_row_bytes(entries[k].dtype, cols);
+    bytes.resize(static_cast<size_t>(rows) * row_bytes);
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t{1} << 22) / cols));
+    f32.resize(static_cast<size_t>(chunk * cols));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t n = std::min(chunk, rows - r0);
+      gen.rows(t, r0, n, f32.data());
+      for (int64_t r = 0; r < n; ++r)
+        quantize_row(entries[k].dtype, f32.data() + r * cols, bytes.data() + static_cast<size_t>(r0 + r) * row_bytes, cols);
+    }
+    w.write(t.name, bytes.data(), bytes.size());
+    done += bytes.size();
+    if (bar) std::fprintf(stderr, "\r%5.1f%%  %.1f / %.1f MiB", 100.0 * done / total, done / 1048576.0, total / 1048576.0);
+  }
+  w.finish();
+  if (bar) std::fprintf(stderr, "\n");
+  fs::rename(tmp, fs::path(dir) / "model.safetensors");
+}
+
+void write_random_gguf(const std::string& path, const RandomCheckpointOptions& opt) {
+  const ModelConfig cfg = parse_model_config(random_shape_config(opt.shape));
+  RandomRowProducer gen(opt.seed);
+  ExportOptions eo;
+  eo.type = opt.gguf_type;
+  eo.name = "LFM2-" + opt.shape + "-random";
+  eo.progress = opt.progress;
+  eo.threads = opt.threads;
+  eo.extra.emplace_back("general.description",
+                        Value::of_string("random weights (lfm gen-random, seed " + std::to_string(opt.seed) +
+                                         "); for benchmarking only, says nothing about quality"));
+  write_gguf_model(path, cfg, gen, eo);
+}
+
+}  // namespace lfm::gguf

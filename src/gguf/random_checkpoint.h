@@ -1,0 +1,53 @@
+// Randomly initialised LFM2 checkpoints of the real family shapes, for benchmarking and format
+// tests only: random weights say nothing about quality. Deterministic from the seed: every value
+// is a pure function of (seed, tensor name, row, column), so output bytes do not depend on the
+// thread count or chunking. Matrices ~ U(-a, a) with std 0.02 (a = 0.02·√3), the conv kernel
+// likewise, norms 1, MoE expert bias 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "gguf/gguf_export.h"
+#include "model/config.h"
+
+namespace lfm::gguf {
+
+// Known shapes: "tiny" (d 256, 4 layers cAcA, vocab 512 — small, but rows of 256 so K-quants
+// apply), "tiny-moe" (the same as LFM2-MoE: 4 experts, top-2, 1 dense layer), "350M", "700M",
+// "1.2B", "2.6B", "8B-A1B" (LFM2_SPEC §6 and tests/data/assets/lfm2/*/config.json).
+std::vector<std::string> random_shape_names();
+// The Hugging Face config.json of a shape (throws on an unknown name).
+nlohmann::json random_shape_config(const std::string& shape);
+
+class RandomRowProducer : public RowProducer {
+ public:
+  explicit RandomRowProducer(uint64_t seed) : seed_(seed) {}
+  void rows(const ExpectedTensor& t, int64_t first_row, int64_t n_rows, float* out) override;
+
+ private:
+  uint64_t seed_;
+};
+
+struct RandomCheckpointOptions {
+  std::string shape = "tiny";
+  uint64_t seed = 0;
+  DType hf_dtype = DType::BF16;  // Hugging Face output: F32, F16 or BF16
+  FileType gguf_type = FileType::BF16;
+  bool progress = false;
+  int threads = 0;
+};
+
+// A Hugging Face folder: config.json + model.safetensors (streamed tensor by tensor; peak memory
+// is the largest tensor).
+void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt);
+// A GGUF file (streamed in row chunks).
+void write_random_gguf(const std::string& path, const RandomCheckpointOptions& opt);
+// Only config.json (for `lfm info` on a real-size shape without writing the weights).
+void write_random_config(const std::string& dir, const std::string& shape);
+
+}  // namespace lfm::gguf
