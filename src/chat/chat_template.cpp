@@ -148,6 +148,11 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
                                  const std::optional<std::string>& date) const {
   using jinja::Value;
   LFM_CHECK(extra_vars.is_object() || extra_vars.is_null(), "chat template: extra variables must be a JSON object");
+  // transformers accepts tools only as JSON-schema dicts (or Python functions) and raises otherwise.
+  LFM_CHECK(tools.is_null() || tools.is_array(), "chat template: tools must be a list of tool schemas, got ", tools.type_name());
+  if (tools.is_array())
+    for (const auto& t : tools)
+      LFM_CHECK(t.is_object(), "chat template: each tool must be a JSON object (a JSON schema), got ", t.dump());
   std::optional<std::tm> pinned;
   if (date) pinned = pinned_tm(*date);
 

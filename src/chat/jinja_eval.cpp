@@ -165,13 +165,13 @@ class Evaluator {
         if (a.pos.size() == 3) stp = to_index(a.pos[2], "range() argument");
       }
       if (stp == 0) template_fail("range() arg 3 must not be zero");
+      // jinja2.sandbox.safe_range refuses more than MAX_RANGE items (checked before building).
+      const __int128 span = stp > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+      const __int128 len = span <= 0 ? 0 : (span + (stp > 0 ? stp : -static_cast<__int128>(stp)) - 1) / (stp > 0 ? stp : -static_cast<__int128>(stp));
+      if (len > 100000) template_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       ValueList out;
-      for (int64_t i = start; stp > 0 ? i < stop : i > stop; i += stp) {
-        // jinja2.sandbox.MAX_RANGE
-        if (out.size() >= 100000)
-          template_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-        out.push_back(Value::integer(i));
-      }
+      out.reserve(static_cast<size_t>(len));
+      for (int64_t i = 0; i < static_cast<int64_t>(len); ++i) out.push_back(Value::integer(start + i * stp));
       return Value::view(std::move(out), Value::Range);
     }));
     s.set("dict", make_callable("dict", "function", [](const CallArgs& a) {
@@ -476,25 +476,55 @@ class Evaluator {
   uint64_t steps_ = 0;
 };
 
-// jinja2 rejects unknown filters and tests when compiling, before anything renders.
-void check_names(const NodeList& nodes);
-void check_names(const Node* n) {
+// jinja2 rejects unknown filters and tests when compiling, except in "soft" frames (the test
+// and branches of an {% if %}, inline if-expressions), where the error waits until the filter
+// is actually reached. Blocks with their own frame (for, macro, call, set/filter blocks) are hard.
+void check_names(const NodeList& nodes, bool soft);
+void check_names(const Node* n, bool soft) {
   if (!n) return;
-  if (n->kind == NodeKind::Filter && !has_filter(n->name)) call_filter(n->name, Value(), CallArgs());
-  if (n->kind == NodeKind::Test && !has_test(n->name)) template_fail("jinja: line ", n->line, ": No test named '", n->name, "'.");
-  for (const NodeList* l : {&n->kids, &n->args, &n->kw, &n->body, &n->else_body}) check_names(*l);
-  for (const auto& b : n->bodies) check_names(b);
-  for (const auto& p : n->params) check_names(p.def.get());
+  if (!soft) {
+    if (n->kind == NodeKind::Filter && !has_filter(n->name)) call_filter(n->name, Value(), CallArgs());
+    if (n->kind == NodeKind::Test && !has_test(n->name))
+      template_fail("jinja: line ", n->line, ": No test named '", n->name, "'.");
+  }
+  switch (n->kind) {
+    case NodeKind::If:
+    case NodeKind::CondExpr:
+      check_names(n->kids, true);
+      for (const auto& b : n->bodies) check_names(b, true);
+      check_names(n->else_body, true);
+      return;
+    case NodeKind::For:
+      check_names(n->kids[0].get(), soft);
+      check_names(n->kids[1].get(), false);
+      check_names(n->body, false);
+      check_names(n->else_body, false);
+      return;
+    case NodeKind::Macro:
+    case NodeKind::CallBlock:
+    case NodeKind::SetBlock:
+    case NodeKind::FilterBlock:
+    case NodeKind::With:
+    case NodeKind::Generation:
+      check_names(n->kids, n->kind == NodeKind::CallBlock ? soft : false);
+      check_names(n->body, false);
+      for (const auto& p : n->params) check_names(p.def.get(), n->kind == NodeKind::With ? soft : false);
+      return;
+    default:
+      for (const NodeList* l : {&n->kids, &n->args, &n->kw, &n->body, &n->else_body}) check_names(*l, soft);
+      for (const auto& b : n->bodies) check_names(b, soft);
+      for (const auto& p : n->params) check_names(p.def.get(), soft);
+  }
 }
-void check_names(const NodeList& nodes) {
-  for (const auto& n : nodes) check_names(n.get());
+void check_names(const NodeList& nodes, bool soft) {
+  for (const auto& n : nodes) check_names(n.get(), soft);
 }
 
 }  // namespace
 
 Template::Template(const std::string& source) {
   auto ast = std::make_shared<NodeList>(parse_template(source));
-  check_names(*ast);
+  check_names(*ast, false);
   ast_ = std::move(ast);
 }
 

@@ -146,6 +146,7 @@ Value do_tojson(const Value& in, const CallArgs& a) {
   opt.ensure_ascii = truthy(a.get(0, "ensure_ascii", Value::boolean(false)));
   const Value indent = a.get(1, "indent", Value::none());
   if (indent.is_int() || indent.is_bool()) {
+    if (indent.as_int() > 4096) template_fail("unsupported: tojson indent above 4096");
     opt.has_indent = true;
     opt.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
   } else if (indent.is_string()) {
@@ -154,7 +155,7 @@ Value do_tojson(const Value& in, const CallArgs& a) {
   } else if (!indent.is_none() && !indent.is_undefined()) {
     template_fail("unsupported: tojson indent of type ", indent.type_name());
   }
-  if (opt.has_indent) opt.item_sep = ",";
+  if (opt.has_indent) opt.item_sep.assign(1, ',');
   const Value seps = a.get(2, "separators", Value::none());
   if (seps.is_list() && seps.items().size() == 2 && seps.items()[0].is_string() && seps.items()[1].is_string()) {
     opt.item_sep = seps.items()[0].str();
@@ -194,7 +195,12 @@ Value do_round(const Value& in, const CallArgs& a) {
     if (prec >= 0) return Value::integer(in.as_int());
     template_fail("unsupported: round() of an integer to negative precision");
   }
-  if (prec < 0 || prec > 300) template_fail("unsupported: round() precision ", prec);
+  if (prec < -308 || prec > 300) template_fail("unsupported: round() precision ", prec);
+  if (m == "common" && prec < 0) {
+    // CPython: round x / 10**-n half-to-even, then scale back.
+    const double pow1 = std::pow(10.0, static_cast<double>(-prec));
+    return Value::floating(std::nearbyint(in.as_float() / pow1) * pow1);
+  }
   if (m == "common") {
     // CPython rounds the exact binary value half-to-even; printf does the same.
     char buf[512];
@@ -255,7 +261,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
                                       cnt.is_none() ? -1 : to_index(cnt, "count")));
     };
     m["first"] = [](const Value& in, const CallArgs&) {
-      const ValueList items = iterate(in);
+      const ValueList items = in.is_generator() ? in.take_generator(1) : iterate(in);
       return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
     };
     m["last"] = [](const Value& in, const CallArgs&) {

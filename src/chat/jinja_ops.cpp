@@ -1,5 +1,7 @@
 // Python operators and jinja2's sandboxed attribute/item access. See jinja_builtins.h.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <unordered_set>
 
 #include "chat/jinja_builtins.h"
@@ -63,7 +65,16 @@ double py_floordiv(double a, double b) {
   return std::copysign(0.0, a / b);
 }
 
-// printf-style str % args with the conversions chat templates use (%s %d %i %r %%).
+// printf-style `str % args` (CPython's PyUnicode_Format) for the conversions
+// s r a d i u o x X e E f F g G c and %%, with flags, width and precision. Mapping keys and
+// `*` widths are refused.
+std::string pad_text(const std::string& s, const std::string& flags, int64_t width) {
+  const auto len = static_cast<int64_t>(utf8_length(s));
+  if (width <= len) return s;
+  const std::string fill(static_cast<size_t>(width - len), ' ');
+  return flags.find('-') != std::string::npos ? s + fill : fill + s;
+}
+
 Value percent_format(const std::string& fmt, const Value& arg) {
   const ValueList args = arg.is_tuple() ? arg.items() : ValueList{arg};
   std::string out;
@@ -71,17 +82,69 @@ Value percent_format(const std::string& fmt, const Value& arg) {
   for (size_t i = 0; i < fmt.size(); ++i) {
     if (fmt[i] != '%') { out.push_back(fmt[i]); continue; }
     if (++i >= fmt.size()) template_fail("incomplete format");
+    if (fmt[i] == '%') { out.push_back('%'); continue; }
+    if (fmt[i] == '(') template_fail("unsupported: %(name) mapping keys in string % formatting");
+    std::string flags;
+    while (i < fmt.size() && std::strchr("-+ #0", fmt[i]) && fmt[i]) flags.push_back(fmt[i++]);
+    int64_t width = 0, prec = -1;
+    if (i < fmt.size() && fmt[i] == '*') template_fail("unsupported: '*' width in string % formatting");
+    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width = width * 10 + (fmt[i++] - '0');
+    if (i < fmt.size() && fmt[i] == '.') {
+      prec = 0;
+      ++i;
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) prec = prec * 10 + (fmt[i++] - '0');
+    }
+    while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
+    if (i >= fmt.size()) template_fail("incomplete format");
+    if (width > 4096 || prec > 4096) template_fail("unsupported: width/precision above 4096 in string % formatting");
     const char c = fmt[i];
-    if (c == '%') { out.push_back('%'); continue; }
-    if (c != 's' && c != 'd' && c != 'i' && c != 'r')
-      template_fail("unsupported: printf conversion '%", c, "' in string % formatting");
+    if (!std::strchr("sradiuoxXeEfFgGc", c) || c == 0) template_fail("unsupported format character '", c, "'");
     if (used >= args.size()) template_fail("not enough arguments for format string");
     const Value& v = args[used++];
-    if (c == 's') out += to_str(v);
-    else if (c == 'r') out += repr(v);
-    else if (v.is_int() || v.is_bool()) out += std::to_string(v.as_int());
-    else if (v.is_float()) out += std::to_string(static_cast<int64_t>(std::trunc(v.as_float())));
-    else template_fail("%", c, " format: a real number is required, not ", v.type_name());
+    if (v.is_undefined()) template_fail(undefined_message(v));
+    std::string spec = cat('%', flags);
+    if (width) spec += std::to_string(width);
+    if (prec >= 0) spec += cat('.', prec);
+    std::vector<char> buf(static_cast<size_t>(width + prec + 400));
+    if (c == 's' || c == 'r' || c == 'a') {
+      std::string text = c == 's' ? to_str(v) : repr(v);
+      if (c == 'a')
+        for (char ch : text)
+          if (static_cast<unsigned char>(ch) >= 0x80) template_fail("unsupported: %a with non-ASCII text");
+      if (prec >= 0) text = utf8_encode(utf8_decode(text).substr(0, static_cast<size_t>(prec)));
+      out += pad_text(text, flags, width);
+    } else if (c == 'c') {
+      std::string ch;
+      if (v.is_string() && utf8_length(v.str()) == 1) ch = v.str();
+      else if (v.is_int() && v.as_int() >= 0 && v.as_int() <= 0x10FFFF) utf8_append(ch, static_cast<char32_t>(v.as_int()));
+      else template_fail("%c requires int or char");
+      out += pad_text(ch, flags, width);
+    } else if (std::strchr("diuoxX", c)) {
+      int64_t n;
+      if (v.is_int() || v.is_bool()) n = v.as_int();
+      else if (v.is_float() && (c == 'd' || c == 'i' || c == 'u')) {
+        if (!std::isfinite(v.as_float()) || std::fabs(v.as_float()) >= 9.2e18) template_fail("unsupported: %d of ", to_str(v));
+        n = static_cast<int64_t>(std::trunc(v.as_float()));
+      } else {
+        template_fail("%", c, " format: ", (c == 'd' || c == 'i' || c == 'u') ? "a real number" : "an integer",
+                      " is required, not ", v.type_name());
+      }
+      if (c == 'o' && flags.find('#') != std::string::npos) template_fail("unsupported: %#o (Python prints 0o)");
+      const char conv = c == 'i' || c == 'u' ? 'd' : c;
+      if (conv == 'd') {
+        std::snprintf(buf.data(), buf.size(), (spec + "lld").c_str(), static_cast<long long>(n));
+      } else {
+        // Python formats the sign and magnitude; C would print the two's complement.
+        const unsigned long long mag = n < 0 ? 0ULL - static_cast<unsigned long long>(n) : static_cast<unsigned long long>(n);
+        if (n < 0) template_fail("unsupported: %", c, " of a negative number");
+        std::snprintf(buf.data(), buf.size(), (spec + "ll" + conv).c_str(), mag);
+      }
+      out += buf.data();
+    } else {
+      if (!v.is_number()) template_fail("must be real number, not ", v.type_name());
+      std::snprintf(buf.data(), buf.size(), (spec + c).c_str(), v.as_float());
+      out += buf.data();
+    }
   }
   if (used < args.size()) template_fail("not all arguments converted during string formatting");
   return Value::string(std::move(out));
@@ -220,7 +283,12 @@ bool contains(const Value& container, const Value& item) {
       if (!item.is_string()) template_fail("'in <string>' requires string as left operand, not ", item.type_name());
       return container.str().find(item.str()) != std::string::npos;
     case Kind::List:
-      for (const auto& v : iterate(container))
+      if (container.is_generator()) {  // `in` consumes a generator up to the match
+        for (ValueList one = container.take_generator(1); !one.empty(); one = container.take_generator(1))
+          if (py_equal(one[0], item)) return true;
+        return false;
+      }
+      for (const auto& v : container.items())
         if (py_equal(v, item)) return true;
       return false;
     case Kind::Dict: return container.dict_data().find(item) != nullptr;
@@ -237,7 +305,7 @@ std::string object_type_repr(const Value& obj) {
 }
 
 Value missing_attr(const Value& obj, const std::string& name) {
-  return Value::undefined("'" + object_type_repr(obj) + "' has no attribute '" + name + "'");
+  return Value::undefined(cat("'", object_type_repr(obj), "' has no attribute '", name, "'"));
 }
 
 // Python attributes of a value (methods, namespace attributes, loop fields).
@@ -295,12 +363,12 @@ Value get_item(const Value& obj, const Value& key) {
       if (i < 0) i += n;
       if (i >= 0 && i < n) return Value::string(utf8_encode(u.substr(static_cast<size_t>(i), 1)));
     }
-    return Value::undefined("'" + object_type_repr(obj) + "' has no element " + std::to_string(key.as_int()));
+    return Value::undefined(cat("'", object_type_repr(obj), "' has no element ", key.as_int()));
   }
   if (key.is_string())
     if (auto v = python_attr(obj, key.str())) return *v;
   if (key.is_string()) return missing_attr(obj, key.str());
-  return Value::undefined("'" + object_type_repr(obj) + "' has no element " + repr(key));
+  return Value::undefined(cat("'", object_type_repr(obj), "' has no element ", repr(key)));
 }
 
 Value slice_value(const Value& obj, const Value& start, const Value& stop, const Value& step) {
@@ -311,7 +379,7 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
     (void)def;
   };
   if ((!obj.is_list() && !obj.is_string()) || (obj.view_kind() != Value::NoView && obj.view_kind() != Value::Range))
-    return Value::undefined("'" + object_type_repr(obj) + "' is not sliceable");
+    return Value::undefined(cat("'", object_type_repr(obj), "' is not sliceable"));
   const std::optional<int64_t> st = opt_index(step, 1);
   const int64_t stp = st.value_or(1);
   if (stp == 0) template_fail("slice step cannot be zero");

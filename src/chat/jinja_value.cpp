@@ -44,8 +44,16 @@ Value Value::string(std::string s, bool markup) {
   v.s_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
+static uint16_t nested_depth(int child_depth) {
+  if (child_depth + 1 > kMaxValueDepth) template_fail("jinja: value nesting too deep (limit ", kMaxValueDepth, ")");
+  return static_cast<uint16_t>(child_depth + 1);
+}
+
 Value Value::list(ValueList items, bool tuple) {
   Value v;
+  int d = 0;
+  for (const auto& it : items) d = std::max(d, it.depth());
+  v.depth_ = nested_depth(d);
   v.kind_ = Kind::List;
   v.tuple_ = tuple;
   v.l_ = std::make_shared<const ValueList>(std::move(items));
@@ -54,17 +62,22 @@ Value Value::list(ValueList items, bool tuple) {
 Value Value::view(ValueList items, View kind) {
   Value v = list(std::move(items));
   v.view_ = kind;
-  if (kind == Generator) v.consumed_ = std::make_shared<bool>(false);
+  if (kind == Generator) v.gen_pos_ = std::make_shared<size_t>(0);
   return v;
 }
 
-void Value::consume_generator() const {
-  if (*consumed_) template_fail("unsupported: using an exhausted generator (a |map, |select, |reverse ... result) twice");
-  *consumed_ = true;
+ValueList Value::take_generator(size_t n) const {
+  const size_t begin = *gen_pos_, end = n >= l_->size() - begin ? l_->size() : begin + n;
+  *gen_pos_ = end;
+  return ValueList(l_->begin() + static_cast<std::ptrdiff_t>(begin), l_->begin() + static_cast<std::ptrdiff_t>(end));
 }
+
 Value Value::dict(std::shared_ptr<DictData> d) {
   Value v;
   v.kind_ = Kind::Dict;
+  int depth = 0;
+  for (const auto& [k, val] : d->entries) depth = std::max({depth, k.depth(), val.depth()});
+  v.depth_ = nested_depth(depth);
   v.d_ = std::move(d);
   return v;
 }
@@ -109,6 +122,7 @@ std::string Value::type_name() const {
 }
 
 static bool hashable(const Value& k) {
+  if (k.is_tuple()) return std::all_of(k.items().begin(), k.items().end(), hashable);
   return k.kind() != Kind::List && k.kind() != Kind::Dict && k.kind() != Kind::Undefined;
 }
 
@@ -119,7 +133,7 @@ const Value* DictData::find(const Value& key) const {
 }
 
 void DictData::set(Value key, Value value) {
-  if (!hashable(key) || (key.is_tuple() && !std::all_of(key.items().begin(), key.items().end(), hashable)))
+  if (!hashable(key))
     template_fail("unhashable type: '", key.type_name(), "'");
   for (auto& [k, v] : entries)
     if (py_equal(k, key)) {
@@ -199,7 +213,21 @@ bool truthy(const Value& v) {
   }
 }
 
-std::string repr(const Value& v) {
+namespace {
+
+// repr() with CPython's recursion marker for a namespace that contains itself and a depth bound
+// for chains built through namespaces (whose nesting is not tracked by Value::depth).
+struct ReprState {
+  std::vector<const NamespaceData*> active;
+  int depth = 0;
+};
+
+std::string repr_at(const Value& v, ReprState& st) {
+  if (++st.depth > 2 * kMaxValueDepth) template_fail("jinja: value nesting too deep to print");
+  struct Leave {
+    ReprState& s;
+    ~Leave() { --s.depth; }
+  } leave{st};
   switch (v.kind()) {
     case Kind::Undefined: return "Undefined";
     case Kind::String: return v.is_markup() ? "Markup(" + py_repr_str(v.str()) + ")" : py_repr_str(v.str());
@@ -208,11 +236,11 @@ std::string repr(const Value& v) {
       if (v.view_kind() == Value::Range) template_fail("unsupported: converting a range object to a string");
       if (v.view_kind() != Value::NoView) {
         // dict_keys([...]) etc.: reuse the list repr of the same items.
-        return v.type_name() + "(" + repr(Value::list(v.items())) + ")";
+        return v.type_name() + "(" + repr_at(Value::list(v.items()), st) + ")";
       }
       std::string out = v.is_tuple() ? "(" : "[";
       const auto& items = v.items();
-      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + repr(items[i]);
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + repr_at(items[i], st);
       if (v.is_tuple() && items.size() == 1) out += ",";
       return out + (v.is_tuple() ? ")" : "]");
     }
@@ -220,18 +248,22 @@ std::string repr(const Value& v) {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, val] : v.dict_data().entries) {
-        out += (first ? "" : ", ") + repr(k) + ": " + repr(val);
+        out += (first ? "" : ", ") + repr_at(k, st) + ": " + repr_at(val, st);
         first = false;
       }
       return out + "}";
     }
     case Kind::Namespace: {
+      const NamespaceData* self = v.ns_data().get();
+      if (std::find(st.active.begin(), st.active.end(), self) != st.active.end()) return "<Namespace {...}>";
+      st.active.push_back(self);
       std::string out = "<Namespace {";
       bool first = true;
       for (const auto& [k, val] : v.ns_data()->attrs) {
-        out += (first ? "" : ", ") + py_repr_str(k) + ": " + repr(val);
+        out += (first ? "" : ", ") + py_repr_str(k) + ": " + repr_at(val, st);
         first = false;
       }
+      st.active.pop_back();
       return out + "}>";
     }
     case Kind::Callable:
@@ -242,6 +274,13 @@ std::string repr(const Value& v) {
       template_fail("unsupported: converting a '", v.type_name(), "' object to a string");
     default: return to_str(v);
   }
+}
+
+}  // namespace
+
+std::string repr(const Value& v) {
+  ReprState st;
+  return repr_at(v, st);
 }
 
 std::string to_str(const Value& v) {
@@ -328,7 +367,7 @@ ValueList iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::Undefined: return {};
     case Kind::List:
-      if (v.is_generator()) v.consume_generator();
+      if (v.is_generator()) return v.take_generator(SIZE_MAX);
       return v.items();
     case Kind::String: {
       ValueList out;
@@ -353,7 +392,12 @@ std::string undefined_message(const Value& v) {
   return hint.empty() ? std::string("value is undefined") : hint;
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+static Value from_json_at(const nlohmann::ordered_json& j, int depth);
+
+Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
+
+static Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth) fail("jinja: input JSON nesting too deep (limit ", kMaxValueDepth, ")");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
@@ -368,14 +412,14 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<DictData>();
       d->entries.reserve(j.size());
       // JSON objects have unique string keys, so entries can be appended directly.
-      for (auto it = j.begin(); it != j.end(); ++it) d->entries.emplace_back(Value::string(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d->entries.emplace_back(Value::string(it.key()), from_json_at(it.value(), depth + 1));
       return Value::dict(std::move(d));
     }
     default: fail("jinja: unsupported JSON value of type ", j.type_name());

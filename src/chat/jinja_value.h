@@ -35,6 +35,10 @@ struct NamespaceData;
 struct CallableData;
 struct ObjectData;
 
+// Deepest nesting of lists/dicts a value may have. Keeps repr/json/destruction recursion bounded
+// (CPython would raise RecursionError somewhere around here too).
+constexpr int kMaxValueDepth = 512;
+
 enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Callable, Object };
 
 class Value {
@@ -49,14 +53,14 @@ class Value {
   static Value list(ValueList items, bool tuple = false);
   // dict.keys()/values()/items() results: iterate like lists, print like dict_keys([...]).
   // Generator: the lazy results of |map, |select, |reverse, ...: always true, no len(), no
-  // indexing, and exhausted after one iteration, as in CPython.
+  // indexing, and consumed by iteration (a second loop sees nothing), as in CPython.
   // Range: range() results; indexable and re-iterable, but printing one is refused because
   // CPython prints "range(a, b)" rather than the items.
   enum View : uint8_t { NoView = 0, KeysView, ValuesView, ItemsView, Generator, Range };
   static Value view(ValueList items, View kind);
   bool is_generator() const { return view_kind() == Generator; }
-  // Marks a generator as consumed; throws if it already was (we do not model partial use).
-  void consume_generator() const;
+  // Takes up to n not-yet-consumed items of a generator, advancing its position.
+  ValueList take_generator(size_t n) const;
   static Value dict(std::shared_ptr<DictData> d);
   static Value ns(std::shared_ptr<NamespaceData> n);
   static Value callable(std::shared_ptr<CallableData> c);
@@ -86,6 +90,7 @@ class Value {
   const std::shared_ptr<CallableData>& callable_data() const { return c_; }
   const std::shared_ptr<ObjectData>& object_data() const { return o_; }
   const std::string& undefined_hint() const { return *s_; }
+  int depth() const { return depth_; }
 
   // Python's type name, for error messages ("str", "list", "dict", "NoneType", ...).
   std::string type_name() const;
@@ -94,7 +99,8 @@ class Value {
   Kind kind_;
   bool b_ = false, tuple_ = false, markup_ = false;
   View view_ = NoView;
-  std::shared_ptr<bool> consumed_;
+  uint16_t depth_ = 0;  // container nesting below this value
+  std::shared_ptr<size_t> gen_pos_;  // shared by copies, like a Python generator object
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;  // string text or undefined hint

@@ -66,6 +66,13 @@ def make_env(date):
 
 
 def render(case):
+    tools = case.get("tools")
+    if tools is not None:
+        # transformers.apply_chat_template: tools must be JSON-schema dicts (or Python functions).
+        for tool in tools:
+            if not isinstance(tool, dict):
+                raise ValueError("Tools should either be a JSON schema, or a callable function with type hints "
+                                 "and a docstring suitable for auto-conversion to a schema.")
     env = make_env(case.get("date"))
     template = env.from_string(case["template"])
     kwargs = {}
@@ -75,7 +82,7 @@ def render(case):
     kwargs.update(case.get("vars") or {})
     return template.render(
         messages=case["messages"],
-        tools=case.get("tools"),
+        tools=tools,
         documents=None,
         add_generation_prompt=case.get("add_generation_prompt", True),
         **kwargs,
