@@ -1,0 +1,167 @@
+// Quantized GGUF output: the per-tensor type mix follows llama.cpp's rules, every stored weight is
+// within its format's per-element error bound, and Q8_0 keeps greedy decoding unchanged on a model
+// with realistic weight scale (llama.cpp's N(0, 0.02) tiny model).
+//
+// Per-element bounds (amax = largest |w| of the block; f16 scales add a relative 2^-11):
+//   F16 |w|·2^-11   BF16 |w|·2^-8   (plus 2^-24 absolute for f16 subnormals)
+//   Q8_0 amax·(1/254 + 2^-11)      (half a step of amax/127, plus the f16 scale's rounding × 127)
+//   Q4_0 amax·(1/8 + 2^-11)        (step amax/8; the value at -amax's opposite end clamps to level 15,
+//   Q5_0 amax·(1/16 + 2^-11)        a full step; same for Q5_0 with step amax/16)
+//   Q4_K amax256·(2/15)            (4-bit levels spanning at most 2·amax of the 256-block: a half step
+//                                   is amax/15; the 6-bit sub-block scales and mins at most double it)
+//   Q6_K amax256·(2/63)            (6-bit levels, same argument)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+#include "gguf/gguf_export.h"
+#include "gguf/gguf_model.h"
+#include "gguf/random_checkpoint.h"
+#include "kernels/dequant.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace lfm {
+namespace {
+
+namespace fs = std::filesystem;
+
+double bound(DType t, float w, float amax_block, float amax_256) {
+  const double f16 = std::ldexp(1.0, -11);
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return std::abs(w) * f16 + std::ldexp(1.0, -24);
+    case DType::BF16: return std::abs(w) * std::ldexp(1.0, -8);
+    case DType::Q8_0: return amax_block * (1.0 / 254 + f16);
+    case DType::Q4_0: return amax_block * (1.0 / 8 + f16);
+    case DType::Q5_0: return amax_block * (1.0 / 16 + f16);
+    case DType::Q4_K: return amax_256 * (2.0 / 15);
+    case DType::Q6_K: return amax_256 * (2.0 / 63);
+    default: return -1;
+  }
+}
+
+class GgufQuantized : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lfm_gguf_quant_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(GgufQuantized, EveryWeightWithinItsFormatBound) {
+  for (const char* shape : {"tiny", "tiny-moe"}) {
+    for (gguf::FileType ft : {gguf::FileType::F16, gguf::FileType::BF16, gguf::FileType::Q8_0, gguf::FileType::Q4_0,
+                              gguf::FileType::Q4_K_M}) {
+      gguf::RandomCheckpointOptions opt;
+      opt.shape = shape;
+      opt.seed = 11;
+      opt.gguf_type = ft;
+      const std::string path = (dir_ / "m.gguf").string();
+      gguf::write_random_gguf(path, opt);
+      auto model = load_model(path);
+      gguf::RandomRowProducer gen(opt.seed);
+      double worst_ratio = 0;
+      for (const ExpectedTensor& t : expected_tensors(model->config(), false)) {
+        const TensorView* v = model->source().find(t.name);
+        ASSERT_TRUE(v) << t.name;
+        const int64_t cols = t.shape.back(), rows = t.matrix || t.shape.size() > 1 ? v->numel() / cols : 1;
+        std::vector<float> want(static_cast<size_t>(v->numel())), got(want.size());
+        gen.rows(t, 0, rows, want.data());
+        dequantize_row(v->dtype, v->data, got.data(), v->numel());
+        const int64_t blk = dtype_traits(v->dtype).block_elems;
+        std::vector<float> amax256(static_cast<size_t>((v->numel() + 255) / 256), 0.0f);
+        for (int64_t k = 0; k < v->numel(); ++k) amax256[k / 256] = std::max(amax256[k / 256], std::abs(want[k]));
+        for (int64_t i = 0; i < v->numel(); i += blk) {
+          float amax_b = 0;
+          for (int64_t k = i; k < i + blk; ++k) amax_b = std::max(amax_b, std::abs(want[k]));
+          const float amax_256 = amax256[i / 256];
+          for (int64_t k = i; k < i + blk; ++k) {
+            const double b = bound(v->dtype, want[k], amax_b, amax_256);
+            ASSERT_GE(b, 0) << "no bound for " << dtype_name(v->dtype);
+            const double e = std::abs(double(got[k]) - double(want[k]));
+            ASSERT_LE(e, b) << shape << " " << gguf::file_type_label(ft) << " " << t.name << " [" << k << "] "
+                            << dtype_name(v->dtype);
+            if (b > 0) worst_ratio = std::max(worst_ratio, e / b);
+          }
+        }
+      }
+      std::printf("[ %-8s %-6s ] worst error / bound = %.3f\n", shape, gguf::file_type_label(ft), worst_ratio);
+    }
+  }
+}
+
+TEST_F(GgufQuantized, Q4KMTypeMixFollowsLlamaCpp) {
+  gguf::RandomCheckpointOptions opt;
+  opt.shape = "tiny-moe";  // cAcA, 1 dense layer then 3 MoE layers, rows of 256
+  opt.gguf_type = gguf::FileType::Q4_K_M;
+  const std::string path = (dir_ / "m.gguf").string();
+  gguf::write_random_gguf(path, opt);
+  gguf::GgufFile f(path);
+  auto type = [&](const std::string& n) {
+    const gguf::TensorInfo* t = f.find_tensor(n);
+    return t ? std::string(gguf::ggml_type_name(t->ggml_type)) : std::string("missing");
+  };
+  EXPECT_EQ(type("token_embd.weight"), "Q6_K");  // tied: it is the output matrix
+  EXPECT_EQ(type("token_embd_norm.weight"), "F32");
+  EXPECT_EQ(type("blk.0.shortconv.conv.weight"), "F32");
+  EXPECT_EQ(type("blk.0.shortconv.in_proj.weight"), "Q4_K");
+  // use_more_bits(i, 4) holds for i = 2, 3 (ffn_down over all 4 layers).
+  EXPECT_EQ(type("blk.0.ffn_down.weight"), "Q4_K");
+  EXPECT_EQ(type("blk.1.ffn_down_exps.weight"), "Q4_K");
+  EXPECT_EQ(type("blk.2.ffn_down_exps.weight"), "Q6_K");
+  EXPECT_EQ(type("blk.3.ffn_down_exps.weight"), "Q6_K");
+  EXPECT_EQ(type("blk.3.ffn_gate_exps.weight"), "Q4_K");
+  EXPECT_EQ(type("blk.3.ffn_gate_inp.weight"), "F32");
+  EXPECT_EQ(type("blk.3.exp_probs_b.bias"), "F32");
+  // attn_v counted over the 2 attention layers: use_more_bits(1, 2) holds, (0, 2) does not.
+  EXPECT_EQ(type("blk.1.attn_v.weight"), "Q4_K");
+  EXPECT_EQ(type("blk.3.attn_v.weight"), "Q6_K");
+  const gguf::TensorInfo* e = f.find_tensor("blk.3.ffn_up_exps.weight");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->ne, (std::vector<int64_t>{256, 256, 4}));  // {d, Fm, E}
+  // Row length 64 (the HF fixtures): K-quants fall back as llama.cpp does.
+  gguf::QuantPolicy p(gguf::FileType::Q4_K_M, parse_model_config(gguf::random_shape_config("tiny")));
+  EXPECT_EQ(p.choose("blk.0.ffn_up.weight", {64, 192}), DType::Q5_0);
+  EXPECT_EQ(p.choose("blk.3.ffn_down.weight", {192, 64}), DType::Q8_0);  // Q6_K → Q8_0
+  EXPECT_EQ(p.choose("blk.0.ffn_up.weight", {48, 64}), DType::F16);     // not even Q5_0 fits
+  EXPECT_EQ(p.choose("token_embd.weight", {64, 512}), DType::Q8_0);
+  EXPECT_TRUE(gguf::use_more_bits(0, 16) && gguf::use_more_bits(1, 16) && !gguf::use_more_bits(2, 16) &&
+              gguf::use_more_bits(4, 16) && gguf::use_more_bits(15, 16) && !gguf::use_more_bits(5, 16));
+}
+
+TEST_F(GgufQuantized, Q8_0KeepsGreedyTokensOnLlamaCppTinyModel) {
+  const std::string src = test::data_dir() + "/gguf_llamacpp/lfm2-tiny-random-f32.gguf";
+  auto f32 = load_model(src);
+  const std::string q8 = (dir_ / "q8.gguf").string();
+  {
+    gguf::SourceRowProducer rows(f32->source());
+    gguf::ExportOptions opt;
+    opt.type = gguf::FileType::Q8_0;
+    gguf::write_gguf_model(q8, f32->config(), rows, opt);
+  }
+  auto q = load_model(q8);
+  ThreadPool pool(2);
+  auto be = make_reference_backend(pool);
+  for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{1, 484, 326, 355, 461, 302},
+                                             std::vector<int32_t>{1, 43, 164, 157}, std::vector<int32_t>{1, 18, 263}}) {
+    GenerateOptions opt;
+    opt.max_new_tokens = 24;
+    SequenceState s1(f32->config(), 64), s2(q->config(), 64);
+    Forward a(*f32, *be), b(*q, *be);
+    const auto want = generate(a, s1, prompt, opt);
+    const auto got = generate(b, s2, prompt, opt);
+    ASSERT_EQ(want.size(), 24u);
+    EXPECT_EQ(got, want);
+  }
+}
+
+}  // namespace
+}  // namespace lfm
