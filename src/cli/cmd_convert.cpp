@@ -47,6 +47,7 @@ int run_convert(int argc, char** argv) {
     opt.extra = gguf::tokenizer_metadata_from_gguf(src);
     if (const gguf::Value* v = src.find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
   } else {
+    opt.extra = gguf::tokenizer_metadata_from_folder(model, m->config().vocab_size);
     opt.name = fs::path(model).lexically_normal().filename().string();
     if (opt.name.empty()) opt.name = fs::absolute(model).parent_path().filename().string();
   }

@@ -1,8 +1,10 @@
 #include "gguf/gguf_tokenizer_meta.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.h"
+#include "tokenizer/load_tokenizer.h"
 
 namespace lfm::gguf {
 
@@ -11,6 +13,16 @@ KeyValues tokenizer_metadata_from_gguf(const GgufFile& f) {
   for (const auto& [k, v] : f.metadata())
     if (k.rfind("tokenizer.", 0) == 0) kv.emplace_back(k, v);
   return kv;
+}
+
+KeyValues tokenizer_metadata_from_folder(const std::string& dir, int64_t vocab_size) {
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) return {};
+  const TokenizerSpec spec = load_tokenizer_spec(dir);
+  int64_t n = static_cast<int64_t>(spec.vocab.size());
+  for (const AddedToken& t : spec.added_tokens) n = std::max<int64_t>(n, t.id + 1);
+  LFM_CHECK(n <= vocab_size, "convert: the tokenizer in '", dir, "' has ", n, " tokens but the model's vocab_size is ",
+            vocab_size, " (llama.cpp needs one token per embedding row)");
+  return tokenizer_metadata_from_spec(spec, vocab_size);
 }
 
 KeyValues tokenizer_metadata_from_spec(const TokenizerSpec& spec, int64_t vocab_size) {

@@ -18,6 +18,11 @@ using KeyValues = std::vector<std::pair<std::string, Value>>;
 // Every tokenizer.* entry of an existing GGUF (copied when re-converting a GGUF).
 KeyValues tokenizer_metadata_from_gguf(const GgufFile& f);
 
+// From a Hugging Face folder's tokenizer.json (+ tokenizer_config.json, chat_template.jinja),
+// read by the tokenizer component's loader; empty when the folder has no tokenizer.json. Throws
+// when the tokenizer has more tokens than the model's vocab_size (llama.cpp needs one per row).
+KeyValues tokenizer_metadata_from_folder(const std::string& dir, int64_t vocab_size);
+
 // tokenizer.* entries describing a TokenizerSpec. vocab_size pads the token list (llama.cpp
 // requires one entry per embedding row) with "[PAD<id>]" tokens.
 KeyValues tokenizer_metadata_from_spec(const TokenizerSpec& spec, int64_t vocab_size);
