@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -18,7 +19,7 @@ struct Result {
 
 // Runs `lfm <args>` and captures stdout (stderr goes to a file so usage text stays out of it).
 Result run_lfm(const std::string& args) {
-  const std::string err = testing::TempDir() + "/lfm_tok_cli_stderr.txt";
+  const std::string err = testing::TempDir() + "/lfm_tok_cli_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string cmd = std::string(LFM_BINARY) + " " + args + " 2>" + err;
   FILE* p = popen(cmd.c_str(), "r");
   EXPECT_NE(p, nullptr);
@@ -68,7 +69,7 @@ TEST(TokenizerCli, TokenizeTextOutputListsIdsAndPieces) {
 }
 
 TEST(TokenizerCli, FileIsReadByteExactAndRoundTrips) {
-  const std::string path = testing::TempDir() + "/lfm_tok_cli_input.txt";
+  const std::string path = testing::TempDir() + "/lfm_tok_cli_input_" + std::to_string(getpid()) + ".txt";
   const std::string text = "line one\r\n\ttabbed 🦙 <|im_end|>\n\n  trailing  \n";
   std::ofstream(path, std::ios::binary) << text;
   const Result r = run_lfm("tokenize -m " + model_dir() + " --json --no-special --file " + path);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -38,7 +39,8 @@ const OracleRun& oracle() {
       r.problem = "tools/tokenizer/node_modules is missing; run scripts/setup.sh (npm ci --prefix tools/tokenizer)";
       return r;
     }
-    const std::string out = testing::TempDir() + "/lfm_tokenizer_oracle.json";
+    // Per process: ctest may run these tests in parallel processes.
+    const std::string out = testing::TempDir() + "/lfm_tokenizer_oracle_" + std::to_string(getpid()) + ".json";
     const std::string cmd = "node " + shell_quote(tools + "/oracle.mjs") + " " +
                             shell_quote(test::data_dir() + "/tokenizer/tokenizer.json") + " < " +
                             shell_quote(strings_path) + " > " + shell_quote(out);
