@@ -133,6 +133,9 @@ TEST_F(GgufMalformed, AbsurdCounts) {
   c.s = "GGUF";
   c.u32(3).u64(0).u64(1ull << 60);
   expect_error(c.s, "absurd metadata count");
+  c.s = "GGUF";
+  c.u32(3).u64(0).u64(1000);
+  expect_error(c.s, "absurd metadata count");
 }
 
 TEST_F(GgufMalformed, AbsurdStringLength) {
@@ -146,6 +149,10 @@ TEST_F(GgufMalformed, AbsurdArrayLength) {
   Bytes kv;
   kv.str("a.arr").u32(9).u32(5).u64(1ull << 61);
   expect_error(build({}, 0, 3, kv.s, 1), "absurd array length");
+  Bytes many;  // more elements than the per-file cap, each one byte in the file
+  many.str("a.bytes").u32(9).u32(0).u64(uint64_t{1} << 24);
+  many.s.append(size_t{1} << 24, '\0');
+  expect_error(build({}, 0, 3, many.s, 1), "beyond lfm's limit");
   Bytes deep;  // arrays nested past the limit
   deep.str("a.deep");
   deep.u32(9);

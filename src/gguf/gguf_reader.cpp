@@ -102,7 +102,14 @@ size_t min_value_size(ValueType t) {
   return scalar_size(t);
 }
 
-Value read_value(Cursor& c, ValueType t, const std::string& key, int depth) {
+// Each decoded element costs a Value (~100 bytes) however small it is in the file, so the total
+// number of array elements is capped: real files hold a few hundred thousand (tokens, merges,
+// token types); the cap keeps a hostile file from turning 1 byte into 100.
+constexpr uint64_t kMaxMetadataElements = uint64_t{1} << 23;
+constexpr uint64_t kMaxMetadataEntries = uint64_t{1} << 16;
+constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+
+Value read_value(Cursor& c, ValueType t, const std::string& key, int depth, uint64_t& budget) {
   Value v;
   v.type = t;
   switch (t) {
@@ -135,8 +142,11 @@ Value read_value(Cursor& c, ValueType t, const std::string& key, int depth) {
       LFM_CHECK(n <= c.remaining() / min, "gguf: '", c.path(), "': metadata '", key, "' declares an array of ", n,
                 " ", value_type_name(v.elem), " elements but only ", c.remaining(),
                 " bytes remain (absurd array length or truncated file)");
+      LFM_CHECK(n <= budget, "gguf: '", c.path(), "': metadata '", key, "' declares an array of ", n,
+                " elements, beyond lfm's limit of ", kMaxMetadataElements, " metadata array elements per file");
+      budget -= n;
       v.arr.reserve(static_cast<size_t>(n));
-      for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem, key, depth + 1));
+      for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem, key, depth + 1, budget));
       break;
     }
   }
@@ -275,16 +285,23 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
   // least 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset).
   LFM_CHECK(n_kv <= c.remaining() / 13, "gguf: '", p, "' declares ", n_kv, " metadata entries but the file has only ",
             c.remaining(), " bytes left (absurd metadata count or truncated file)");
+  // Hard caps far above any real model (which has ~50 entries and at most tens of thousands of
+  // tensors) bound the memory a hostile header can make us reserve.
+  LFM_CHECK(n_kv <= kMaxMetadataEntries, "gguf: '", p, "' declares ", n_kv, " metadata entries (absurd metadata count; limit ",
+            kMaxMetadataEntries, ")");
+  LFM_CHECK(n_tensors <= kMaxTensors, "gguf: '", p, "' declares ", n_tensors, " tensors (absurd tensor count; limit ",
+            kMaxTensors, ")");
   LFM_CHECK(n_tensors <= c.remaining() / 24, "gguf: '", p, "' declares ", n_tensors,
             " tensors but the file has only ", c.remaining(),
             " bytes left (absurd tensor count or truncated file)");
 
   kv_.reserve(static_cast<size_t>(n_kv));
+  uint64_t element_budget = kMaxMetadataElements;
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key = c.read_string("a metadata key");
     const uint32_t t = c.read<uint32_t>("a metadata value type");
     LFM_CHECK(valid_value_type(t), "gguf: '", p, "': metadata '", key, "' has unknown value type ", t);
-    Value v = read_value(c, static_cast<ValueType>(t), key, 0);
+    Value v = read_value(c, static_cast<ValueType>(t), key, 0, element_budget);
     LFM_CHECK(!kv_index_.count(key), "gguf: '", p, "': duplicate metadata key '", key, "'");
     kv_index_[key] = kv_.size();
     kv_.emplace_back(std::move(key), std::move(v));
