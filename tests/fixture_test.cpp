@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/generator.h"
+#include "kernels/avx2_backend.h"
 #include "model/forward.h"
 #include "test_util.h"
 
@@ -14,12 +15,16 @@ namespace {
 
 constexpr double kLogitTol = 1e-4;
 
-class FixtureTest : public ::testing::TestWithParam<std::string> {
+// Parameters: (fixture, backend) — every fixture runs on the reference and the AVX2 backend.
+class FixtureTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
-    model_ = load_model(test::fixture_dir(GetParam()));
-    backend_ = make_reference_backend(pool_);
-    ref_ = test::reference(GetParam());
+    const auto& [fixture, backend] = GetParam();
+    if (backend == "avx2" && !cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "CPU lacks AVX2";
+    model_ = load_model(test::fixture_dir(fixture));
+    backend_ = backend == "avx2" ? std::unique_ptr<Backend>(std::make_unique<Avx2Backend>(pool_))
+                                 : make_reference_backend(pool_);
+    ref_ = test::reference(fixture);
   }
   ThreadPool pool_{2};
   std::unique_ptr<Model> model_;
@@ -114,8 +119,18 @@ TEST_P(FixtureTest, OneTokenPromptMatchesNoCacheAnswer) {
   EXPECT_EQ(got, expect);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dense, FixtureTest, ::testing::ValuesIn(test::dense_fixtures()));
-INSTANTIATE_TEST_SUITE_P(Moe, FixtureTest, ::testing::ValuesIn(test::moe_fixtures()));
+std::string param_name(const ::testing::TestParamInfo<FixtureTest::ParamType>& info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dense, FixtureTest,
+                         ::testing::Combine(::testing::ValuesIn(test::dense_fixtures()),
+                                            ::testing::Values("reference", "avx2")),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(Moe, FixtureTest,
+                         ::testing::Combine(::testing::ValuesIn(test::moe_fixtures()),
+                                            ::testing::Values("reference", "avx2")),
+                         param_name);
 
 }  // namespace
 }  // namespace lfm

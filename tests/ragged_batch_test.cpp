@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
+#include "kernels/avx2_backend.h"
 #include "model/forward.h"
 #include "test_util.h"
 
@@ -18,7 +19,7 @@ class RaggedBatchTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     model_ = load_model(test::fixture_dir(GetParam()));
-    backend_ = make_reference_backend(pool_);
+    backend_ = make_cpu_backend(pool_);  // the production backend (AVX2 where available)
     const auto ref = test::reference(GetParam());
     for (const auto& run : ref["greedy"]["runs"]) prompts_.push_back(run["prompt"].get<std::vector<int32_t>>());
     prompts_.push_back(ref["full_forward"]["input_ids"].get<std::vector<int32_t>>());

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "core/error.h"
+#include "kernels/avx2_backend.h"
 
 namespace lfm::cli {
 
@@ -35,7 +36,7 @@ Runtime open_runtime(const std::string& model_path, int threads) {
   Runtime rt;
   rt.model = load_model(model_path);
   rt.pool = std::make_unique<ThreadPool>(threads);
-  rt.backend = make_reference_backend(*rt.pool);
+  rt.backend = make_cpu_backend(*rt.pool);
   return rt;
 }
 

@@ -14,6 +14,7 @@ std::vector<int32_t> generate(Forward& fwd, SequenceState& state, const std::vec
   LFM_CHECK(opt.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ", opt.max_new_tokens);
   using clock = std::chrono::steady_clock;
   Sampler sampler(opt.sampler);
+  sampler.set_allowed(opt.allowed);
   StepOutput out;
   std::vector<int32_t> generated;
 

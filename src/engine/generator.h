@@ -16,6 +16,7 @@ struct GenerateOptions {
   SamplerParams sampler;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
   int64_t prefill_chunk = 0;      // 0: the whole prompt in one step
+  std::vector<uint8_t> allowed;   // ids the sampler may pick (empty: all); see Sampler::set_allowed
 };
 
 struct GenerateStats {

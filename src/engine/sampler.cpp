@@ -22,9 +22,19 @@ Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
 }
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
-  if (p_.temperature == 0.0f) return argmax(logits, vocab);
-  cand_.resize(vocab);
-  for (int64_t i = 0; i < vocab; ++i) cand_[i] = {logits[i] / p_.temperature, static_cast<int32_t>(i)};
+  auto ok = [&](int64_t i) { return allowed_.empty() || (i < static_cast<int64_t>(allowed_.size()) && allowed_[i]); };
+  if (p_.temperature == 0.0f) {
+    if (allowed_.empty()) return argmax(logits, vocab);
+    int64_t best = -1;
+    for (int64_t i = 0; i < vocab; ++i)
+      if (ok(i) && (best < 0 || logits[i] > logits[best])) best = i;
+    LFM_CHECK(best >= 0, "sampler: no token is allowed");
+    return static_cast<int32_t>(best);
+  }
+  cand_.clear();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (ok(i)) cand_.push_back({logits[i] / p_.temperature, static_cast<int32_t>(i)});
+  LFM_CHECK(!cand_.empty(), "sampler: no token is allowed");
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   size_t keep = cand_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {

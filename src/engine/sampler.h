@@ -20,11 +20,15 @@ class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
   int32_t sample(const float* logits, int64_t vocab);
+  // Restricts choices to ids whose entry is non-zero (e.g. ids the tokenizer can decode: a
+  // model's output layer may be wider than its tokenizer). Empty: every id is allowed.
+  void set_allowed(std::vector<uint8_t> allowed) { allowed_ = std::move(allowed); }
 
  private:
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<uint8_t> allowed_;
 };
 
 // Index of the largest value; the lowest index wins ties.

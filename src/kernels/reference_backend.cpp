@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/backend.h"
+#include "kernels/reference_backend.h"
 #include "kernels/dequant.h"
 #include "kernels/reference_ops.h"
 
@@ -107,14 +107,7 @@ void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const fl
 
 }  // namespace ref
 
-namespace {
-
-class ReferenceBackend final : public Backend {
- public:
-  explicit ReferenceBackend(ThreadPool& pool) : pool_(pool) {}
-  const char* name() const override { return "cpu-reference"; }
-
-  void matmul(const float* x, int64_t n, const TensorView& w, float* y) override {
+void ReferenceBackend::matmul(const float* x, int64_t n, const TensorView& w, float* y) {
     LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
     const int64_t out = w.shape[0], in = w.shape[1];
     LFM_CHECK(dequant_supported(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
@@ -133,9 +126,9 @@ class ReferenceBackend final : public Backend {
         for (int64_t i = 0; i < n; ++i) y[i * out + j] = ref::dot(x + i * in, wr, in);
       }
     });
-  }
+}
 
-  void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
+void ReferenceBackend::embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) {
     const int64_t d = table.cols();
     for (int64_t i = 0; i < n; ++i) {
       LFM_CHECK(ids[i] >= 0 && ids[i] < table.rows(), "kernels: token id ", ids[i], " outside vocabulary of ",
@@ -144,17 +137,18 @@ class ReferenceBackend final : public Backend {
     }
   }
 
-  void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override {
+void ReferenceBackend::rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
     ref::rms_norm(x, w, rows, dim, eps, out);
   }
 
-  void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
-                 const float* inv_freq) override {
+void ReferenceBackend::rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                                 const int64_t* positions, const float* inv_freq) {
     ref::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq);
   }
 
-  void attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v, int64_t n_kv,
-                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out) override {
+void ReferenceBackend::attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v,
+                                 int64_t n_kv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                                 float* out) {
     LFM_CHECK(n_kv >= q_pos0 + n_q, "kernels: attention has ", n_kv, " keys for queries up to position ",
               q_pos0 + n_q - 1);
     const int64_t tasks = n_q * n_heads;
@@ -166,30 +160,24 @@ class ReferenceBackend final : public Backend {
     });
   }
 
-  void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
-                  float* state, float* out) override {
+void ReferenceBackend::short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w,
+                                  const float* bias, float* state, float* out) {
     ref::short_conv(u, n, dim, kernel, w, bias, state, out);
   }
 
-  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+void ReferenceBackend::swiglu(const float* gate, const float* up, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) {
       const float g = gate[i];
       out[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
   }
-  void mul(const float* a, const float* b, int64_t n, float* out) override {
+void ReferenceBackend::mul(const float* a, const float* b, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
   }
-  void add(float* y, const float* x, int64_t n) override {
+void ReferenceBackend::add(float* y, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
   }
-  void softmax(float* x, int64_t n) override { ref::softmax(x, n); }
-
- private:
-  ThreadPool& pool_;
-};
-
-}  // namespace
+void ReferenceBackend::softmax(float* x, int64_t n) { ref::softmax(x, n); }
 
 std::unique_ptr<Backend> make_reference_backend(ThreadPool& pool) { return std::make_unique<ReferenceBackend>(pool); }
 
