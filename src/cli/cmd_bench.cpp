@@ -4,9 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "cli/command.h"
 #include "cli/common.h"
@@ -27,11 +26,21 @@ int run_bench(int argc, char** argv) {
   int threads = 0, reps = 1;
   bool json_out = false;
   app.add_option("-m,--model", model, "Model: Hugging Face folder or .gguf file")->required();
-  app.add_option("-p,--n-prompt", n_prompt, "Prompt tokens for the prefill test (0: skip)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("-n,--n-gen", n_gen, "Tokens for the decode test (0: skip)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("-b,--batch", batch, "Sequences decoded together in each step")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("-r,--repetitions", reps, "Repeat each test and report the best")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-p,--n-prompt", n_prompt, "Prompt tokens for the prefill test (0: skip)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-gen", n_gen, "Tokens for the decode test (0: skip)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-b,--batch", batch, "Sequences decoded together in each step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("-r,--repetitions", reps, "Repeat each test and report the best")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", threads, "Threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);
 
@@ -59,7 +68,8 @@ int run_bench(int argc, char** argv) {
       best = std::min(best, seconds_since(t0));
     }
     j["pp"] = {{"tokens", n_prompt}, {"seconds", best}, {"tokens_per_second", n_prompt / best}};
-    if (!json_out) std::printf("pp%-6lld %10.2f tok/s  (%.3f s)\n", static_cast<long long>(n_prompt), n_prompt / best, best);
+    if (!json_out)
+      std::printf("pp%-6lld %10.2f tok/s  (%.3f s)\n", static_cast<long long>(n_prompt), n_prompt / best, best);
   }
   if (n_gen > 0) {
     double best = 1e30;
@@ -81,7 +91,10 @@ int run_bench(int argc, char** argv) {
     }
     const double tps = n_gen * batch / best;
     const double gbs = static_cast<double>(rt.model->weight_bytes()) * (n_gen / best) / 1e9;
-    j["tg"] = {{"tokens", n_gen}, {"batch", batch}, {"seconds", best}, {"tokens_per_second", tps},
+    j["tg"] = {{"tokens", n_gen},
+               {"batch", batch},
+               {"seconds", best},
+               {"tokens_per_second", tps},
                {"weight_read_gb_per_second", gbs}};
     if (!json_out)
       std::printf("tg%-6lld %10.2f tok/s  (batch %lld, %.3f s, weights read at %.1f GB/s)\n",

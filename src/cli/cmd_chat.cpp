@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
@@ -16,8 +15,8 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/sampler.h"
-#include "model/forward.h"
 #include "engine/token_mask.h"
+#include "model/forward.h"
 #include "tokenizer/load_tokenizer.h"
 #include "tokenizer/streaming_detokenizer.h"
 
@@ -42,14 +41,24 @@ int run_chat(int argc, char** argv) {
   std::string date;
   app.add_option("-m,--model", model, "Model: Hugging Face folder (with tokenizer files) or .gguf file")->required();
   app.add_option("-s,--system", system_prompt, "System prompt");
-  app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--temperature", sp.temperature, "Sampling temperature; 0 is greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--top-k", sp.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--top-p", sp.top_p, "Nucleus sampling mass (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--temperature", sp.temperature, "Sampling temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-k", sp.top_k, "Keep the k most likely tokens (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", sp.top_p, "Nucleus sampling mass (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--min-p", sp.min_p, "Min-p filter")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", sp.seed, "Random seed")->capture_default_str();
   app.add_option("-c,--ctx-size", ctx, "Context size (tokens)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "Threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--var", vars, "Extra template variable name=JSON (e.g. keep_past_thinking=true); repeatable");
   app.add_option("--date", date, "Pin strftime_now to YYYY-MM-DD");
   app.add_flag("--show-reasoning", show_reasoning, "Print <think> reasoning (dimmed) as well as the answer");
@@ -67,8 +76,9 @@ int run_chat(int argc, char** argv) {
   }
   Runtime rt = open_runtime(model, threads);
   auto tok = load_tokenizer(model);
-  LFM_CHECK(!tok->chat_template().empty(), "chat: the model ships no chat template (chat_template.jinja, "
-                                           "tokenizer_config.json or GGUF tokenizer.chat_template)");
+  LFM_CHECK(!tok->chat_template().empty(),
+            "chat: the model ships no chat template (chat_template.jinja, "
+            "tokenizer_config.json or GGUF tokenizer.chat_template)");
   ChatTemplate tpl(tok->chat_template(), opt_str(tok->bos_token()), opt_str(tok->eos_token()),
                    opt_str(tok->pad_token()));
   std::vector<int32_t> stops = rt.model->config().eos_token_ids;
@@ -112,7 +122,8 @@ int run_chat(int argc, char** argv) {
       cached.clear();
     }
     StepOutput out;
-    BatchItem item{&state, std::span<const int32_t>(prompt.data() + cached.size(), prompt.size() - cached.size()), false};
+    BatchItem item{&state, std::span<const int32_t>(prompt.data() + cached.size(), prompt.size() - cached.size()),
+                   false};
     fwd.step(std::span<const BatchItem>(&item, 1), out);
     cached = prompt;
 
@@ -136,8 +147,10 @@ int run_chat(int argc, char** argv) {
       if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
         cached.push_back(id);
         BatchItem end_item{&state, std::span<const int32_t>(&cached.back(), 1), false};
-        if (state.n_past() + 1 < ctx) fwd.step(std::span<const BatchItem>(&end_item, 1), out);
-        else cached.pop_back();
+        if (state.n_past() + 1 < ctx)
+          fwd.step(std::span<const BatchItem>(&end_item, 1), out);
+        else
+          cached.pop_back();
         break;
       }
       const std::string piece = detok.push(id);

@@ -2,7 +2,6 @@
 // temperature is given). Text is streamed to stdout as it is decoded.
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -31,15 +30,29 @@ int run_generate(int argc, char** argv) {
   ids_opt->excludes(text_opt);
   bool no_special = false;
   app.add_flag("--no-special", no_special, "With -p: do not add the BOS token");
-  app.add_option("-n,--max-new-tokens", opt.max_new_tokens, "Tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--temperature", opt.sampler.temperature, "Sampling temperature; 0 is greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--top-k", opt.sampler.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--top-p", opt.sampler.top_p, "Nucleus sampling mass (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("--min-p", opt.sampler.min_p, "Drop tokens below min-p times the top probability")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("-n,--max-new-tokens", opt.max_new_tokens, "Tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--temperature", opt.sampler.temperature, "Sampling temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-k", opt.sampler.top_k, "Keep the k most likely tokens (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", opt.sampler.top_p, "Nucleus sampling mass (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-p", opt.sampler.min_p, "Drop tokens below min-p times the top probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", opt.sampler.seed, "Random seed for sampling")->capture_default_str();
-  app.add_option("--prefill-chunk", opt.prefill_chunk, "Feed the prompt in chunks of this many tokens (0: one step)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--prefill-chunk", opt.prefill_chunk, "Feed the prompt in chunks of this many tokens (0: one step)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("-c,--ctx-size", ctx, "Context size (tokens)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "Threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--ignore-eos", ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);

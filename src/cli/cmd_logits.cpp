@@ -1,7 +1,6 @@
 // lfm logits: the logits of every position, through one prefill or prefill + decode steps.
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -24,7 +23,9 @@ int run_logits(int argc, char** argv) {
   app.add_option("--prefill", prefill,
                  "Run the first N ids as one prefill, then the rest one token at a time through the cache")
       ->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "Threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", json_out, "Print {\"logits\": [[...], ...]}");
   LFM_CLI_PARSE(app, argc, argv);
 

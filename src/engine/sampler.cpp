@@ -35,7 +35,9 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   for (int64_t i = 0; i < vocab; ++i)
     if (ok(i)) cand_.push_back({logits[i] / p_.temperature, static_cast<int32_t>(i)});
   LFM_CHECK(!cand_.empty(), "sampler: no token is allowed");
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t keep = cand_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
     keep = p_.top_k;

@@ -88,9 +88,15 @@ void decode_row_f16(const uint16_t* src, float* dst, int64_t n) {
 void decode_row(const TensorView& w, int64_t j, float* dst) {
   const int64_t in = w.shape[1];
   switch (w.dtype) {
-    case DType::BF16: decode_row_bf16(reinterpret_cast<const uint16_t*>(w.row(j)), dst, in); break;
-    case DType::F16: decode_row_f16(reinterpret_cast<const uint16_t*>(w.row(j)), dst, in); break;
-    default: dequantize_row(w.dtype, w.row(j), dst, in); break;
+    case DType::BF16:
+      decode_row_bf16(reinterpret_cast<const uint16_t*>(w.row(j)), dst, in);
+      break;
+    case DType::F16:
+      decode_row_f16(reinterpret_cast<const uint16_t*>(w.row(j)), dst, in);
+      break;
+    default:
+      dequantize_row(w.dtype, w.row(j), dst, in);
+      break;
   }
 }
 

@@ -1,13 +1,14 @@
 // Plain reference implementations of every kernel. Clear loops, float32 accumulation, the
 // summation order fixed per output element. Parallel only where it is free of ordering effects
 // (independent output rows or heads).
+#include "kernels/reference_backend.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/reference_backend.h"
 #include "kernels/dequant.h"
 #include "kernels/reference_ops.h"
 
@@ -87,8 +88,8 @@ void attention_head(const float* q, int64_t i, int64_t q_pos0, const float* k, c
   }
 }
 
-void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
-                float* state, float* out) {
+void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias, float* state,
+                float* out) {
   const int64_t hist = kernel - 1;
   // Window X = [state ; u], length hist + n; out_t = Σ_k w[:,k] ⊙ X[t + k].
   auto at = [&](int64_t idx, int64_t c) { return idx < hist ? state[idx * dim + c] : u[(idx - hist) * dim + c]; };
@@ -108,75 +109,75 @@ void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const fl
 }  // namespace ref
 
 void ReferenceBackend::matmul(const float* x, int64_t n, const TensorView& w, float* y) {
-    LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
-    const int64_t out = w.shape[0], in = w.shape[1];
-    LFM_CHECK(dequant_supported(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
-    // Rows of W are split across threads; each thread decodes a row once and uses it for
-    // every token, so the weight is read once per call whatever n is.
-    pool_.parallel_for(out, 16, [&](int64_t begin, int64_t end) {
-      std::vector<float> row(static_cast<size_t>(in));
-      for (int64_t j = begin; j < end; ++j) {
-        const float* wr;
-        if (w.dtype == DType::F32) {
-          wr = reinterpret_cast<const float*>(w.row(j));
-        } else {
-          dequantize_row(w.dtype, w.row(j), row.data(), in);
-          wr = row.data();
-        }
-        for (int64_t i = 0; i < n; ++i) y[i * out + j] = ref::dot(x + i * in, wr, in);
+  LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
+  const int64_t out = w.shape[0], in = w.shape[1];
+  LFM_CHECK(dequant_supported(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
+  // Rows of W are split across threads; each thread decodes a row once and uses it for
+  // every token, so the weight is read once per call whatever n is.
+  pool_.parallel_for(out, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(in));
+    for (int64_t j = begin; j < end; ++j) {
+      const float* wr;
+      if (w.dtype == DType::F32) {
+        wr = reinterpret_cast<const float*>(w.row(j));
+      } else {
+        dequantize_row(w.dtype, w.row(j), row.data(), in);
+        wr = row.data();
       }
-    });
+      for (int64_t i = 0; i < n; ++i) y[i * out + j] = ref::dot(x + i * in, wr, in);
+    }
+  });
 }
 
 void ReferenceBackend::embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) {
-    const int64_t d = table.cols();
-    for (int64_t i = 0; i < n; ++i) {
-      LFM_CHECK(ids[i] >= 0 && ids[i] < table.rows(), "kernels: token id ", ids[i], " outside vocabulary of ",
-                table.rows());
-      dequantize_row(table.dtype, table.row(ids[i]), out + i * d, d);
-    }
+  const int64_t d = table.cols();
+  for (int64_t i = 0; i < n; ++i) {
+    LFM_CHECK(ids[i] >= 0 && ids[i] < table.rows(), "kernels: token id ", ids[i], " outside vocabulary of ",
+              table.rows());
+    dequantize_row(table.dtype, table.row(ids[i]), out + i * d, d);
   }
+}
 
 void ReferenceBackend::rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
-    ref::rms_norm(x, w, rows, dim, eps, out);
-  }
+  ref::rms_norm(x, w, rows, dim, eps, out);
+}
 
 void ReferenceBackend::rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                                  const int64_t* positions, const float* inv_freq) {
-    ref::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq);
-  }
+  ref::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq);
+}
 
 void ReferenceBackend::attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v,
                                  int64_t n_kv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                                  float* out) {
-    LFM_CHECK(n_kv >= q_pos0 + n_q, "kernels: attention has ", n_kv, " keys for queries up to position ",
-              q_pos0 + n_q - 1);
-    const int64_t tasks = n_q * n_heads;
-    pool_.parallel_for(tasks, 4, [&](int64_t begin, int64_t end) {
-      std::vector<float> scores(static_cast<size_t>(n_kv));
-      for (int64_t t = begin; t < end; ++t)
-        ref::attention_head(q, t / n_heads, q_pos0, k, v, t % n_heads, n_heads, n_kv_heads, head_dim, scale,
-                            scores.data(), out);
-    });
-  }
+  LFM_CHECK(n_kv >= q_pos0 + n_q, "kernels: attention has ", n_kv, " keys for queries up to position ",
+            q_pos0 + n_q - 1);
+  const int64_t tasks = n_q * n_heads;
+  pool_.parallel_for(tasks, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(n_kv));
+    for (int64_t t = begin; t < end; ++t)
+      ref::attention_head(q, t / n_heads, q_pos0, k, v, t % n_heads, n_heads, n_kv_heads, head_dim, scale,
+                          scores.data(), out);
+  });
+}
 
 void ReferenceBackend::short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w,
                                   const float* bias, float* state, float* out) {
-    ref::short_conv(u, n, dim, kernel, w, bias, state, out);
-  }
+  ref::short_conv(u, n, dim, kernel, w, bias, state, out);
+}
 
 void ReferenceBackend::swiglu(const float* gate, const float* up, int64_t n, float* out) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = gate[i];
-      out[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
 void ReferenceBackend::mul(const float* a, const float* b, int64_t n, float* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
 void ReferenceBackend::add(float* y, const float* x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
 void ReferenceBackend::softmax(float* x, int64_t n) { ref::softmax(x, n); }
 
 std::unique_ptr<Backend> make_reference_backend(ThreadPool& pool) { return std::make_unique<ReferenceBackend>(pool); }

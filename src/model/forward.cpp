@@ -8,9 +8,7 @@
 
 namespace lfm {
 
-const float* StepOutput::row(size_t item, int64_t i) const {
-  return logits.data() + (first_row[item] + i) * vocab;
-}
+const float* StepOutput::row(size_t item, int64_t i) const { return logits.data() + (first_row[item] + i) * vocab; }
 
 void Forward::observe(int64_t layer, const char* suffix, const float* data, int64_t rows, int64_t cols) {
   if (!observer_) return;
@@ -31,7 +29,8 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
               "forward: sequence would reach ", it.state->n_past() + static_cast<int64_t>(it.tokens.size()),
               " tokens, past the context size ", it.state->max_tokens());
     for (int32_t t : it.tokens)
-      LFM_CHECK(t >= 0 && t < c.vocab_size, "forward: token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")");
+      LFM_CHECK(t >= 0 && t < c.vocab_size, "forward: token id ", t, " is outside the vocabulary [0, ", c.vocab_size,
+                ")");
     for (const BatchItem& other : items)
       LFM_CHECK(&other == &it || other.state != it.state, "forward: the same sequence appears twice in one batch");
     T_ += static_cast<int64_t>(it.tokens.size());

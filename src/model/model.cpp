@@ -14,14 +14,14 @@ std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim) {
   std::vector<float> inv(static_cast<size_t>(head_dim / 2));
   for (int64_t j = 0; j < head_dim / 2; ++j) {
     const float expo = static_cast<float>(2 * j) / static_cast<float>(head_dim);
-    const float p = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(theta)), static_cast<double>(expo)));
+    const float p =
+        static_cast<float>(std::pow(static_cast<double>(static_cast<float>(theta)), static_cast<double>(expo)));
     inv[j] = 1.0f / p;
   }
   return inv;
 }
 
-Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source)
-    : cfg_(std::move(cfg)), source_(std::move(source)) {
+Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source) : cfg_(std::move(cfg)), source_(std::move(source)) {
   weights_ = bind_weights(cfg_, *source_);
   int64_t n_conv = 0, n_attn = 0;
   for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
@@ -44,7 +44,8 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   namespace fs = std::filesystem;
   LFM_CHECK(fs::exists(path), "model: '", path, "' does not exist");
   if (fs::is_regular_file(path)) {
-    LFM_CHECK(is_gguf_path(path), "model: '", path, "' is a file but not a .gguf; pass a checkpoint folder or a GGUF file");
+    LFM_CHECK(is_gguf_path(path), "model: '", path,
+              "' is a file but not a .gguf; pass a checkpoint folder or a GGUF file");
     return load_gguf_model(path);
   }
   ModelConfig cfg = load_model_config((fs::path(path) / "config.json").string());

@@ -21,8 +21,7 @@ void SequenceState::reset() {
 
 void SequenceState::reserve_more(int64_t n) {
   const int64_t need = n_past_ + n;
-  LFM_CHECK(need <= max_tokens_, "state: sequence would reach ", need, " tokens, past the context size ",
-            max_tokens_);
+  LFM_CHECK(need <= max_tokens_, "state: sequence would reach ", need, " tokens, past the context size ", max_tokens_);
   if (need <= capacity_) return;
   const int64_t cap = std::min(max_tokens_, std::max({need, capacity_ * 2, int64_t{64}}));
   for (auto* vs : {&keys_, &values_})

@@ -159,8 +159,7 @@ ModelWeights bind_weights(const ModelConfig& c, const TensorSource& src) {
         l.moe.expert_bias = b.vec(b.has(bias) ? bias : bias + ".weight", {c.n_experts});
       }
       for (int64_t e = 0; e < c.n_experts; ++e)
-        l.moe.experts.push_back(
-            bind_ffn(b, p + "feed_forward.experts." + std::to_string(e) + ".", d, c.moe_ffn_dim));
+        l.moe.experts.push_back(bind_ffn(b, p + "feed_forward.experts." + std::to_string(e) + ".", d, c.moe_ffn_dim));
     } else {
       l.ffn = bind_ffn(b, p + "feed_forward.", d, c.ffn_dim);
     }
