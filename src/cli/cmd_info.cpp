@@ -52,7 +52,10 @@ int run_info(int argc, char** argv) {
     bytes = static_cast<size_t>(params) * dtype_bytes_for(cfg.dtype);
     weights_note = "derived from config.json (no weights in the folder)";
   }
-  const int64_t eb = dtype_bytes_for(cfg.dtype);
+  // A quantized GGUF's weight type is no cache type; quote its caches in float16 (llama.cpp's default).
+  const bool plain = cfg.dtype == "float32" || cfg.dtype == "float16" || cfg.dtype == "bfloat16";
+  const std::string cache_dtype = plain ? cfg.dtype : "float16";
+  const int64_t eb = dtype_bytes_for(cache_dtype);
   const int64_t kv_per_token = 2 * cfg.n_attention_layers() * cfg.n_kv_heads * cfg.head_dim;
   const int64_t conv_per_seq = cfg.n_conv_layers() * (cfg.conv_kernel - 1) * cfg.hidden_size;
 
@@ -62,7 +65,7 @@ int run_info(int argc, char** argv) {
   j["parameters"] = params;
   j["weight_bytes"] = bytes;
   j["weights_source"] = weights_note;
-  j["cache_dtype"] = cfg.dtype;
+  j["cache_dtype"] = cache_dtype;
   j["kv_cache_bytes_per_token"] = kv_per_token * eb;
   j["conv_state_bytes_per_sequence"] = conv_per_seq * eb;
   j["runtime_kv_cache_bytes_per_token_f32"] = kv_per_token * 4;
@@ -90,9 +93,9 @@ int run_info(int argc, char** argv) {
             << "context:      " << cfg.max_position << " (max_position_embeddings)\n"
             << "parameters:   " << params << " (" << weights_note << ")\n"
             << "weight bytes: " << bytes << "\n"
-            << "KV cache:     " << kv_per_token * eb << " bytes/token in " << cfg.dtype << " ("
+            << "KV cache:     " << kv_per_token * eb << " bytes/token in " << cache_dtype << " ("
             << kv_per_token * 4 << " in float32 as lfm runs it)\n"
-            << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cfg.dtype << " ("
+            << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cache_dtype << " ("
             << conv_per_seq * 4 << " in float32)\n";
   if (is_gguf) std::cout << gguf::gguf_summary_text(model);
   return 0;
