@@ -128,16 +128,10 @@ TEST_F(ChatCliTest, ChatWithoutTemplateIsAClearError) {
   fs::create_directories(d);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(*dir_ / f, d / f);
-  const std::string cmd = std::string(LFM_BINARY) + " chat -m " + d.string() + " < /dev/null 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
+  const auto r = run_with_input("chat -m " + d.string(), "", /*with_stderr=*/true);
   fs::remove_all(d);
-  EXPECT_NE(WEXITSTATUS(status), 0);
-  EXPECT_NE(out.find("no chat template"), std::string::npos) << out;
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no chat template"), std::string::npos) << r.out;
 }
 
 }  // namespace
