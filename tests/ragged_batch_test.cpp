@@ -148,8 +148,9 @@ TEST_P(RaggedBatchTest, BadInputLeavesStateUntouched) {
     EXPECT_NE(std::string(e.what()).find("context size 8"), std::string::npos) << e.what();
   }
   EXPECT_EQ(st.n_past(), 3);
-  if (has_conv)
+  if (has_conv) {
     EXPECT_EQ(std::memcmp(conv_before.data(), st.conv_state(0), conv_before.size() * 4), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, RaggedBatchTest,
