@@ -181,11 +181,12 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer, std::span<c
 // SwiGLU: W2 (silu(W1 f) ⊙ W3 f).
 void Forward::dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out) {
   const int64_t F = w.w1.shape[0];
-  std::vector<float> gate(rows * F), up(rows * F);
-  be_.matmul(in, rows, w.w1, gate.data());
-  be_.matmul(in, rows, w.w3, up.data());
-  be_.swiglu(gate.data(), up.data(), rows * F, gate.data());
-  be_.matmul(gate.data(), rows, w.w2, out);
+  ffn_gate_.resize(rows * F);
+  ffn_up_.resize(rows * F);
+  be_.matmul(in, rows, w.w1, ffn_gate_.data());
+  be_.matmul(in, rows, w.w3, ffn_up_.data());
+  be_.swiglu(ffn_gate_.data(), ffn_up_.data(), rows * F, ffn_gate_.data());
+  be_.matmul(ffn_gate_.data(), rows, w.w2, out);
 }
 
 // Sigmoid-routed MoE (LFM2_SPEC.md §3.7): the expert bias only steers selection; weights come

@@ -61,6 +61,7 @@ class Forward {
   int64_t current_layer_ = 0;  // for observer names inside the FFN
   std::vector<int64_t> positions_;  // [T]
   std::vector<float> h_, a_, mix_, proj_, tmp_, tmp2_, tmp3_;
+  std::vector<float> ffn_gate_, ffn_up_;  // [rows, F] SwiGLU scratch, reused across layers and steps
 };
 
 }  // namespace lfm
