@@ -11,5 +11,7 @@ case "$kind" in
   *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
 esac
 bash scripts/setup.sh
+# ccache, when installed, makes rebuilds of unchanged files instant (optional).
+command -v ccache >/dev/null 2>&1 && flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"

@@ -9,7 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/avx2_backend.h"
 #include "kernels/dequant.h"
-#include "kernels/quant.h"
+#include "convert/quant.h"
 
 namespace lfm {
 namespace {
@@ -51,7 +51,7 @@ TEST_F(Avx2KernelsTest, MatchesReferenceForEveryType) {
   const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                          DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   for (DType dt : types) {
-    if (!quantize_supported(dt)) continue;
+    if (!dtype_encodable(dt)) continue;
     const int64_t blk = dtype_traits(dt).block_elems;
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 1}, {5, 7, 9}, {6, 33, 41}, {9, 130, 77}}) {
       const int64_t K = (in + blk - 1) / blk * blk;  // quantized rows need whole blocks

@@ -4,19 +4,17 @@
 // (tokenize → template → prefill/decode → stream → parse), not text quality.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sys/wait.h>
 
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/token_mask.h"
 #include "kernels/avx2_backend.h"
 #include "model/config.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors_writer.h"
 #include "model/weights.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -26,30 +24,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code;
-  std::string out;
-};
-
-RunResult run_with_input(const std::string& args, const std::string& input, bool with_stderr = false) {
-  const fs::path in = fs::temp_directory_path() / ("lfm_chat_in_" + std::to_string(::getpid()));
-  std::ofstream(in) << input;
-  const std::string cmd = std::string(LFM_BINARY) + " " + args + " < " + in.string() + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  fs::remove(in);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+// Runs `lfm <args>` with `input` as its standard input.
+test::RunResult run_with_input(const std::string& args, const std::string& input, bool with_stderr = false) {
+  return test::run_lfm(args, with_stderr ? test::Stderr::kMerge : test::Stderr::kDiscard, &input);
 }
 
 class ChatCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("lfm_chat_model_" + std::to_string(::getpid())));
-    fs::create_directories(*dir_);
+    dir_ = new test::TempDir("lfm_chat_model");
     const std::string tok_dir = test::data_dir() + "/tokenizer";
     fs::copy_file(tok_dir + "/tokenizer.json", *dir_ / "tokenizer.json");
     fs::copy_file(tok_dir + "/tokenizer_config.json", *dir_ / "tokenizer_config.json");
@@ -83,23 +66,20 @@ class ChatCliTest : public ::testing::Test {
     }
     w.finish();
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static fs::path* dir_;
+  static void TearDownTestSuite() { delete dir_; }
+  static test::TempDir* dir_;
 };
-fs::path* ChatCliTest::dir_ = nullptr;
+test::TempDir* ChatCliTest::dir_ = nullptr;
 
 TEST_F(ChatCliTest, GenerateFromTextMatchesIdsPath) {
-  const auto tok = load_tokenizer(dir_->string());
+  const auto tok = load_tokenizer(dir_->str());
   const std::vector<int32_t> ids = tok->encode("Hello world, the model says");
-  const auto by_text = run_with_input("generate -m " + dir_->string() + " -p 'Hello world, the model says' -n 12 --ignore-eos --json", "");
-  ASSERT_EQ(by_text.code, 0) << run_with_input("generate -m " + dir_->string() + " -p 'Hello' -n 2", "", true).out;
+  const auto by_text = run_with_input("generate -m " + dir_->str() + " -p 'Hello world, the model says' -n 12 --ignore-eos --json", "");
+  ASSERT_EQ(by_text.code, 0) << run_with_input("generate -m " + dir_->str() + " -p 'Hello' -n 2", "", true).out;
   const auto jt = nlohmann::json::parse(by_text.out);
   EXPECT_EQ(jt["prompt_ids"].get<std::vector<int32_t>>(), ids);
   // The same generation in process, restricted to ids the tokenizer can decode.
-  auto model = load_model(dir_->string());
+  auto model = load_model(dir_->str());
   ThreadPool pool(2);
   auto be = make_cpu_backend(pool);
   Forward fwd(*model, *be);
@@ -110,26 +90,24 @@ TEST_F(ChatCliTest, GenerateFromTextMatchesIdsPath) {
   EXPECT_EQ(jt["generated_ids"].get<std::vector<int32_t>>(), generate(fwd, st, ids, opt));
   EXPECT_EQ(jt["text"], tok->decode(jt["generated_ids"].get<std::vector<int32_t>>(), true));
   // Streaming text output equals the JSON text.
-  const auto streamed = run_with_input("generate -m " + dir_->string() + " -p 'Hello world, the model says' -n 12 --ignore-eos", "");
+  const auto streamed = run_with_input("generate -m " + dir_->str() + " -p 'Hello world, the model says' -n 12 --ignore-eos", "");
   ASSERT_EQ(streamed.code, 0);
   EXPECT_EQ(streamed.out, jt["text"].get<std::string>() + "\n");
 }
 
 TEST_F(ChatCliTest, ChatRunsTurnsAndReusesState) {
-  const auto r = run_with_input("chat -m " + dir_->string() + " -s 'Be brief.' -n 6 --seed 1",
+  const auto r = run_with_input("chat -m " + dir_->str() + " -s 'Be brief.' -n 6 --seed 1",
                                 "Hi there\nWhat is 2+2?\n/reset\nAgain\n/exit\n");
-  ASSERT_EQ(r.code, 0) << run_with_input("chat -m " + dir_->string() + " -n 2", "Hi\n", true).out;
+  ASSERT_EQ(r.code, 0) << run_with_input("chat -m " + dir_->str() + " -n 2", "Hi\n", true).out;
   // Three replies, each ending in a newline.
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') >= 3, true) << r.out;
 }
 
 TEST_F(ChatCliTest, ChatWithoutTemplateIsAClearError) {
-  const fs::path d = fs::temp_directory_path() / ("lfm_chat_notpl_" + std::to_string(::getpid()));
-  fs::create_directories(d);
+  const test::TempDir d("lfm_chat_notpl");
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(*dir_ / f, d / f);
-  const auto r = run_with_input("chat -m " + d.string(), "", /*with_stderr=*/true);
-  fs::remove_all(d);
+  const auto r = run_with_input("chat -m " + d.str(), "", /*with_stderr=*/true);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("no chat template"), std::string::npos) << r.out;
 }

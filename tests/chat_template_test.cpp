@@ -3,10 +3,8 @@
 // over the conversation corpus in tests/data/chat/conversations.json, plus language snippets.
 // Also: loading templates from model folders and the `lfm template` subcommand.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "test_util.h"
 #include "core/error.h"
 
 namespace lfm {
@@ -25,30 +24,6 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 const char* kPython = "/usr/bin/python3";
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path temp_path(const std::string& stem) {
-  static std::atomic<int> counter{0};
-  return fs::path(::testing::TempDir()) / (stem + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-}
-
-// Runs a shell command, returning its stdout (stderr joins it when merge_stderr) and exit code.
-std::pair<std::string, int> run_command(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {"popen failed", -1};
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
 
 struct RefResult {
   bool ok = false;
@@ -62,11 +37,10 @@ std::vector<RefResult> python_reference(const ojson& cases) {
     ADD_FAILURE() << kPython << " is missing: run scripts/setup.sh (installs python3 and python3-jinja2)";
     return {};
   }
-  const fs::path in = temp_path("chat_ref_cases.json");
-  std::ofstream(in, std::ios::binary) << cases.dump();
+  const test::TempDir tmp("chat_ref");
+  const std::string in = tmp.write("cases.json", cases.dump());
   const std::string script = std::string(LFM_SOURCE_DIR) + "/tools/chat/render_reference.py";
-  auto [out, rc] = run_command(std::string(kPython) + " '" + script + "' --batch '" + in.string() + "' 2>&1");
-  fs::remove(in);
+  auto [rc, out] = test::run_command(std::string(kPython) + " '" + script + "' --batch '" + in + "' 2>&1");
   if (rc != 0) {
     ADD_FAILURE() << "the jinja2 reference renderer failed (exit " << rc
                   << "); if python3-jinja2 is missing, run scripts/setup.sh\n" << out;
@@ -144,13 +118,13 @@ std::vector<NamedTemplate> all_templates() {
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory() && fs::exists(e.path() / "tokenizer_config.json")) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
-  const ojson lfm2_cfg = ojson::parse(read_text(root / "LFM2-1.2B" / "tokenizer_config.json"));
+  const ojson lfm2_cfg = ojson::parse(test::read_file(root / "LFM2-1.2B" / "tokenizer_config.json"));
   for (const auto& d : dirs) {
-    const ojson cfg = ojson::parse(read_text(d / "tokenizer_config.json"));
+    const ojson cfg = ojson::parse(test::read_file(d / "tokenizer_config.json"));
     auto add = [&](const std::string& label, const std::string& text) {
       out.push_back({label, text, token_of(cfg, "bos_token"), token_of(cfg, "eos_token"), token_of(cfg, "pad_token")});
     };
-    if (fs::exists(d / "chat_template.jinja")) add(d.filename().string() + "/chat_template.jinja", read_text(d / "chat_template.jinja"));
+    if (fs::exists(d / "chat_template.jinja")) add(d.filename().string() + "/chat_template.jinja", test::read_file(d / "chat_template.jinja"));
     if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
       add(d.filename().string() + "/tokenizer_config.json", cfg["chat_template"].get<std::string>());
     if (cfg.contains("chat_template") && cfg["chat_template"].is_array())
@@ -162,7 +136,7 @@ std::vector<NamedTemplate> all_templates() {
     if (e.path().extension() == ".jinja") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files)
-    out.push_back({"chat_templates/" + f.filename().string(), read_text(f), token_of(lfm2_cfg, "bos_token"),
+    out.push_back({"chat_templates/" + f.filename().string(), test::read_file(f), token_of(lfm2_cfg, "bos_token"),
                    token_of(lfm2_cfg, "eos_token"), token_of(lfm2_cfg, "pad_token")});
   return out;
 }
@@ -170,7 +144,7 @@ std::vector<NamedTemplate> all_templates() {
 TEST(ChatTemplateReference, EveryLfm2TemplateMatchesJinja2OnTheCorpus) {
   const std::vector<NamedTemplate> templates = all_templates();
   ASSERT_GE(templates.size(), 8u);
-  const ojson corpus = ojson::parse(read_text(fs::path(LFM_TEST_DATA_DIR) / "chat" / "conversations.json"));
+  const ojson corpus = ojson::parse(test::read_file(fs::path(LFM_TEST_DATA_DIR) / "chat" / "conversations.json"));
   ASSERT_GE(corpus.size(), 30u);
   ojson cases = ojson::array();
   std::vector<std::string> labels;
@@ -206,7 +180,7 @@ TEST(ChatTemplateReference, EveryLfm2TemplateMatchesJinja2OnTheCorpus) {
 
 
 const ojson& snippets_file() {
-  static const ojson j = ojson::parse(read_text(fs::path(LFM_TEST_DATA_DIR) / "chat" / "jinja_snippets.json"));
+  static const ojson j = ojson::parse(test::read_file(fs::path(LFM_TEST_DATA_DIR) / "chat" / "jinja_snippets.json"));
   return j;
 }
 
@@ -249,7 +223,7 @@ TEST(JinjaReference, UnreproducibleConstructsAreRefused) {
 TEST(ChatTemplate, LoadsModelFolder) {
   const std::string dir = std::string(LFM_TEST_DATA_DIR) + "/assets/lfm2/LFM2-350M";
   const ChatTemplateSource src = load_chat_template_source(dir);
-  EXPECT_EQ(src.template_text, read_text(dir + "/chat_template.jinja"));
+  EXPECT_EQ(src.template_text, test::read_file(dir + "/chat_template.jinja"));
   EXPECT_EQ(src.bos_token.value_or("?"), "<|startoftext|>");
   EXPECT_EQ(src.eos_token.value_or("?"), "<|im_end|>");
   EXPECT_EQ(src.pad_token.value_or("?"), "<|pad|>");
@@ -263,8 +237,8 @@ TEST(ChatTemplate, LoadsModelFolder) {
 }
 
 TEST(ChatTemplate, LoadsTemplateFromTokenizerConfig) {
-  const fs::path dir = temp_path("chat_cfg_model");
-  fs::create_directories(dir);
+  const test::TempDir tmp("chat_cfg_model");
+  const fs::path dir = tmp.path();
   std::ofstream(dir / "tokenizer_config.json") << R"({
     "bos_token": {"content": "<B>", "lstrip": false}, "eos_token": "<E>", "pad_token": null,
     "chat_template": [{"name": "tool_use", "template": "tools"}, {"name": "default", "template": "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}{{ pad_token is defined }}"}]})";
@@ -275,7 +249,6 @@ TEST(ChatTemplate, LoadsTemplateFromTokenizerConfig) {
   EXPECT_EQ(ChatTemplate(load_chat_template_source(dir.string())).render(ojson::array(), nullptr, false), "plain 0");
   std::ofstream(dir / "chat_template.jinja") << "file wins";
   EXPECT_EQ(ChatTemplate(load_chat_template_source(dir.string())).render(ojson::array(), nullptr, false), "file wins");
-  fs::remove_all(dir);
 }
 
 TEST(ChatTemplate, SourceErrorsNameTheProblem) {
@@ -285,10 +258,9 @@ TEST(ChatTemplate, SourceErrorsNameTheProblem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer"), std::string::npos) << e.what();
   }
-  const fs::path dir = temp_path("chat_empty_model");
-  fs::create_directories(dir);
+  const test::TempDir tmp("chat_empty_model");
+  const fs::path dir = tmp.path();
   EXPECT_THROW(load_chat_template_source(dir.string()), Error);
-  fs::remove_all(dir);
   EXPECT_THROW(ChatTemplate("{% for %}", "", "", ""), Error);
 }
 
@@ -316,47 +288,45 @@ std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
 TEST(ChatTemplateCli, RendersExactlyLikeTheLibrary) {
   const std::string model = std::string(LFM_TEST_DATA_DIR) + "/assets/lfm2/LFM2-350M";
   const std::string chat = std::string(LFM_TEST_DATA_DIR) + "/chat";
-  const auto [out, rc] = run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(model) + " --messages " +
+  const auto [rc, out] = test::run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(model) + " --messages " +
                                      shell_quote(chat + "/example_messages.json") + " --tools " +
                                      shell_quote(chat + "/example_tools.json"));
   ASSERT_EQ(rc, 0) << out;
   const ChatTemplate t(load_chat_template_source(model));
-  const std::string expected = t.render(ojson::parse(read_text(chat + "/example_messages.json")),
-                                        ojson::parse(read_text(chat + "/example_tools.json")), true);
+  const std::string expected = t.render(ojson::parse(test::read_file(chat + "/example_messages.json")),
+                                        ojson::parse(test::read_file(chat + "/example_tools.json")), true);
   EXPECT_EQ(out, expected);
 }
 
 TEST(ChatTemplateCli, VarsDateAndNoGenerationPrompt) {
-  const fs::path dir = temp_path("chat_cli_model");
-  fs::create_directories(dir);
+  const test::TempDir tmp("chat_cli_model");
+  const fs::path dir = tmp.path();
   std::ofstream(dir / "tokenizer_config.json") << R"({"bos_token": "<s>"})";
   std::ofstream(dir / "chat_template.jinja")
       << "{{ bos_token }}{{ strftime_now('%d.%m.%Y') }}|{{ flag }}|{{ obj.k }}|{{ add_generation_prompt }}";
   const fs::path msgs = dir / "m.json";
   std::ofstream(msgs) << "[]";
-  const auto [out, rc] = run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(dir.string()) +
+  const auto [rc, out] = test::run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(dir.string()) +
                                      " --messages " + shell_quote(msgs.string()) +
                                      " --no-generation-prompt --date 2024-02-29 --var flag=true --var 'obj={\"k\": [1, 2]}'");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "<s>29.02.2024|True|[1, 2]|False");
-  fs::remove_all(dir);
 }
 
 TEST(ChatTemplateCli, TemplateErrorsExitNonZeroWithTheMessage) {
-  const fs::path dir = temp_path("chat_cli_raise");
-  fs::create_directories(dir);
+  const test::TempDir tmp("chat_cli_raise");
+  const fs::path dir = tmp.path();
   std::ofstream(dir / "chat_template.jinja") << "{{ raise_exception('Only user and assistant roles are supported!') }}";
   const fs::path msgs = dir / "m.json";
   std::ofstream(msgs) << "[]";
-  const auto [out, rc] = run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(dir.string()) +
+  const auto [rc, out] = test::run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(dir.string()) +
                                      " --messages " + shell_quote(msgs.string()) + " 2>&1");
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("Only user and assistant roles are supported!"), std::string::npos) << out;
-  const auto [out2, rc2] = run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(dir.string()) +
+  const auto [rc2, out2] = test::run_command(std::string(LFM_BINARY) + " template -m " + shell_quote(dir.string()) +
                                        " --messages " + shell_quote(msgs.string()) + " --var novalue 2>&1");
   EXPECT_NE(rc2, 0);
   EXPECT_NE(out2.find("--var"), std::string::npos) << out2;
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,30 +1,14 @@
 // The `lfm` executable end to end: subcommands, JSON output, exit codes and usage on bad input.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <sys/wait.h>
 
 #include "test_util.h"
 
 namespace lfm {
 namespace {
 
-struct RunResult {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-RunResult run(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd = std::string(LFM_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+test::RunResult run(const std::string& args, bool merge_stderr = true) {
+  return test::run_lfm(args, merge_stderr ? test::Stderr::kMerge : test::Stderr::kDiscard);
 }
 
 const std::string kFixtureA = test::fixture_dir("lfm2_a_fullattnidxs_tied_f32");

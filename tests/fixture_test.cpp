@@ -42,7 +42,7 @@ TEST_P(FixtureTest, FullForwardLogits) {
   fwd.step(std::span<const BatchItem>(&item, 1), out);
   ASSERT_EQ(out.n_rows[0], static_cast<int64_t>(ids.size()));
   for (size_t p = 0; p < ids.size(); ++p)
-    EXPECT_LE(test::max_abs_diff(out.row(0, p), expect[p]), kLogitTol) << "position " << p;
+    EXPECT_LE(test::max_abs_diff(out.row(0, p), out.vocab, expect[p]), kLogitTol) << "position " << p;
 }
 
 TEST_P(FixtureTest, PrefillThenDecodeLogits) {
@@ -56,11 +56,11 @@ TEST_P(FixtureTest, PrefillThenDecodeLogits) {
   BatchItem item{&state, std::span<const int32_t>(ids.data(), n_prefill), true};
   fwd.step(std::span<const BatchItem>(&item, 1), out);
   for (int64_t p = 0; p < n_prefill; ++p)
-    EXPECT_LE(test::max_abs_diff(out.row(0, p), expect[p]), kLogitTol) << "prefill position " << p;
+    EXPECT_LE(test::max_abs_diff(out.row(0, p), out.vocab, expect[p]), kLogitTol) << "prefill position " << p;
   for (size_t p = n_prefill; p < ids.size(); ++p) {
     BatchItem one{&state, std::span<const int32_t>(ids.data() + p, 1), true};
     fwd.step(std::span<const BatchItem>(&one, 1), out);
-    EXPECT_LE(test::max_abs_diff(out.row(0, 0), expect[p]), kLogitTol) << "decode position " << p;
+    EXPECT_LE(test::max_abs_diff(out.row(0, 0), out.vocab, expect[p]), kLogitTol) << "decode position " << p;
   }
   EXPECT_EQ(state.n_past(), static_cast<int64_t>(ids.size()));
   // The first conv layer's final state: HF keeps the last K u's [d, K]; we keep the last K-1.
@@ -92,7 +92,7 @@ TEST_P(FixtureTest, GreedyRunsMatchExactly) {
     BatchItem item{&state, prompt, false};
     fwd.step(std::span<const BatchItem>(&item, 1), out);
     for (size_t s = 0; s < expect.size(); ++s) {
-      EXPECT_LE(test::max_abs_diff(out.row(0), step_logits[s]), kLogitTol) << "greedy step " << s;
+      EXPECT_LE(test::max_abs_diff(out.row(0), out.vocab, step_logits[s]), kLogitTol) << "greedy step " << s;
       BatchItem next{&state, std::span<const int32_t>(&expect[s], 1), false};
       if (s + 1 < expect.size()) fwd.step(std::span<const BatchItem>(&next, 1), out);
     }
@@ -111,7 +111,7 @@ TEST_P(FixtureTest, OneTokenPromptMatchesNoCacheAnswer) {
   fwd.step(std::span<const BatchItem>(&item, 1), out);
   std::vector<int32_t> got;
   for (size_t s = 0; s < expect.size(); ++s) {
-    EXPECT_LE(test::max_abs_diff(out.row(0), step_logits[s]), kLogitTol) << "step " << s;
+    EXPECT_LE(test::max_abs_diff(out.row(0), out.vocab, step_logits[s]), kLogitTol) << "step " << s;
     got.push_back(argmax(out.row(0), out.vocab));
     BatchItem next{&state, std::span<const int32_t>(&got.back(), 1), false};
     if (s + 1 < expect.size()) fwd.step(std::span<const BatchItem>(&next, 1), out);

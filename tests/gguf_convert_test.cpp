@@ -25,8 +25,8 @@
 
 #include "core/thread_pool.h"
 #include "engine/generator.h"
-#include "gguf/gguf_export.h"
-#include "gguf/gguf_model.h"
+#include "convert/gguf_export.h"
+#include "model/gguf_model.h"
 #include "kernels/dequant.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -37,23 +37,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> all_fixtures() {
-  std::vector<std::string> f = test::dense_fixtures();
-  for (const auto& m : test::moe_fixtures()) f.push_back(m);
-  return f;
-}
-
 class GgufConvert : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lfm_gguf_conv_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(std::hash<std::string>()(GetParam())));
-    fs::create_directories(dir_);
     hf_ = load_model(test::fixture_dir(GetParam()));
     backend_ = make_reference_backend(pool_);
     ref_ = test::reference(GetParam());
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string convert(gguf::FileType ft) {
     const std::string out = (dir_ / (std::string(gguf::file_type_label(ft)) + ".gguf")).string();
@@ -79,21 +69,8 @@ class GgufConvert : public ::testing::TestWithParam<std::string> {
     return rows;
   }
 
-  static double max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-    double m = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-      for (size_t j = 0; j < a[i].size(); ++j) m = std::max(m, std::abs(double(a[i][j]) - double(b[i][j])));
-    return m;
-  }
-  static double max_abs(const std::vector<std::vector<float>>& a) {
-    double m = 0;
-    for (const auto& r : a)
-      for (float v : r) m = std::max(m, std::abs(double(v)));
-    return m;
-  }
-
   ThreadPool pool_{2};
-  fs::path dir_;
+  test::TempDir dir_{"lfm_gguf_conv"};
   std::unique_ptr<Model> hf_;
   std::unique_ptr<Backend> backend_;
   nlohmann::json ref_;
@@ -101,7 +78,7 @@ class GgufConvert : public ::testing::TestWithParam<std::string> {
 
 TEST_P(GgufConvert, F32GivesTheSameLogits) {
   auto g = load_model(convert(gguf::FileType::F32));
-  const double d = max_diff(logits(*hf_), logits(*g));
+  const double d = test::max_abs_diff(logits(*hf_), logits(*g));
   EXPECT_LE(d, 1e-6);
 }
 
@@ -167,23 +144,24 @@ struct LossyCase {
 TEST_P(GgufConvert, LossyTypesStayWithinTheirBounds) {
   if (hf_->config().is_moe()) GTEST_SKIP() << "routing flips make MoE logits non-smooth in the weights (see header)";
   const auto ref = logits(*hf_);
-  const double scale = max_abs(ref);
+  const double scale = test::max_abs(ref);
   const double depth = 2.0 * hf_->config().n_layers + 2.0;
   for (const LossyCase c : {LossyCase{gguf::FileType::F16, 2.8e-4}, LossyCase{gguf::FileType::BF16, 2.3e-3},
                             LossyCase{gguf::FileType::Q8_0, 5.7e-3}, LossyCase{gguf::FileType::Q4_0, 9.0e-2},
                             LossyCase{gguf::FileType::Q4_K_M, 4.5e-2}}) {
     auto g = load_model(convert(c.type));
-    const double d = max_diff(ref, logits(*g));
+    const double d = test::max_abs_diff(ref, logits(*g));
     const double bound = 2.0 * c.eps * depth * scale;
     std::printf("[ %s %-6s ] max|dlogit| %.3g  bound %.3g  (max|logit| %.3g)\n", GetParam().c_str(),
                 gguf::file_type_label(c.type), d, bound, scale);
     EXPECT_LE(d, bound) << gguf::file_type_label(c.type);
-    if (hf_->config().dtype != "bfloat16" || c.type != gguf::FileType::BF16)
+    if (hf_->config().dtype != "bfloat16" || c.type != gguf::FileType::BF16) {
       EXPECT_GT(d, 0.0) << gguf::file_type_label(c.type) << " should be lossy on these weights";
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, GgufConvert, ::testing::ValuesIn(all_fixtures()));
+INSTANTIATE_TEST_SUITE_P(Gguf, GgufConvert, ::testing::ValuesIn(test::all_fixtures()));
 
 }  // namespace
 }  // namespace lfm

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "core/thread_pool.h"
-#include "gguf/gguf_model.h"
-#include "gguf/gguf_reader.h"
+#include "model/gguf_model.h"
+#include "formats/gguf_reader.h"
 #include "model/forward.h"
 #include "test_util.h"
 
@@ -121,7 +121,7 @@ TEST_F(GgufLlamaCppLogits, PrefillMatchesLlamaCpp) {
   double worst = 0;
   for (size_t p = 0; p < ref_.ids.size(); ++p) {
     ASSERT_EQ(ref_.rows[p].size(), 512u);
-    const double d = test::max_abs_diff(out.row(0, static_cast<int64_t>(p)), ref_.rows[p]);
+    const double d = test::max_abs_diff(out.row(0, static_cast<int64_t>(p)), out.vocab, ref_.rows[p]);
     worst = std::max(worst, d);
     EXPECT_LE(d, kTol) << "position " << p;
   }
@@ -135,7 +135,7 @@ TEST_F(GgufLlamaCppLogits, DecodeOneTokenAtATimeMatchesLlamaCpp) {
   for (size_t p = 0; p < ref_.ids.size(); ++p) {
     BatchItem one{&state, std::span<const int32_t>(ref_.ids.data() + p, 1), true};
     fwd.step(std::span<const BatchItem>(&one, 1), out);
-    EXPECT_LE(test::max_abs_diff(out.row(0, 0), ref_.rows[p]), kTol) << "decode position " << p;
+    EXPECT_LE(test::max_abs_diff(out.row(0, 0), out.vocab, ref_.rows[p]), kTol) << "decode position " << p;
   }
   EXPECT_EQ(state.n_past(), 32);
 }

@@ -7,7 +7,8 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
+#include "test_util.h"
 #include "model/model.h"
 
 namespace lfm {
@@ -52,12 +53,6 @@ std::string build(const std::vector<Tensor>& tensors, size_t data_bytes, uint32_
 
 class GgufMalformed : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lfm_gguf_bad_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string write(const std::string& bytes) {
     const std::string p = (dir_ / "x.gguf").string();
@@ -72,7 +67,7 @@ class GgufMalformed : public ::testing::Test {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   }
-  fs::path dir_;
+  test::TempDir dir_{"lfm_gguf_bad"};
 };
 
 TEST_F(GgufMalformed, AWellFormedFileReads) {

@@ -17,9 +17,9 @@
 
 #include "core/thread_pool.h"
 #include "engine/generator.h"
-#include "gguf/gguf_export.h"
-#include "gguf/gguf_model.h"
-#include "gguf/random_checkpoint.h"
+#include "convert/gguf_export.h"
+#include "model/gguf_model.h"
+#include "convert/random_checkpoint.h"
 #include "kernels/dequant.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -47,13 +47,7 @@ double bound(DType t, float w, float amax_block, float amax_256) {
 
 class GgufQuantized : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lfm_gguf_quant_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  test::TempDir dir_{"lfm_gguf_quant"};
 };
 
 TEST_F(GgufQuantized, EveryWeightWithinItsFormatBound) {

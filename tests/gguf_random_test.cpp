@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/thread_pool.h"
-#include "gguf/random_checkpoint.h"
+#include "convert/random_checkpoint.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -19,33 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs the lfm binary; returns stdout (stderr discarded) and the exit status.
-std::pair<std::string, int> run_lfm(const std::string& args) {
-  const std::string cmd = std::string(LFM_BINARY) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int rc = pclose(p);
-  return {out, WEXITSTATUS(rc)};
-}
-
 class GgufRandom : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lfm_gguf_rand_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<float> logits(const Model& m, const std::vector<int32_t>& ids) {
     ThreadPool pool(2);
@@ -57,7 +32,7 @@ class GgufRandom : public ::testing::Test {
     fwd.step(std::span<const BatchItem>(&item, 1), out);
     return out.logits;
   }
-  fs::path dir_;
+  test::TempDir dir_{"lfm_gguf_rand"};
 };
 
 TEST_F(GgufRandom, SameSeedSameBytesOtherSeedOtherBytes) {
@@ -70,9 +45,9 @@ TEST_F(GgufRandom, SameSeedSameBytesOtherSeedOtherBytes) {
   gguf::write_random_hf((dir_ / "b").string(), opt);
   opt.seed = 8;
   gguf::write_random_hf((dir_ / "c").string(), opt);
-  EXPECT_EQ(slurp(dir_ / "a/config.json"), slurp(dir_ / "b/config.json"));
-  EXPECT_EQ(slurp(dir_ / "a/model.safetensors"), slurp(dir_ / "b/model.safetensors"));
-  EXPECT_NE(slurp(dir_ / "a/model.safetensors"), slurp(dir_ / "c/model.safetensors"));
+  EXPECT_EQ(test::read_file(dir_ / "a/config.json"), test::read_file(dir_ / "b/config.json"));
+  EXPECT_EQ(test::read_file(dir_ / "a/model.safetensors"), test::read_file(dir_ / "b/model.safetensors"));
+  EXPECT_NE(test::read_file(dir_ / "a/model.safetensors"), test::read_file(dir_ / "c/model.safetensors"));
 
   opt.seed = 7;
   opt.gguf_type = gguf::FileType::Q4_K_M;
@@ -80,7 +55,7 @@ TEST_F(GgufRandom, SameSeedSameBytesOtherSeedOtherBytes) {
   gguf::write_random_gguf((dir_ / "a.gguf").string(), opt);
   opt.threads = 2;
   gguf::write_random_gguf((dir_ / "b.gguf").string(), opt);
-  EXPECT_EQ(slurp(dir_ / "a.gguf"), slurp(dir_ / "b.gguf"));
+  EXPECT_EQ(test::read_file(dir_ / "a.gguf"), test::read_file(dir_ / "b.gguf"));
   EXPECT_FALSE(fs::exists(dir_ / "a.gguf.tmp"));
 }
 
@@ -114,14 +89,14 @@ TEST_F(GgufRandom, BothFormatsLoadAndAgree) {
 
 TEST_F(GgufRandom, CliWritesLoadableCheckpoints) {
   const std::string out = (dir_ / "t.gguf").string();
-  auto [o1, rc1] = run_lfm("gen-random --shape tiny --seed 1 --type q8_0 -q -o " + out);
+  auto [rc1, o1] = test::run_lfm("gen-random --shape tiny --seed 1 --type q8_0 -q -o " + out, test::Stderr::kDiscard);
   ASSERT_EQ(rc1, 0);
-  auto [info, rc2] = run_lfm("info -m " + out);
+  auto [rc2, info] = test::run_lfm("info -m " + out, test::Stderr::kDiscard);
   ASSERT_EQ(rc2, 0);
   EXPECT_NE(info.find("file type Q8_0"), std::string::npos) << info;
   EXPECT_NE(info.find("Q8_0: 25 tensors"), std::string::npos) << info;
   EXPECT_NE(info.find("general.description"), std::string::npos) << info;
-  auto [help, rc3] = run_lfm("gen-random --help");
+  auto [rc3, help] = test::run_lfm("gen-random --help", test::Stderr::kDiscard);
   EXPECT_NE(help.find("BENCHMARKING ONLY"), std::string::npos) << help;
 }
 
@@ -138,9 +113,9 @@ TEST_F(GgufRandom, InfoReportsRealShapesFromConfigOnly) {
                        Case{"2.6B", 2569272320, "ccAccAcccAcccAcccAcccAccAccAcc", 10752},
                        Case{"8B-A1B", 8339929856 + 704, "ccAcccAcccAcccAcccAccAcc", 7168}}) {
     const std::string d = (dir_ / c.shape).string();
-    ASSERT_EQ(run_lfm(std::string("gen-random --config-only --shape ") + c.shape + " -o " + d).second, 0);
+    ASSERT_EQ(test::run_lfm(std::string("gen-random --config-only --shape ") + c.shape + " -o " + d, test::Stderr::kDiscard).code, 0);
     EXPECT_FALSE(fs::exists(fs::path(d) / "model.safetensors"));
-    auto [out, rc] = run_lfm("info --json -m " + d);
+    auto [rc, out] = test::run_lfm("info --json -m " + d, test::Stderr::kDiscard);
     ASSERT_EQ(rc, 0) << out;
     const auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["parameters"].get<int64_t>(), c.params) << c.shape;

@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "gguf/gguf_export.h"
-#include "gguf/gguf_tokenizer_meta.h"
-#include "gguf/gguf_writer.h"
+#include "convert/gguf_export.h"
+#include "convert/gguf_tokenizer_meta.h"
+#include "formats/gguf_writer.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "tokenizer/gguf_tokenizer.h"
@@ -22,13 +22,7 @@ namespace fs = std::filesystem;
 
 class GgufTokenizer : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lfm_gguf_tok_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  test::TempDir dir_{"lfm_gguf_tok"};
 };
 
 TEST_F(GgufTokenizer, HfTokenizerRoundTripsThroughGguf) {

@@ -24,7 +24,7 @@
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
 #include "kernels/dequant.h"
-#include "kernels/quant.h"
+#include "convert/quant.h"
 #include "kernels/quant_blocks.h"
 
 namespace lfm {
@@ -98,11 +98,11 @@ TEST(QuantTraits, BlockSizesMatchGgml) {
   for (const Expect& e : expect) {
     EXPECT_EQ(dtype_traits(e.t).block_elems, e.elems) << dtype_name(e.t);
     EXPECT_EQ(dtype_traits(e.t).block_bytes, e.bytes) << dtype_name(e.t);
-    EXPECT_TRUE(dequant_supported(e.t)) << dtype_name(e.t);
-    EXPECT_TRUE(quantize_supported(e.t)) << dtype_name(e.t);
+    EXPECT_TRUE(dtype_decodable(e.t)) << dtype_name(e.t);
+    EXPECT_TRUE(dtype_encodable(e.t)) << dtype_name(e.t);
   }
-  EXPECT_FALSE(dequant_supported(DType::I32));
-  EXPECT_FALSE(quantize_supported(DType::I32));
+  EXPECT_FALSE(dtype_decodable(DType::I32));
+  EXPECT_FALSE(dtype_encodable(DType::I32));
 }
 
 TEST(QuantTraits, RejectsPartialBlocks) {

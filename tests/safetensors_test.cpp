@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_writer.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -19,12 +19,6 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lfm_st_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Writes raw bytes: 8-byte little-endian header length, header text, data.
   std::string write_raw(const std::string& header, const std::string& data, int64_t declared_len = -1) {
@@ -78,7 +72,7 @@ class SafetensorsTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"lfm_st"};
 };
 
 TEST_F(SafetensorsTest, ReadsFixtureWithoutCopying) {
@@ -225,7 +219,7 @@ TEST_F(SafetensorsTest, ShardedCheckpoint) {
 
 TEST_F(SafetensorsTest, FolderWithoutWeights) {
   fs::copy_file(test::fixture_dir("lfm2_a_fullattnidxs_tied_f32") + "/config.json", dir_ / "config.json");
-  expect_model_error(dir_.string(), "has neither model.safetensors nor model.safetensors.index.json");
+  expect_model_error(dir_.str(), "has neither model.safetensors nor model.safetensors.index.json");
 }
 
 }  // namespace

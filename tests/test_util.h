@@ -1,7 +1,14 @@
-// Shared helpers for the test suite: paths to bundled test data and fixture readers.
+// Shared helpers for the test suite: paths to bundled test data, fixture readers, temporary
+// folders, running the `lfm` executable (or any command), and float comparisons that fail on NaN
+// and on size mismatches.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +24,9 @@ inline nlohmann::json read_json(const std::string& path) {
   if (!in) throw std::runtime_error("test: cannot open " + path);
   return nlohmann::json::parse(in);
 }
+
+// The whole file as bytes ("" when it cannot be read).
+std::string read_file(const std::filesystem::path& path);
 
 inline nlohmann::json reference(const std::string& fixture) {
   return read_json(fixture_dir(fixture) + "/reference.json");
@@ -34,11 +44,95 @@ inline const std::vector<std::string>& moe_fixtures() {
   return f;
 }
 
-// Largest |a - b| over two equally long rows.
-inline double max_abs_diff(const float* a, const std::vector<double>& b) {
+inline std::vector<std::string> all_fixtures() {
+  std::vector<std::string> f = dense_fixtures();
+  f.insert(f.end(), moe_fixtures().begin(), moe_fixtures().end());
+  return f;
+}
+
+// ---- float comparison ---------------------------------------------------------------------------
+
+// Largest |a[i] - b[i]|. Infinity when the sizes differ or any difference is NaN (a NaN on either
+// side), so `EXPECT_LE(max_abs_diff(...), tol)` can never pass by accident. Equal values count as
+// 0 (so matching infinities compare equal).
+template <typename A, typename B>
+double max_abs_diff(std::span<const A> a, std::span<const B> b) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (a.size() != b.size()) return kInf;
   double m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = static_cast<double>(a[i]), y = static_cast<double>(b[i]);
+    if (x == y) continue;
+    const double d = std::abs(x - y);
+    if (!(d < kInf)) return kInf;  // NaN or infinite difference
+    if (d > m) m = d;
+  }
   return m;
 }
+// A row of n values (e.g. one logits row of a step) against an expected row.
+inline double max_abs_diff(const float* a, int64_t n, const std::vector<double>& b) {
+  return max_abs_diff(std::span<const float>(a, static_cast<size_t>(n)), std::span<const double>(b));
+}
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  return max_abs_diff(std::span<const float>(a), std::span<const float>(b));
+}
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  return max_abs_diff(std::span<const float>(a), std::span<const double>(b));
+}
+// Over rows: infinity when the row counts differ.
+template <typename T>
+double max_abs_diff(const std::vector<std::vector<T>>& a, const std::vector<std::vector<T>>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for (size_t r = 0; r < a.size(); ++r) m = std::max(m, max_abs_diff(std::span<const T>(a[r]), std::span<const T>(b[r])));
+  return m;
+}
+// Largest |x| (infinity when any value is NaN).
+inline double max_abs(const std::vector<std::vector<float>>& a) {
+  double m = 0;
+  for (const auto& r : a)
+    for (float v : r) {
+      if (std::isnan(v)) return std::numeric_limits<double>::infinity();
+      m = std::max(m, std::abs(static_cast<double>(v)));
+    }
+  return m;
+}
+
+// ---- temporary folders --------------------------------------------------------------------------
+
+// A fresh, empty folder under the system temp dir, unique per process, test and instance; removed
+// with everything in it when the object goes away.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& stem = "lfm_test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  std::string str() const { return path_.string(); }
+  // Writes `bytes` to a file in the folder; returns its path.
+  std::string write(const std::string& name, const std::string& bytes) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// ---- running commands ---------------------------------------------------------------------------
+
+struct RunResult {
+  int code = -1;    // exit status; -1 when the command did not exit normally
+  std::string out;  // stdout (plus stderr when merged)
+};
+
+enum class Stderr { kMerge, kDiscard };
+
+// Runs a shell command line and captures its stdout.
+RunResult run_command(const std::string& cmd);
+
+// Runs `lfm <args>`; stderr is merged into the output or discarded; `input` (if given) is the
+// process's standard input.
+RunResult run_lfm(const std::string& args, Stderr err = Stderr::kMerge, const std::string* input = nullptr);
 
 }  // namespace lfm::test

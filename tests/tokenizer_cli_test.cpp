@@ -1,10 +1,7 @@
 // `lfm tokenize` / `lfm detokenize` on a folder that holds only tokenizer files.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <fstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -12,25 +9,8 @@
 namespace lfm {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out;
-};
-
-// Runs `lfm <args>` and captures stdout (stderr goes to a file so usage text stays out of it).
-Result run_lfm(const std::string& args) {
-  const std::string err = testing::TempDir() + "/lfm_tok_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = std::string(LFM_BINARY) + " " + args + " 2>" + err;
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  Result r{-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// Runs `lfm <args>` and captures stdout (stderr discarded so usage text stays out of it).
+test::RunResult run_lfm(const std::string& args) { return test::run_lfm(args, test::Stderr::kDiscard); }
 
 std::string model_dir() { return test::data_dir() + "/tokenizer"; }
 
@@ -46,22 +26,22 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 }
 
 TEST(TokenizerCli, TokenizeJsonMatchesLibrary) {
-  const Result r = run_lfm("tokenize -m " + model_dir() + " --json 'Hello world, 12345!'");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const test::RunResult r = run_lfm("tokenize -m " + model_dir() + " --json 'Hello world, 12345!'");
+  ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const auto ids = synthetic().encode("Hello world, 12345!");
   EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), ids);
   ASSERT_EQ(j["tokens"].size(), ids.size());
   EXPECT_EQ(j["tokens"][0], "<|startoftext|>");
 
-  const Result plain = run_lfm("tokenize -m " + model_dir() + " --json --no-special 'Hello world, 12345!'");
-  ASSERT_EQ(plain.exit_code, 0);
+  const test::RunResult plain = run_lfm("tokenize -m " + model_dir() + " --json --no-special 'Hello world, 12345!'");
+  ASSERT_EQ(plain.code, 0);
   EXPECT_EQ(nlohmann::json::parse(plain.out)["ids"].get<std::vector<int32_t>>(), synthetic().encode("Hello world, 12345!", false));
 }
 
 TEST(TokenizerCli, TokenizeTextOutputListsIdsAndPieces) {
-  const Result r = run_lfm("tokenize -m " + model_dir() + " --no-special 'a b'");
-  ASSERT_EQ(r.exit_code, 0);
+  const test::RunResult r = run_lfm("tokenize -m " + model_dir() + " --no-special 'a b'");
+  ASSERT_EQ(r.code, 0);
   const auto ids = synthetic().encode("a b", false);
   std::string expected;
   for (int32_t id : ids) expected += std::to_string(id) + "\t" + nlohmann::json(synthetic().id_to_token(id)).dump() + "\n";
@@ -69,15 +49,15 @@ TEST(TokenizerCli, TokenizeTextOutputListsIdsAndPieces) {
 }
 
 TEST(TokenizerCli, FileIsReadByteExactAndRoundTrips) {
-  const std::string path = testing::TempDir() + "/lfm_tok_cli_input_" + std::to_string(getpid()) + ".txt";
+  const test::TempDir dir("lfm_tok_cli_input");
   const std::string text = "line one\r\n\ttabbed 🦙 <|im_end|>\n\n  trailing  \n";
-  std::ofstream(path, std::ios::binary) << text;
-  const Result r = run_lfm("tokenize -m " + model_dir() + " --json --no-special --file " + path);
-  ASSERT_EQ(r.exit_code, 0);
+  const std::string path = dir.write("input.txt", text);
+  const test::RunResult r = run_lfm("tokenize -m " + model_dir() + " --json --no-special --file " + path);
+  ASSERT_EQ(r.code, 0);
   const auto ids = nlohmann::json::parse(r.out)["ids"].get<std::vector<int32_t>>();
   EXPECT_EQ(ids, synthetic().encode(text, false));
-  const Result back = run_lfm("detokenize -m " + model_dir() + " " + join_ids(ids));
-  ASSERT_EQ(back.exit_code, 0);
+  const test::RunResult back = run_lfm("detokenize -m " + model_dir() + " " + join_ids(ids));
+  ASSERT_EQ(back.code, 0);
   EXPECT_EQ(back.out, text);
 }
 
@@ -88,15 +68,15 @@ TEST(TokenizerCli, DetokenizeSkipSpecial) {
 }
 
 TEST(TokenizerCli, BadArgumentsExitNonZero) {
-  EXPECT_EQ(run_lfm("tokenize").exit_code, 2);                                        // no model
-  EXPECT_EQ(run_lfm("tokenize -m " + model_dir()).exit_code, 2);                      // no text
-  EXPECT_EQ(run_lfm("tokenize -m " + model_dir() + " x --file y").exit_code, 2);      // both
-  EXPECT_EQ(run_lfm("tokenize -m " + model_dir() + " --bogus x").exit_code, 2);
-  EXPECT_EQ(run_lfm("detokenize -m " + model_dir()).exit_code, 2);                    // no ids
-  EXPECT_EQ(run_lfm("detokenize -m " + model_dir() + " 1,x,3").exit_code, 1);         // bad id list
-  EXPECT_EQ(run_lfm("detokenize -m " + model_dir() + " 999999").exit_code, 1);        // unknown id
-  EXPECT_EQ(run_lfm("tokenize -m /nonexistent 'hi'").exit_code, 1);
-  EXPECT_EQ(run_lfm("tokenize -m " + model_dir() + " --file /nonexistent/file").exit_code, 1);
+  EXPECT_EQ(run_lfm("tokenize").code, 2);                                        // no model
+  EXPECT_EQ(run_lfm("tokenize -m " + model_dir()).code, 2);                      // no text
+  EXPECT_EQ(run_lfm("tokenize -m " + model_dir() + " x --file y").code, 2);      // both
+  EXPECT_EQ(run_lfm("tokenize -m " + model_dir() + " --bogus x").code, 2);
+  EXPECT_EQ(run_lfm("detokenize -m " + model_dir()).code, 2);                    // no ids
+  EXPECT_EQ(run_lfm("detokenize -m " + model_dir() + " 1,x,3").code, 1);         // bad id list
+  EXPECT_EQ(run_lfm("detokenize -m " + model_dir() + " 999999").code, 1);        // unknown id
+  EXPECT_EQ(run_lfm("tokenize -m /nonexistent 'hi'").code, 1);
+  EXPECT_EQ(run_lfm("tokenize -m " + model_dir() + " --file /nonexistent/file").code, 1);
 }
 
 }  // namespace

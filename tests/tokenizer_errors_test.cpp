@@ -164,8 +164,8 @@ TEST(TokenizerErrors, FoldersWithoutTokenizerJson) {
 }
 
 TEST(TokenizerErrors, BadTokenizerConfigIsReportedWithItsFolder) {
-  const std::string dir = testing::TempDir() + "/lfm_tok_bad_config";
-  std::filesystem::create_directories(dir);
+  const test::TempDir tmp("lfm_tok_bad_config");
+  const std::string dir = tmp.str();
   std::ofstream(dir + "/tokenizer.json") << minimal().dump();
   std::ofstream(dir + "/tokenizer_config.json") << R"({"eos_token": "<nope>"})";
   try {
@@ -174,7 +174,6 @@ TEST(TokenizerErrors, BadTokenizerConfigIsReportedWithItsFolder) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "tokenizer_config.json: eos_token '<nope>' is not in the vocabulary [in " + dir + "]");
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ const OracleRun& oracle() {
       return r;
     }
     // Per process: ctest may run these tests in parallel processes.
-    const std::string out = testing::TempDir() + "/lfm_tokenizer_oracle_" + std::to_string(getpid()) + ".json";
+    const test::TempDir tmp("lfm_tokenizer_oracle");
+    const std::string out = (tmp / "oracle.json").string();
     const std::string cmd = "node " + shell_quote(tools + "/oracle.mjs") + " " +
                             shell_quote(test::data_dir() + "/tokenizer/tokenizer.json") + " < " +
                             shell_quote(strings_path) + " > " + shell_quote(out);
@@ -49,7 +50,6 @@ const OracleRun& oracle() {
       return r;
     }
     r.results = test::read_json(out);
-    fs::remove(out);
     return r;
   }();
   return run;

@@ -33,11 +33,6 @@ std::string make_folder(const std::string& name, const std::vector<std::pair<std
   return dir;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // Byte tokens a..z plus chosen merges and added tokens, with a simple letters/spaces regex.
 Tokenizer tiny(const std::vector<std::string>& merges, const json& added, bool ignore_merges = false,
                const std::vector<std::string>& extra_vocab = {}) {
@@ -137,7 +132,7 @@ TEST(TokenizerSpecReading, ChatTemplateSources) {
   const std::string cfg = R"({"bos_token": "<|startoftext|>", "eos_token": {"content": "<|im_end|>"},
                               "chat_template": "from config"})";
   EXPECT_EQ(load_tokenizer(make_folder("lfm_tok_tmpl1", {{"tokenizer_config.json", cfg}}))->chat_template(), "from config");
-  const std::string jinja = read_text(test::data_dir() + "/assets/lfm2/LFM2-1.2B/chat_template.jinja");
+  const std::string jinja = test::read_file(test::data_dir() + "/assets/lfm2/LFM2-1.2B/chat_template.jinja");
   ASSERT_FALSE(jinja.empty());
   const auto t = load_tokenizer(make_folder("lfm_tok_tmpl2", {{"tokenizer_config.json", cfg}, {"chat_template.jinja", jinja}}));
   EXPECT_EQ(t->chat_template(), jinja);

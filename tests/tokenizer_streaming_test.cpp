@@ -6,7 +6,7 @@
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
 #include "tokenizer/streaming_detokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lfm {
 namespace {
@@ -22,12 +22,12 @@ std::string stream(const std::vector<int32_t>& ids, bool skip_special, size_t* h
   std::string all;
   for (int32_t id : ids) {
     const std::string chunk = detok.push(id);
-    EXPECT_EQ(tok::find_invalid_utf8(chunk), std::string::npos) << "chunk after id " << id;
+    EXPECT_EQ(find_invalid_utf8(chunk), std::string::npos) << "chunk after id " << id;
     if (held && detok.pending_bytes() > 0) ++*held;
     all += chunk;
   }
   const std::string tail = detok.finish();
-  EXPECT_EQ(tok::find_invalid_utf8(tail), std::string::npos);
+  EXPECT_EQ(find_invalid_utf8(tail), std::string::npos);
   EXPECT_EQ(detok.pending_bytes(), 0u);
   return all + tail;
 }

@@ -284,7 +284,7 @@ class Lexer {
         }
         i += n;
         if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) error("unsupported escape: surrogate or out-of-range code point");
-        utf8_append(out, v);
+        append_utf8(out, v);
       };
       switch (c) {
         case '\n': break;
@@ -307,7 +307,7 @@ class Lexer {
             uint32_t v = static_cast<uint32_t>(c - '0');
             for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k)
               v = v * 8 + static_cast<uint32_t>(body[++i] - '0');
-            utf8_append(out, v);
+            append_utf8(out, v);
           } else if (static_cast<unsigned char>(c) >= 0x80) {
             // "\é" → backslashreplace gives "\\xe9" → decodes to the 5 characters "\xe9".
             size_t n = 1;

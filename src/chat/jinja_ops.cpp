@@ -116,7 +116,7 @@ Value percent_format(const std::string& fmt, const Value& arg) {
     } else if (c == 'c') {
       std::string ch;
       if (v.is_string() && utf8_length(v.str()) == 1) ch = v.str();
-      else if (v.is_int() && v.as_int() >= 0 && v.as_int() <= 0x10FFFF) utf8_append(ch, static_cast<char32_t>(v.as_int()));
+      else if (v.is_int() && v.as_int() >= 0 && v.as_int() <= 0x10FFFF) append_utf8(ch, static_cast<char32_t>(v.as_int()));
       else template_fail("%c requires int or char");
       out += pad_text(ch, flags, width);
     } else if (std::strchr("diuoxX", c)) {

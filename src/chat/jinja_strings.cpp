@@ -9,6 +9,7 @@
 
 #include "chat/jinja_unicode_tables.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace lfm::jinja {
 
@@ -37,28 +38,10 @@ std::u32string utf8_decode(std::string_view s) {
   return out;
 }
 
-void utf8_append(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
-
 std::string utf8_encode(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : s) utf8_append(out, c);
+  for (char32_t c : s) append_utf8(out, c);
   return out;
 }
 
@@ -189,7 +172,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     int64_t done = 0;
     for (char32_t c : u) {
       if (count < 0 || done < count) { out += repl; ++done; }
-      utf8_append(out, c);
+      append_utf8(out, c);
     }
     if (count < 0 || done < count) out += repl;
     return out;
@@ -243,7 +226,7 @@ bool is_cased(char32_t c) { return in_ranges(tables::kCased, tables::kCased_size
 
 void append_mapped(std::string& out, const tables::CaseEntry* t, size_t n, char32_t c) {
   if (const char* m = case_lookup(t, n, c)) out += m;
-  else utf8_append(out, c);
+  else append_utf8(out, c);
 }
 
 // Lowercase of u[i] with CPython's final-sigma rule (case-ignorable characters are not skipped:
@@ -252,7 +235,7 @@ void append_lower_at(std::string& out, const std::u32string& u, size_t i) {
   if (u[i] == 0x03A3) {
     const bool before = i > 0 && is_cased(u[i - 1]);
     const bool after = i + 1 < u.size() && is_cased(u[i + 1]);
-    if (before && !after) { utf8_append(out, 0x03C2); return; }
+    if (before && !after) { append_utf8(out, 0x03C2); return; }
   }
   append_mapped(out, tables::kLower, tables::kLower_size, u[i]);
 }
@@ -342,7 +325,7 @@ std::string py_repr_str(std::string_view s) {
       else std::snprintf(buf, sizeof buf, "\\U%08x", unsigned(c));
       out += buf;
     } else {
-      utf8_append(out, c);
+      append_utf8(out, c);
     }
   }
   out.push_back(q);
@@ -419,7 +402,7 @@ std::string json_quote(std::string_view s, bool ensure_ascii) {
         esc(c);
       }
     } else {
-      utf8_append(out, c);
+      append_utf8(out, c);
     }
   }
   out += "\"";

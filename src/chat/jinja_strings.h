@@ -9,12 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/utf8.h"  // append_utf8
+
 namespace lfm::jinja {
 
 // UTF-8 <-> code points. Invalid UTF-8 throws (the template engine only sees valid text).
 std::u32string utf8_decode(std::string_view s);
 std::string utf8_encode(std::u32string_view s);
-void utf8_append(std::string& out, char32_t c);
 size_t utf8_length(std::string_view s);  // number of code points
 
 // str.isspace() for one code point (also what Python's regex \s matches).

@@ -373,7 +373,7 @@ ValueList iterate(const Value& v) {
       ValueList out;
       for (char32_t c : utf8_decode(v.str())) {
         std::string s;
-        utf8_append(s, c);
+        append_utf8(s, c);
         out.push_back(Value::string(std::move(s)));
       }
       return out;

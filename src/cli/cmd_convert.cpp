@@ -8,10 +8,10 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "gguf/gguf_export.h"
-#include "gguf/gguf_tokenizer_meta.h"
+#include "convert/gguf_export.h"
+#include "convert/gguf_tokenizer_meta.h"
 #include "model/model.h"
-#include "model/model_formats.h"
+#include "model/gguf_model.h"
 
 namespace lfm::cli {
 namespace {

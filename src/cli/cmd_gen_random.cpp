@@ -6,7 +6,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "gguf/random_checkpoint.h"
+#include "convert/random_checkpoint.h"
 
 namespace lfm::cli {
 namespace {

@@ -2,14 +2,13 @@
 // folder that holds only config.json (sizes are then derived from the config).
 #include <filesystem>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/common.h"
-#include "gguf/gguf_info.h"
-#include "model/model_formats.h"
-#include "model/safetensors.h"
+#include "formats/gguf_info.h"
+#include "formats/gguf_reader.h"
+#include "formats/safetensors.h"
 #include "model/weights.h"
 
 namespace lfm::cli {
@@ -93,10 +92,10 @@ int run_info(int argc, char** argv) {
             << "context:      " << cfg.max_position << " (max_position_embeddings)\n"
             << "parameters:   " << params << " (" << weights_note << ")\n"
             << "weight bytes: " << bytes << "\n"
-            << "KV cache:     " << kv_per_token * eb << " bytes/token in " << cache_dtype << " ("
-            << kv_per_token * 4 << " in float32 as lfm runs it)\n"
-            << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cache_dtype << " ("
-            << conv_per_seq * 4 << " in float32)\n";
+            << "KV cache:     " << kv_per_token * eb << " bytes/token in " << cache_dtype << " (" << kv_per_token * 4
+            << " in float32 as lfm runs it)\n"
+            << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cache_dtype << " (" << conv_per_seq * 4
+            << " in float32)\n";
   if (is_gguf) std::cout << gguf::gguf_summary_text(model);
   return 0;
 }

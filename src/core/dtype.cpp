@@ -9,21 +9,33 @@ namespace lfm {
 
 namespace {
 // Indexed by DType. Block sizes follow ggml (QK4_0 = 32, QK_K = 256).
+// clang-format off
 constexpr DTypeTraits kTraits[] = {
-    {"F32", 1, 4, false},   {"F16", 1, 2, false},   {"BF16", 1, 2, false},
-    {"I32", 1, 4, false},   {"Q4_0", 32, 18, true}, {"Q4_1", 32, 20, true},
-    {"Q5_0", 32, 22, true}, {"Q5_1", 32, 24, true}, {"Q8_0", 32, 34, true},
-    {"Q4_K", 256, 144, true}, {"Q5_K", 256, 176, true}, {"Q6_K", 256, 210, true},
-    {"Q8_K", 256, 292, true},
+    // name    block  bytes  quantized  decodable  encodable
+    {"F32",      1,     4,   false,     true,      true},
+    {"F16",      1,     2,   false,     true,      true},
+    {"BF16",     1,     2,   false,     true,      true},
+    {"I32",      1,     4,   false,     false,     false},  // indices, not weights: no float view
+    {"Q4_0",    32,    18,   true,      true,      true},
+    {"Q4_1",    32,    20,   true,      true,      true},
+    {"Q5_0",    32,    22,   true,      true,      true},
+    {"Q5_1",    32,    24,   true,      true,      true},
+    {"Q8_0",    32,    34,   true,      true,      true},
+    {"Q4_K",   256,   144,   true,      true,      true},
+    {"Q5_K",   256,   176,   true,      true,      true},
+    {"Q6_K",   256,   210,   true,      true,      true},
+    {"Q8_K",   256,   292,   true,      true,      true},
 };
+// clang-format on
+static_assert(std::size(kTraits) == static_cast<size_t>(DType::Q8_K) + 1, "one row per DType, in enum order");
 }  // namespace
 
 const DTypeTraits& dtype_traits(DType t) { return kTraits[static_cast<int>(t)]; }
 
 size_t dtype_row_bytes(DType t, int64_t n) {
   const DTypeTraits& tr = dtype_traits(t);
-  LFM_CHECK(n >= 0 && n % tr.block_elems == 0, "dtype: ", n, " elements is not a multiple of the ",
-            tr.name, " block size ", tr.block_elems);
+  LFM_CHECK(n >= 0 && n % tr.block_elems == 0, "dtype: ", n, " elements is not a multiple of the ", tr.name,
+            " block size ", tr.block_elems);
   return static_cast<size_t>(n / tr.block_elems) * tr.block_bytes;
 }
 
@@ -67,9 +79,9 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
+  if (abs < 0x38800000u) {                                               // result is subnormal or zero
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     // value = mant * 2^(e-150) and the f16 unit is 2^-24, so shift right by 126 - e.
     const uint32_t e = abs >> 23;

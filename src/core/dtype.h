@@ -1,5 +1,5 @@
 // Storage number formats and conversions to float32.
-// Quantized formats follow ggml's block layouts (see gguf/ and kernels/ for dequantization).
+// Quantized formats follow ggml's block layouts (kernels/ decodes them, convert/ encodes them).
 #pragma once
 
 #include <cstdint>
@@ -25,15 +25,20 @@ enum class DType : uint8_t {
   Q8_K,
 };
 
+// Every fact about a storage type, in one table (dtype.cpp).
 struct DTypeTraits {
   const char* name;
-  int block_elems;   // elements per block (1 for plain types)
-  int block_bytes;   // bytes per block
+  int block_elems;  // elements per block (1 for plain types)
+  int block_bytes;  // bytes per block
   bool quantized;
+  bool decodable;  // kernels can decode it to float32 (dequantize_row, so every matmul)
+  bool encodable;  // converters can encode float32 to it (quantize_row)
 };
 
 const DTypeTraits& dtype_traits(DType t);
 inline const char* dtype_name(DType t) { return dtype_traits(t).name; }
+inline bool dtype_decodable(DType t) { return dtype_traits(t).decodable; }
+inline bool dtype_encodable(DType t) { return dtype_traits(t).encodable; }
 // Bytes needed for n elements; n must be a multiple of the block size (checked).
 size_t dtype_row_bytes(DType t, int64_t n);
 // Parses "F32", "BF16", "Q4_K", ... (case-insensitive). Throws on unknown names.

@@ -68,43 +68,11 @@ void dot_tokens(const float* x, int64_t n, int64_t K, const float* const* ws, fl
   }
 }
 
-void decode_row_bf16(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(w));
-  }
-  for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
-}
-
-void decode_row_f16(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
-}
-
-void decode_row(const TensorView& w, int64_t j, float* dst) {
-  const int64_t in = w.shape[1];
-  switch (w.dtype) {
-    case DType::BF16:
-      decode_row_bf16(reinterpret_cast<const uint16_t*>(w.row(j)), dst, in);
-      break;
-    case DType::F16:
-      decode_row_f16(reinterpret_cast<const uint16_t*>(w.row(j)), dst, in);
-      break;
-    default:
-      dequantize_row(w.dtype, w.row(j), dst, in);
-      break;
-  }
-}
-
 }  // namespace
 
 void Avx2Backend::matmul(const float* x, int64_t n, const TensorView& w, float* y) {
   LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
-  LFM_CHECK(dequant_supported(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
+  LFM_CHECK(dtype_decodable(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
   const int64_t out = w.shape[0], in = w.shape[1];
   const bool in_place = w.dtype == DType::F32;
   // Panel rows: ~256 KiB of decoded float32 (Zen 3 has 512 KiB L2), even, between 2 and 64.
@@ -119,7 +87,7 @@ void Avx2Backend::matmul(const float* x, int64_t n, const TensorView& w, float* 
         if (in_place) {
           rows[r] = reinterpret_cast<const float*>(w.row(p0 + r));
         } else {
-          decode_row(w, p0 + r, dec + r * in);
+          dequantize_row(w.dtype, w.row(p0 + r), dec + r * in, in);
           rows[r] = dec + r * in;
         }
       }

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -38,7 +38,15 @@ void row_f16(const void* src, float* dst, int64_t n) {
 
 void row_bf16(const void* src, float* dst, int64_t n) {
   const auto* bytes = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  // bf16 is the top half of a float32: widen and shift, exact.
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 2 * i));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+  }
+#endif
+  for (; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, bytes + 2 * i, 2);
     dst[i] = bf16_to_f32(h);
@@ -46,27 +54,6 @@ void row_bf16(const void* src, float* dst, int64_t n) {
 }
 
 }  // namespace
-
-bool dequant_supported(DType type) {
-  switch (type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K:
-      return true;
-    case DType::I32:  // integer tensors are indices, not weights: no float view
-      return false;
-  }
-  return false;
-}
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   const DTypeTraits& tr = dtype_traits(type);

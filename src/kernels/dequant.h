@@ -7,10 +7,8 @@
 
 namespace lfm {
 
-// Decodes n elements (a multiple of the type's block size) starting at src into dst.
+// Decodes n elements (a multiple of the type's block size) starting at src into dst; every type
+// with dtype_decodable(type).
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
-
-// Whether dequantize_row (and so every matmul) supports the type.
-bool dequant_supported(DType type);
 
 }  // namespace lfm

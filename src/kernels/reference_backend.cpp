@@ -111,7 +111,7 @@ void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const fl
 void ReferenceBackend::matmul(const float* x, int64_t n, const TensorView& w, float* y) {
   LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
   const int64_t out = w.shape[0], in = w.shape[1];
-  LFM_CHECK(dequant_supported(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
+  LFM_CHECK(dtype_decodable(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
   // Rows of W are split across threads; each thread decodes a row once and uses it for
   // every token, so the weight is read once per call whatever n is.
   pool_.parallel_for(out, 16, [&](int64_t begin, int64_t end) {

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "model/model_formats.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
+#include "model/gguf_model.h"
 
 namespace lfm {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/tensor_source.h"
 #include "model/config.h"
-#include "model/tensor_source.h"
 #include "model/weights.h"
 
 namespace lfm {

@@ -17,7 +17,7 @@ class Binder {
 
   const TensorView& matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView& v = get(name, shape);
-    LFM_CHECK(dequant_supported(v.dtype), "weights: tensor '", name, "' has type ", dtype_name(v.dtype),
+    LFM_CHECK(dtype_decodable(v.dtype), "weights: tensor '", name, "' has type ", dtype_name(v.dtype),
               " which no kernel supports");
     return v;
   }

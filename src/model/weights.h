@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "formats/tensor_source.h"
 #include "model/config.h"
-#include "model/tensor_source.h"
 
 namespace lfm {
 
@@ -34,9 +34,9 @@ struct FfnWeights {
 };
 
 struct MoeWeights {
-  TensorView router;                 // [E, d]
-  std::vector<float> expert_bias;    // [E] (selection only), empty if unused
-  std::vector<FfnWeights> experts;   // E experts, each [Fm, d] / [d, Fm]
+  TensorView router;                // [E, d]
+  std::vector<float> expert_bias;   // [E] (selection only), empty if unused
+  std::vector<FfnWeights> experts;  // E experts, each [Fm, d] / [d, Fm]
 };
 
 struct LayerWeights {
@@ -50,9 +50,9 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  TensorView embed;                // [V, d]
-  TensorView lm_head;              // [V, d]; the embedding when tied
-  std::vector<float> final_norm;   // [d] (HF model.embedding_norm)
+  TensorView embed;               // [V, d]
+  TensorView lm_head;             // [V, d]; the embedding when tied
+  std::vector<float> final_norm;  // [d] (HF model.embedding_norm)
   std::vector<LayerWeights> layers;
 };
 

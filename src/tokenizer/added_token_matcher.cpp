@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "tokenizer/regex_splitter.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lfm::tok {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lfm::tok {
 namespace {

@@ -13,7 +13,7 @@
 #include "tokenizer/gguf_tokenizer.h"
 
 #include "core/error.h"
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
 
 namespace lfm {
 

@@ -1,5 +1,5 @@
 // Reads the tokenizer.ggml.* metadata of a GGUF file into a TokenizerSpec (same meanings as
-// the tokenizer.json reader). Implemented by the GGUF component.
+// the tokenizer.json reader), through the GGUF reader of formats/.
 #pragma once
 
 #include <string>

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/gguf_reader.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/hf_tokenizer_json.h"
 
@@ -23,14 +24,10 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 TokenizerSpec load_tokenizer_spec(const std::string& path) {
-  if (ends_with(path, ".gguf")) return tokenizer_spec_from_gguf(path);
+  if (is_gguf_path(path)) return tokenizer_spec_from_gguf(path);
   fs::path dir(path);
   if (fs::is_regular_file(dir) && dir.filename() == "tokenizer.json") dir = dir.parent_path();
   LFM_CHECK(fs::is_directory(dir), "tokenizer: '", path, "' is neither a model folder nor a .gguf file");

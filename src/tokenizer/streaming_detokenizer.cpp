@@ -1,6 +1,6 @@
 #include "tokenizer/streaming_detokenizer.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lfm {
 
@@ -13,14 +13,14 @@ std::string StreamingDetokenizer::push(int32_t id) {
   // Everything before a still-incomplete trailing sequence is final: lossy decoding of a byte
   // string never looks past the sequence it is in, so emitting it now gives the same text as
   // decoding everything at once.
-  const size_t hold = tok::incomplete_utf8_tail(pending_);
-  std::string ready = tok::utf8_lossy(std::string_view(pending_).substr(0, pending_.size() - hold));
+  const size_t hold = incomplete_utf8_tail(pending_);
+  std::string ready = utf8_lossy(std::string_view(pending_).substr(0, pending_.size() - hold));
   pending_.erase(0, pending_.size() - hold);
   return ready;
 }
 
 std::string StreamingDetokenizer::finish() {
-  std::string rest = tok::utf8_lossy(pending_);
+  std::string rest = utf8_lossy(pending_);
   pending_.clear();
   return rest;
 }

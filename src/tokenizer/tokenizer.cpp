@@ -5,7 +5,7 @@
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex_splitter.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lfm {
 
@@ -38,7 +38,7 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)), impl_(std::ma
     LFM_CHECK(a.id >= 0 && static_cast<size_t>(a.id) < n, "tokenizer: added token '", a.content, "' has id ", a.id,
               " outside the vocabulary of ", n);
     LFM_CHECK(!a.content.empty(), "tokenizer: added token ", a.id, " has empty content");
-    LFM_CHECK(tok::find_invalid_utf8(a.content) == std::string::npos, "tokenizer: added token ", a.id, " is not valid UTF-8");
+    LFM_CHECK(find_invalid_utf8(a.content) == std::string::npos, "tokenizer: added token ", a.id, " is not valid UTF-8");
     im.kind[a.id] = a.special ? 2 : 1;
     im.text_of[a.id] = &a.content;
     im.token_ids.insert_or_assign(a.content, a.id);
@@ -65,7 +65,7 @@ void Tokenizer::encode_plain_text(std::string_view text, std::vector<int32_t>& o
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
-  const size_t bad = tok::find_invalid_utf8(text);
+  const size_t bad = find_invalid_utf8(text);
   LFM_CHECK(bad == std::string_view::npos, "tokenizer: input is not valid UTF-8 (ill-formed byte 0x", std::hex,
             static_cast<int>(static_cast<unsigned char>(text[bad])), std::dec, " at byte offset ", bad, ")");
   std::vector<int32_t> ids;
@@ -117,11 +117,11 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
     if (skip_special && is_special(id)) continue;
     append_token_bytes(id, bytes);
   }
-  return tok::utf8_lossy(bytes);
+  return utf8_lossy(bytes);
 }
 
 std::vector<std::string> Tokenizer::pre_tokenize(std::string_view text) const {
-  const size_t bad = tok::find_invalid_utf8(text);
+  const size_t bad = find_invalid_utf8(text);
   LFM_CHECK(bad == std::string_view::npos, "tokenizer: input is not valid UTF-8 (at byte offset ", bad, ")");
   std::vector<std::string_view> pieces;
   impl_->splitter->split(text, pieces);

@@ -1,4 +1,4 @@
-#include "gguf/gguf_names.h"
+#include "model/gguf_names.h"
 
 #include <charconv>
 #include <string_view>

@@ -11,9 +11,9 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/quant.h"
+#include "convert/quant.h"
 #include "kernels/quant_blocks.h"
-#include "kernels/quant_encode_util.h"
+#include "convert/quant_encode_util.h"
 
 namespace lfm {
 
@@ -148,26 +148,6 @@ void encode_q5_1(const float* src, uint8_t* dst, int64_t n_blocks) {
 
 }  // namespace quant
 
-bool quantize_supported(DType type) {
-  switch (type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K:
-      return true;
-    case DType::I32:
-      return false;
-  }
-  return false;
-}
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   const DTypeTraits& tr = dtype_traits(type);

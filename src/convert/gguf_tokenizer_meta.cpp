@@ -1,4 +1,4 @@
-#include "gguf/gguf_tokenizer_meta.h"
+#include "convert/gguf_tokenizer_meta.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,6 +1,7 @@
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -384,4 +385,42 @@ const TensorInfo* GgufFile::find_tensor(const std::string& name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+const char* file_type_name(int64_t ftype) {
+  switch (ftype) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return "unknown";
+  }
+}
+
 }  // namespace lfm::gguf
+
+namespace lfm {
+
+bool is_gguf_path(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
+  // Also accept a GGUF file under another name, recognised by its magic.
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[4] = {};
+  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::equal(magic, magic + 4, "GGUF");
+  std::fclose(f);
+  return ok;
+}
+
+}  // namespace lfm

@@ -120,4 +120,12 @@ class GgufFile {
 constexpr int kMaxDims = 4;            // GGML_MAX_DIMS
 constexpr int kMaxArrayNesting = 8;
 
+// llama_ftype values (general.file_type) and their names ("Q4_K_M"); "unknown" otherwise.
+const char* file_type_name(int64_t ftype);
+
 }  // namespace lfm::gguf
+
+namespace lfm {
+// True for a path ending in .gguf, or a file of another name that starts with the GGUF magic.
+bool is_gguf_path(const std::string& path);
+}  // namespace lfm

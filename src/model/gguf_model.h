@@ -6,9 +6,10 @@
 #include <memory>
 #include <string>
 
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
+#include "formats/tensor_source.h"
 #include "model/config.h"
-#include "model/tensor_source.h"
+#include "model/model.h"
 
 namespace lfm::gguf {
 
@@ -27,7 +28,9 @@ class GgufTensorSource : public MapTensorSource {
 // and conv biases are inferred from the tensors present (output.weight, shortconv.*.bias).
 ModelConfig config_from_gguf(const GgufFile& f);
 
-// llama_ftype values (general.file_type) and their names ("Q4_K_M").
-const char* file_type_name(int64_t ftype);
-
 }  // namespace lfm::gguf
+
+namespace lfm {
+// A GGUF file (architectures lfm2 / lfm2moe) as a Model; its tensors stay memory-mapped.
+std::unique_ptr<Model> load_gguf_model(const std::string& path);
+}  // namespace lfm

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "gguf/gguf_reader.h"
-#include "gguf/quant_policy.h"
+#include "formats/gguf_reader.h"
+#include "convert/quant_policy.h"
 #include "model/config.h"
-#include "model/tensor_source.h"
+#include "formats/tensor_source.h"
 #include "model/weights.h"
 
 namespace lfm::gguf {

@@ -1,13 +1,14 @@
-// UTF-8 helpers for the tokenizer: validation (encode rejects ill-formed input, as HF's Rust
-// strings cannot hold it), lossy decoding (decode() output, matching Rust's
-// String::from_utf8_lossy), and incomplete-tail detection (the streaming detokenizer).
+// UTF-8 helpers shared by the tokenizer and the chat templates: validation (the tokenizer
+// rejects ill-formed input, as HF's Rust strings cannot hold it), lossy decoding (decode()
+// output, matching Rust's String::from_utf8_lossy), incomplete-tail detection (the streaming
+// detokenizer) and code point encoding.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace lfm::tok {
+namespace lfm {
 
 // Byte offset of the first ill-formed UTF-8 sequence in `s`, or std::string_view::npos.
 size_t find_invalid_utf8(std::string_view s);
@@ -26,4 +27,4 @@ char32_t next_code_point(std::string_view s, size_t& i);
 // Appends the UTF-8 encoding of `cp`.
 void append_utf8(std::string& out, char32_t cp);
 
-}  // namespace lfm::tok
+}  // namespace lfm

@@ -1,4 +1,4 @@
-#include "model/safetensors_writer.h"
+#include "formats/safetensors_writer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "gguf/quant_policy.h"
+#include "convert/quant_policy.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,9 +10,6 @@ namespace lfm::gguf {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 int64_t block_index(const std::string& name) {
@@ -68,7 +65,7 @@ QuantPolicy::QuantPolicy(FileType ft, const ModelConfig& cfg)
 
 DType QuantPolicy::choose(const std::string& name, const std::vector<int64_t>& ne) const {
   // Always F32: vectors, the conv kernel, the router and its bias.
-  if (ne.size() < 2 || !ends_with(name, ".weight") || contains(name, "shortconv.conv.weight") ||
+  if (ne.size() < 2 || !name.ends_with(".weight") || contains(name, "shortconv.conv.weight") ||
       contains(name, "ffn_gate_inp.weight"))
     return DType::F32;
   const int64_t row = ne[0];

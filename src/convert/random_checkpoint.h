@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
-#include "gguf/gguf_export.h"
+#include "convert/gguf_export.h"
 #include "model/config.h"
 
 namespace lfm::gguf {

@@ -1,4 +1,4 @@
-#include "gguf/random_checkpoint.h"
+#include "convert/random_checkpoint.h"
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "kernels/quant.h"
-#include "model/safetensors_writer.h"
+#include "convert/quant.h"
+#include "formats/safetensors_writer.h"
 #include "model/weights.h"
 
 namespace lfm::gguf {
@@ -30,10 +30,6 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 json attention_layers(int64_t n_layers, std::vector<int64_t> attn) {
@@ -112,11 +108,11 @@ nlohmann::json random_shape_config(const std::string& shape) {
 void RandomRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t n_rows, float* out) {
   const int64_t cols = t.shape.back();
   const size_t n = static_cast<size_t>(n_rows * cols);
-  if (ends_with(t.name, "norm.weight")) {  // RMSNorm weights: 1
+  if (t.name.ends_with("norm.weight")) {  // RMSNorm weights: 1
     std::fill(out, out + n, 1.0f);
     return;
   }
-  if (ends_with(t.name, "expert_bias") || ends_with(t.name, ".bias")) {
+  if (t.name.ends_with("expert_bias") || t.name.ends_with(".bias")) {
     std::fill(out, out + n, 0.0f);
     return;
   }
@@ -162,7 +158,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   uint64_t total = 0;
   for (const auto& t : tensors) {
     // Vectors stay float32 as Hugging Face keeps the MoE expert bias; everything else in hf_dtype.
-    const DType dt = ends_with(t.name, "expert_bias") ? DType::F32 : opt.hf_dtype;
+    const DType dt = t.name.ends_with("expert_bias") ? DType::F32 : opt.hf_dtype;
     entries.push_back({t.name, dt, t.shape});
   }
   const std::string tmp = (fs::path(dir) / "model.safetensors.tmp").string();

@@ -1,10 +1,10 @@
-#include "gguf/gguf_info.h"
+#include "formats/gguf_info.h"
 
 #include <map>
 #include <sstream>
 
-#include "gguf/gguf_model.h"
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
+#include "formats/gguf_reader.h"
 
 namespace lfm::gguf {
 

@@ -1,4 +1,4 @@
-#include "gguf/gguf_export.h"
+#include "convert/gguf_export.h"
 
 #include <unistd.h>
 
@@ -9,10 +9,10 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "gguf/gguf_names.h"
-#include "gguf/gguf_writer.h"
+#include "model/gguf_names.h"
+#include "formats/gguf_writer.h"
 #include "kernels/dequant.h"
-#include "kernels/quant.h"
+#include "convert/quant.h"
 
 namespace lfm::gguf {
 
@@ -94,7 +94,7 @@ void SourceRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t
   for (int64_t d : t.shape) numel *= d;
   LFM_CHECK(v->numel() == numel, "convert: tensor '", t.name, "' has shape ", shape_str(v->shape), ", expected ",
             shape_str(t.shape));
-  LFM_CHECK(dequant_supported(v->dtype), "convert: tensor '", t.name, "' has type ", dtype_name(v->dtype),
+  LFM_CHECK(dtype_decodable(v->dtype), "convert: tensor '", t.name, "' has type ", dtype_name(v->dtype),
             " which lfm cannot decode");
   const int64_t cols = t.shape.back();
   const size_t row_bytes = dtype_row_bytes(v->dtype, cols);
@@ -151,7 +151,7 @@ ExportStats write_gguf_model(const std::string& path, const ModelConfig& cfg, Ro
   const QuantPolicy policy(opt.type, cfg);
   const std::vector<Planned> plan = plan_tensors(cfg, policy);
   for (const Planned& p : plan)
-    LFM_CHECK(quantize_supported(p.type), "convert: tensor '", p.name, "' needs type ", dtype_name(p.type),
+    LFM_CHECK(dtype_encodable(p.type), "convert: tensor '", p.name, "' needs type ", dtype_name(p.type),
               " for which lfm has no encoder");
 
   GgufWriter w;

@@ -10,8 +10,7 @@
 namespace lfm {
 
 // Encodes n floats (a multiple of the type's block size) into dst (dtype_row_bytes(type, n)
-// bytes). Supported: F32, F16, BF16 and every quantized DType that has an encoder.
+// bytes). Supported: every type with dtype_encodable(type).
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
-bool quantize_supported(DType type);
 
 }  // namespace lfm

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
 
 namespace lfm::gguf {
 

@@ -15,7 +15,7 @@
 
 #include "core/dtype.h"
 #include "kernels/quant_blocks.h"
-#include "kernels/quant_encode_util.h"
+#include "convert/quant_encode_util.h"
 
 namespace lfm::quant {
 

@@ -10,7 +10,7 @@
 
 #include "core/aligned_buffer.h"
 #include "core/mapped_file.h"
-#include "model/tensor_source.h"
+#include "formats/tensor_source.h"
 
 namespace lfm {
 

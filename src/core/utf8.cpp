@@ -1,6 +1,6 @@
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
-namespace lfm::tok {
+namespace lfm {
 namespace {
 
 // Scans one sequence at s[i]. Returns the number of bytes it spans and sets `complete`:
@@ -16,7 +16,7 @@ size_t scan_sequence(std::string_view s, size_t i, bool& complete, bool& truncat
     complete = true;
     return 1;
   }
-  size_t need;  // continuation bytes required
+  size_t need;                         // continuation bytes required
   unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the FIRST continuation byte
   if (b0 >= 0xC2 && b0 <= 0xDF) {
     need = 1;
@@ -129,4 +129,4 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-}  // namespace lfm::tok
+}  // namespace lfm

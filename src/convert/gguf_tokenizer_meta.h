@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "gguf/gguf_reader.h"
+#include "formats/gguf_reader.h"
 #include "tokenizer/tokenizer_spec.h"
 
 namespace lfm::gguf {

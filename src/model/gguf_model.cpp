@@ -1,28 +1,15 @@
-#include "gguf/gguf_model.h"
+#include "model/gguf_model.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "core/error.h"
-#include "gguf/gguf_names.h"
+#include "model/gguf_names.h"
 #include "model/model.h"
-#include "model/model_formats.h"
 
 namespace lfm {
 
-// The format hooks model.cpp calls (declared in model/model_formats.h).
-bool is_gguf_path(const std::string& path) {
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
-  // Also accept a GGUF file under another name, recognised by its magic.
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[4] = {};
-  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::equal(magic, magic + 4, "GGUF");
-  std::fclose(f);
-  return ok;
-}
-
+// Opens a GGUF checkpoint: its metadata as the config, its tensors under HF names.
 std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   auto file = std::make_shared<const gguf::GgufFile>(path);
   ModelConfig cfg = gguf::config_from_gguf(*file);
@@ -42,8 +29,8 @@ GgufTensorSource::GgufTensorSource(std::shared_ptr<const GgufFile> file) : file_
       tensors_.emplace(m->hf, TensorView{t.dtype, std::move(shape), t.data, t.nbytes});
       continue;
     }
-    LFM_CHECK(t.ne.size() == 3, "gguf: '", origin_, "': expert tensor '", t.name, "' must be 3-D {in, out, experts}, has ",
-              t.ne.size(), " dims");
+    LFM_CHECK(t.ne.size() == 3, "gguf: '", origin_, "': expert tensor '", t.name,
+              "' must be 3-D {in, out, experts}, has ", t.ne.size(), " dims");
     const int64_t n_expert = t.ne[2];
     const size_t per_expert = t.nbytes / static_cast<size_t>(n_expert);
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -79,8 +66,8 @@ class Meta {
     const Value& v = need(key);
     const std::string what = arch_ + "." + key;
     if (v.type != ValueType::ARRAY) return std::vector<int64_t>(static_cast<size_t>(n), v.as_int(what));
-    LFM_CHECK(static_cast<int64_t>(v.arr.size()) == n, "gguf: '", what, "' has ", v.arr.size(), " entries but ",
-              arch_, ".block_count is ", n);
+    LFM_CHECK(static_cast<int64_t>(v.arr.size()) == n, "gguf: '", what, "' has ", v.arr.size(), " entries but ", arch_,
+              ".block_count is ", n);
     std::vector<int64_t> out;
     for (const Value& x : v.arr) out.push_back(x.as_int(what));
     return out;
@@ -94,29 +81,6 @@ class Meta {
 void positive(int64_t v, const char* what) { LFM_CHECK(v > 0, "gguf: ", what, " must be positive, got ", v); }
 
 }  // namespace
-
-const char* file_type_name(int64_t ftype) {
-  switch (ftype) {
-    case 0: return "F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K_S";
-    case 12: return "Q3_K_M";
-    case 13: return "Q3_K_L";
-    case 14: return "Q4_K_S";
-    case 15: return "Q4_K_M";
-    case 16: return "Q5_K_S";
-    case 17: return "Q5_K_M";
-    case 18: return "Q6_K";
-    case 32: return "BF16";
-    default: return "unknown";
-  }
-}
 
 ModelConfig config_from_gguf(const GgufFile& f) {
   const Value* av = f.find("general.architecture");
@@ -215,13 +179,15 @@ ModelConfig config_from_gguf(const GgufFile& f) {
     }
     if (const Value* v = m.get("expert_weights_norm")) c.norm_topk_prob = v->as_bool(arch + ".expert_weights_norm");
     c.routed_scaling_factor = static_cast<float>(m.number("expert_weights_scale", 1.0));
-    if (c.routed_scaling_factor == 0.0f) c.routed_scaling_factor = 1.0f;  // llama.cpp writes 0 for "unset"
+    if (c.routed_scaling_factor == 0.0f) c.routed_scaling_factor = 1.0f;     // llama.cpp writes 0 for "unset"
     if (c.ffn_dim == 0 && c.n_dense_layers == 0) c.ffn_dim = c.moe_ffn_dim;  // unused: no dense layer
   }
   LFM_CHECK(c.ffn_dim > 0, "gguf: '", f.path(), "' lacks ", arch, ".feed_forward_length");
 
-  if (const Value* v = f.find("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(v->as_int("bos_token_id"));
-  if (const Value* v = f.find("tokenizer.ggml.padding_token_id")) c.pad_token_id = static_cast<int32_t>(v->as_int("padding_token_id"));
+  if (const Value* v = f.find("tokenizer.ggml.bos_token_id"))
+    c.bos_token_id = static_cast<int32_t>(v->as_int("bos_token_id"));
+  if (const Value* v = f.find("tokenizer.ggml.padding_token_id"))
+    c.pad_token_id = static_cast<int32_t>(v->as_int("padding_token_id"));
   if (const Value* v = f.find("tokenizer.ggml.eos_token_id")) {
     c.eos_token_ids = {static_cast<int32_t>(v->as_int("eos_token_id"))};
     if (const Value* t = f.find("tokenizer.ggml.eot_token_id")) {
