@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "model/forward.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -28,14 +29,14 @@ TEST_P(ActivationsTest, EveryObservedTensorMatchesTransformers) {
   ThreadPool pool(2);
   auto backend = make_reference_backend(pool);
   std::map<std::string, std::vector<float>> seen;
-  Forward fwd(*model, *backend);
+  auto cache = make_state_cache(*model, test::f32_plan(16));
+  Forward fwd(*model, *backend, *cache);
   fwd.set_observer([&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
     seen[name].assign(data, data + rows * cols);
   });
   const auto ids = acts["input_ids"].get<std::vector<int32_t>>();
-  SequenceState state(model->config(), 16);
   StepOutput out;
-  BatchItem item{&state, ids, true};
+  BatchItem item{cache->open(16), ids, true};
   fwd.step(std::span<const BatchItem>(&item, 1), out);
 
   int compared = 0;

@@ -10,12 +10,11 @@
 #include <random>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
-#include "engine/token_mask.h"
 #include "kernels/avx2_backend.h"
 #include "model/config.h"
 #include "formats/safetensors_writer.h"
 #include "model/weights.h"
+#include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -82,12 +81,9 @@ TEST_F(ChatCliTest, GenerateFromTextMatchesIdsPath) {
   auto model = load_model(dir_->str());
   ThreadPool pool(2);
   auto be = make_cpu_backend(pool);
-  Forward fwd(*model, *be);
-  SequenceState st(model->config(), 64);
-  GenerateOptions opt;
-  opt.max_new_tokens = 12;
-  opt.allowed = decodable_token_mask(*tok, model->config().vocab_size);
-  EXPECT_EQ(jt["generated_ids"].get<std::vector<int32_t>>(), generate(fwd, st, ids, opt));
+  StatePlanOptions plan;  // the CLI's defaults: the checkpoint's state type (bf16 here)
+  plan.ctx_size = 4096;
+  EXPECT_EQ(jt["generated_ids"].get<std::vector<int32_t>>(), test::greedy(*model, *be, ids, 12, tok.get(), plan));
   EXPECT_EQ(jt["text"], tok->decode(jt["generated_ids"].get<std::vector<int32_t>>(), true));
   // Streaming text output equals the JSON text.
   const auto streamed = run_with_input("generate -m " + dir_->str() + " -p 'Hello world, the model says' -n 12 --ignore-eos", "");

@@ -24,12 +24,12 @@
 #include <filesystem>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
 #include "convert/gguf_export.h"
 #include "model/gguf_model.h"
 #include "kernels/dequant.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -58,15 +58,7 @@ class GgufConvert : public ::testing::TestWithParam<std::string> {
   // Logits of the full_forward ids, [T][V].
   std::vector<std::vector<float>> logits(const Model& m) {
     const auto ids = ref_["full_forward"]["input_ids"].get<std::vector<int32_t>>();
-    SequenceState state(m.config(), 64);
-    Forward fwd(m, *backend_);
-    StepOutput out;
-    BatchItem item{&state, ids, true};
-    fwd.step(std::span<const BatchItem>(&item, 1), out);
-    std::vector<std::vector<float>> rows;
-    for (size_t p = 0; p < ids.size(); ++p)
-      rows.emplace_back(out.row(0, static_cast<int64_t>(p)), out.row(0, static_cast<int64_t>(p)) + out.vocab);
-    return rows;
+    return test::prompt_logits(m, *backend_, ids, test::f32_plan(64));
   }
 
   ThreadPool pool_{2};

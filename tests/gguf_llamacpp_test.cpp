@@ -10,6 +10,7 @@
 #include "model/gguf_model.h"
 #include "formats/gguf_reader.h"
 #include "model/forward.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -111,10 +112,10 @@ class GgufLlamaCppLogits : public ::testing::Test {
 };
 
 TEST_F(GgufLlamaCppLogits, PrefillMatchesLlamaCpp) {
-  SequenceState state(model_->config(), 64);
-  Forward fwd(*model_, *backend_);
+  auto cache = make_state_cache(*model_, test::f32_plan(64));
+  Forward fwd(*model_, *backend_, *cache);
   StepOutput out;
-  BatchItem item{&state, ref_.ids, true};
+  BatchItem item{cache->open(64), ref_.ids, true};
   fwd.step(std::span<const BatchItem>(&item, 1), out);
   ASSERT_EQ(out.n_rows[0], 32);
   ASSERT_EQ(out.vocab, 512);
@@ -129,15 +130,16 @@ TEST_F(GgufLlamaCppLogits, PrefillMatchesLlamaCpp) {
 }
 
 TEST_F(GgufLlamaCppLogits, DecodeOneTokenAtATimeMatchesLlamaCpp) {
-  SequenceState state(model_->config(), 64);
-  Forward fwd(*model_, *backend_);
+  auto cache = make_state_cache(*model_, test::f32_plan(64));
+  Forward fwd(*model_, *backend_, *cache);
+  Sequence* seq = cache->open(64);
   StepOutput out;
   for (size_t p = 0; p < ref_.ids.size(); ++p) {
-    BatchItem one{&state, std::span<const int32_t>(ref_.ids.data() + p, 1), true};
+    BatchItem one{seq, std::span<const int32_t>(ref_.ids.data() + p, 1), true};
     fwd.step(std::span<const BatchItem>(&one, 1), out);
     EXPECT_LE(test::max_abs_diff(out.row(0, 0), out.vocab, ref_.rows[p]), kTol) << "decode position " << p;
   }
-  EXPECT_EQ(state.n_past(), 32);
+  EXPECT_EQ(seq->n_past(), 32);
 }
 
 }  // namespace

@@ -16,13 +16,13 @@
 #include <filesystem>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
 #include "convert/gguf_export.h"
 #include "model/gguf_model.h"
 #include "convert/random_checkpoint.h"
 #include "kernels/dequant.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -146,12 +146,8 @@ TEST_F(GgufQuantized, Q8_0KeepsGreedyTokensOnLlamaCppTinyModel) {
   auto be = make_reference_backend(pool);
   for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{1, 484, 326, 355, 461, 302},
                                              std::vector<int32_t>{1, 43, 164, 157}, std::vector<int32_t>{1, 18, 263}}) {
-    GenerateOptions opt;
-    opt.max_new_tokens = 24;
-    SequenceState s1(f32->config(), 64), s2(q->config(), 64);
-    Forward a(*f32, *be), b(*q, *be);
-    const auto want = generate(a, s1, prompt, opt);
-    const auto got = generate(b, s2, prompt, opt);
+    const auto want = test::greedy(*f32, *be, prompt, 24, nullptr, test::f32_plan(64));
+    const auto got = test::greedy(*q, *be, prompt, 24, nullptr, test::f32_plan(64));
     ASSERT_EQ(want.size(), 24u);
     EXPECT_EQ(got, want);
   }

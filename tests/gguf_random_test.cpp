@@ -12,6 +12,7 @@
 #include "convert/random_checkpoint.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -25,12 +26,9 @@ class GgufRandom : public ::testing::Test {
   std::vector<float> logits(const Model& m, const std::vector<int32_t>& ids) {
     ThreadPool pool(2);
     auto be = make_reference_backend(pool);
-    SequenceState state(m.config(), 32);
-    Forward fwd(m, *be);
-    StepOutput out;
-    BatchItem item{&state, ids, true};
-    fwd.step(std::span<const BatchItem>(&item, 1), out);
-    return out.logits;
+    std::vector<float> flat;
+    for (const auto& row : test::prompt_logits(m, *be, ids, test::f32_plan(32))) flat.insert(flat.end(), row.begin(), row.end());
+    return flat;
   }
   test::TempDir dir_{"lfm_gguf_rand"};
 };

@@ -1,6 +1,6 @@
 // Kernel tests: every backend op against a plain float64 computation written here, on random
-// inputs of awkward sizes; the spec's ShortConv worked example; and the batch/thread
-// independence that ragged batching relies on.
+// inputs of awkward sizes, and the batch/thread independence that ragged batching relies on.
+// The state ops (K/V write, paged attention, short conv) are in kernels_state_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,71 +105,6 @@ TEST_F(KernelsTest, RopeNeoxRotatesHalves) {
         EXPECT_NEAR(x[(t * heads + h) * hd + j], o[j] * std::cos(a) - o[j + hd / 2] * std::sin(a), 2e-4);
         EXPECT_NEAR(x[(t * heads + h) * hd + j + hd / 2], o[j + hd / 2] * std::cos(a) + o[j] * std::sin(a), 2e-4);
       }
-}
-
-TEST_F(KernelsTest, AttentionCausalGqa) {
-  const int H = 6, G = 2, hd = 5, past = 3, nq = 4, nkv = past + nq;
-  const auto q = randn(nq * H * hd, 8), k = randn(nkv * G * hd, 9), v = randn(nkv * G * hd, 10);
-  std::vector<float> out(nq * H * hd);
-  const float scale = 0.37f;
-  be_->attention(q.data(), nq, past, k.data(), v.data(), nkv, H, G, hd, scale, out.data());
-  for (int i = 0; i < nq; ++i)
-    for (int h = 0; h < H; ++h) {
-      const int g = h / (H / G);
-      std::vector<double> s;
-      for (int j = 0; j <= past + i; ++j) {
-        double d = 0;
-        for (int e = 0; e < hd; ++e) d += double(q[(i * H + h) * hd + e]) * k[(j * G + g) * hd + e];
-        s.push_back(d * scale);
-      }
-      double mx = *std::max_element(s.begin(), s.end()), z = 0;
-      for (auto& e : s) z += (e = std::exp(e - mx));
-      for (int e = 0; e < hd; ++e) {
-        double o = 0;
-        for (size_t j = 0; j < s.size(); ++j) o += s[j] / z * v[(j * G + g) * hd + e];
-        EXPECT_NEAR(out[(i * H + h) * hd + e], o, 1e-5) << i << " " << h << " " << e;
-      }
-    }
-}
-
-// LFM2_SPEC.md §3.4 worked example: d=2, K=3, the conv part fed with u = B ⊙ x.
-TEST_F(KernelsTest, ShortConvSpecExample) {
-  const std::vector<float> w = {0.25f, -1, 2, 0.5f, 0.5f, 1};  // [d][K], last tap = newest
-  const std::vector<float> u = {2, 4, 8, -2, 0, 18, 2, 0};     // u_0..u_3
-  const std::vector<float> z_want = {4, 4, 14, 0, -7.5f, 19, 6, 8};
-  std::vector<float> state(2 * 2, 0.0f), z(8);
-  be_->short_conv(u.data(), 4, 2, 3, w.data(), nullptr, state.data(), z.data());
-  EXPECT_EQ(z, z_want);
-  EXPECT_EQ(state, (std::vector<float>{0, 18, 2, 0}));
-  // The same sequence one step at a time gives the same outputs and state.
-  std::vector<float> s2(4, 0.0f), z2(8);
-  for (int t = 0; t < 4; ++t) be_->short_conv(u.data() + 2 * t, 1, 2, 3, w.data(), nullptr, s2.data(), z2.data() + 2 * t);
-  EXPECT_EQ(z2, z_want);
-  EXPECT_EQ(s2, state);
-}
-
-TEST_F(KernelsTest, ShortConvRandomChunksAndBias) {
-  const int d = 13, K = 4, n = 11;
-  const auto u = randn(n * d, 11), w = randn(d * K, 12), b = randn(d, 13);
-  std::vector<float> s_full((K - 1) * d, 0.0f), z_full(n * d);
-  be_->short_conv(u.data(), n, d, K, w.data(), b.data(), s_full.data(), z_full.data());
-  for (int t = 0; t < n; ++t)
-    for (int c = 0; c < d; ++c) {
-      double z = b[c];
-      for (int k = 0; k < K; ++k) {
-        const int src = t - (K - 1) + k;
-        if (src >= 0) z += double(w[c * K + k]) * u[src * d + c];
-      }
-      EXPECT_NEAR(z_full[t * d + c], z, 1e-5);
-    }
-  std::vector<float> s((K - 1) * d, 0.0f), z(n * d);
-  int pos = 0;
-  for (int len : {1, 2, 5, 3}) {
-    be_->short_conv(u.data() + pos * d, len, d, K, w.data(), b.data(), s.data(), z.data() + pos * d);
-    pos += len;
-  }
-  EXPECT_EQ(z, z_full);
-  EXPECT_EQ(s, s_full);
 }
 
 TEST_F(KernelsTest, SwigluSoftmaxElementwise) {

@@ -1,7 +1,7 @@
 // lfm chat: an interactive conversation with the model's own chat template, streamed as it is
-// generated. Multi-turn prompts reuse the sequence state: when the newly rendered conversation
-// extends the tokens already in the cache, only the new tokens are fed (the conv state cannot be
-// rewound, so anything else re-prefills from scratch).
+// generated through the engine. Each turn submits the whole rendered conversation; the engine's
+// prefix cache resumes it after the longest cached prefix (KV blocks plus the conv-state snapshot
+// at that point), so earlier turns are not recomputed.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,11 +14,8 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "engine/sampler.h"
-#include "engine/token_mask.h"
-#include "model/forward.h"
+#include "engine/engine.h"
 #include "tokenizer/load_tokenizer.h"
-#include "tokenizer/streaming_detokenizer.h"
 
 namespace lfm::cli {
 namespace {
@@ -33,10 +30,13 @@ int run_chat(int argc, char** argv) {
       "/exit or end of input quits)."};
   configure_app(app);
   std::string model, system_prompt;
-  SamplerParams sp;
-  int64_t max_new = 1024, ctx = 8192;
+  SamplingParams sp;
+  uint64_t seed = 0;
+  int64_t max_new = 1024;
   int threads = 0;
-  bool show_reasoning = false;
+  StateArgs state;
+  state.ctx_size = 8192;
+  bool show_reasoning = false, show_stats = false;
   std::vector<std::string> vars;
   std::string date;
   app.add_option("-m,--model", model, "Model: Hugging Face folder (with tokenizer files) or .gguf file")->required();
@@ -44,25 +44,17 @@ int run_chat(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--temperature", sp.temperature, "Sampling temperature; 0 is greedy")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--top-k", sp.top_k, "Keep the k most likely tokens (0: off)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--top-p", sp.top_p, "Nucleus sampling mass (1: off)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--min-p", sp.min_p, "Min-p filter")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", sp.seed, "Random seed")->capture_default_str();
-  app.add_option("-c,--ctx-size", ctx, "Context size (tokens)")->capture_default_str()->check(CLI::PositiveNumber);
+  add_sampling_options(app, sp, seed);
+  add_state_options(app, state, /*engine=*/true);
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--var", vars, "Extra template variable name=JSON (e.g. keep_past_thinking=true); repeatable");
   app.add_option("--date", date, "Pin strftime_now to YYYY-MM-DD");
   app.add_flag("--show-reasoning", show_reasoning, "Print <think> reasoning (dimmed) as well as the answer");
+  app.add_flag("--stats", show_stats, "After each reply, print token counts, cache reuse and speed to stderr");
   LFM_CLI_PARSE(app, argc, argv);
+  finish_sampling_options(sp, seed);
 
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   for (const auto& v : vars) {
@@ -81,15 +73,11 @@ int run_chat(int argc, char** argv) {
             "tokenizer_config.json or GGUF tokenizer.chat_template)");
   ChatTemplate tpl(tok->chat_template(), opt_str(tok->bos_token()), opt_str(tok->eos_token()),
                    opt_str(tok->pad_token()));
-  std::vector<int32_t> stops = rt.model->config().eos_token_ids;
-  if (tok->eos_id() >= 0) stops.push_back(tok->eos_id());
+  std::vector<int32_t> stops;
   if (auto im_end = tok->token_to_id("<|im_end|>")) stops.push_back(*im_end);
+  Engine engine(*rt.model, *rt.backend, tok.get(), engine_options(state, *rt.model));
+  const int64_t ctx = engine.ctx_size();
 
-  SequenceState state(rt.model->config(), ctx);
-  Forward fwd(*rt.model, *rt.backend);
-  Sampler sampler(sp);
-  sampler.set_allowed(decodable_token_mask(*tok, rt.model->config().vocab_size));
-  std::vector<int32_t> cached;  // the tokens whose state `state` holds
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
   const bool tty = isatty(fileno(stdout));
@@ -104,30 +92,24 @@ int run_chat(int argc, char** argv) {
     }
     if (line.empty()) continue;
     messages.push_back({{"role", "user"}, {"content", line}});
-    std::vector<int32_t> prompt;
+    Request req;
+    req.sampling = sp;
+    req.stop_ids = stops;
+    std::shared_ptr<RequestStream> stream;
     try {
       const std::string text = tpl.render(messages, nullptr, true, extra, opt_str(date));
-      prompt = tok->encode(text, /*add_special=*/false);  // the template writes its own BOS
-      LFM_CHECK(static_cast<int64_t>(prompt.size()) + 1 < ctx, "chat: the conversation has ", prompt.size(),
-                " tokens, past the context size ", ctx, " (use /reset or a larger --ctx-size)");
+      req.prompt = tok->encode(text, /*add_special=*/false);  // the template writes its own BOS
+      const int64_t room = ctx - static_cast<int64_t>(req.prompt.size());
+      LFM_CHECK(room >= 1, "chat: the conversation has ", req.prompt.size(), " tokens, past the context size ", ctx,
+                " (use /reset or a larger --ctx-size)");
+      req.max_tokens = std::min(max_new, room);
+      stream = engine.submit(req);
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       messages.erase(messages.end() - 1);
       continue;
     }
-    // Feed only what the cache does not already hold.
-    const bool extends = cached.size() <= prompt.size() && std::equal(cached.begin(), cached.end(), prompt.begin());
-    if (!extends || cached.size() == prompt.size()) {
-      state.reset();
-      cached.clear();
-    }
-    StepOutput out;
-    BatchItem item{&state, std::span<const int32_t>(prompt.data() + cached.size(), prompt.size() - cached.size()),
-                   false};
-    fwd.step(std::span<const BatchItem>(&item, 1), out);
-    cached = prompt;
 
-    StreamingDetokenizer detok(*tok, /*skip_special=*/true);
     chat::StreamingOutputParser parser;
     std::string reply;
     auto show = [&](const std::vector<chat::StreamEvent>& events) {
@@ -142,31 +124,22 @@ int run_chat(int argc, char** argv) {
       }
       std::cout << std::flush;
     };
-    for (int64_t n = 0; n < max_new; ++n) {
-      const int32_t id = sampler.sample(out.row(0), out.vocab);
-      if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
-        cached.push_back(id);
-        BatchItem end_item{&state, std::span<const int32_t>(&cached.back(), 1), false};
-        if (state.n_past() + 1 < ctx)
-          fwd.step(std::span<const BatchItem>(&end_item, 1), out);
-        else
-          cached.pop_back();
-        break;
-      }
-      const std::string piece = detok.push(id);
-      reply += piece;
-      show(parser.feed(piece));
-      if (state.n_past() + 1 >= ctx) {
+    Event ev;
+    while (stream->next(ev)) {
+      reply += ev.text;
+      show(parser.feed(ev.text));
+      if (ev.kind != Event::Kind::kDone) continue;
+      if (ev.finish == FinishReason::kError) std::fprintf(stderr, "\nerror: %s\n", ev.error.c_str());
+      if (ev.finish == FinishReason::kLength && ev.usage.prompt_tokens + ev.usage.completion_tokens >= ctx)
         std::fprintf(stderr, "\n[context full]\n");
-        break;
+      if (show_stats) {
+        const double decode = ev.usage.total_seconds - ev.usage.first_token_seconds;
+        std::fprintf(stderr, "\n[prompt %lld tokens (%lld from cache), reply %lld tokens, first token %.3f s, %.2f tok/s]",
+                     static_cast<long long>(ev.usage.prompt_tokens), static_cast<long long>(ev.usage.cached_tokens),
+                     static_cast<long long>(ev.usage.completion_tokens), ev.usage.first_token_seconds,
+                     decode > 0 ? (ev.usage.completion_tokens - 1) / decode : 0.0);
       }
-      cached.push_back(id);
-      BatchItem next{&state, std::span<const int32_t>(&cached.back(), 1), false};
-      fwd.step(std::span<const BatchItem>(&next, 1), out);
     }
-    const std::string tail = detok.finish();
-    reply += tail;
-    show(parser.feed(tail));
     show(parser.finish());
     std::cout << "\n" << std::flush;
     messages.push_back({{"role", "assistant"}, {"content", reply}});

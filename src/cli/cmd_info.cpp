@@ -1,5 +1,6 @@
 // lfm info: the normalised config, layer pattern, sizes and cache costs of a model. Works on a
 // folder that holds only config.json (sizes are then derived from the config).
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "formats/gguf_info.h"
 #include "formats/gguf_reader.h"
 #include "formats/safetensors.h"
+#include "model/state_plan.h"
 #include "model/weights.h"
 
 namespace lfm::cli {
@@ -19,12 +21,22 @@ int64_t dtype_bytes_for(const std::string& torch_dtype) {
   return 2;  // bfloat16 / float16
 }
 
+std::string gib(size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
 int run_info(int argc, char** argv) {
   CLI::App app{"Describe a model: config, layer pattern, parameters, bytes and cache sizes."};
   configure_app(app);
   std::string model;
   bool json_out = false;
+  StateArgs state;
+  state.ctx_size = 0;
   app.add_option("-m,--model", model, "Model: Hugging Face folder (config.json is enough) or .gguf file")->required();
+  add_state_options(app, state, /*engine=*/true);
+  app.get_option("--ctx-size")->description("Context size for the state pool report (default: the model's)");
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);
 
@@ -35,8 +47,9 @@ int run_info(int argc, char** argv) {
   std::string weights_note;
   const bool has_weights = fs::is_regular_file(model) || fs::exists(fs::path(model) / "model.safetensors") ||
                            fs::exists(fs::path(model) / "model.safetensors.index.json");
+  std::unique_ptr<Model> m;
   if (has_weights) {
-    auto m = load_model(model);
+    m = load_model(model);
     cfg = m->config();
     params = m->parameter_count();
     bytes = m->weight_bytes();
@@ -51,13 +64,11 @@ int run_info(int argc, char** argv) {
     bytes = static_cast<size_t>(params) * dtype_bytes_for(cfg.dtype);
     weights_note = "derived from config.json (no weights in the folder)";
   }
-  // A quantized GGUF's weight type is no cache type; quote its caches in float16 (llama.cpp's default).
-  const bool plain = cfg.dtype == "float32" || cfg.dtype == "float16" || cfg.dtype == "bfloat16";
-  const std::string cache_dtype = plain ? cfg.dtype : "float16";
-  const int64_t eb = dtype_bytes_for(cache_dtype);
-  const int64_t kv_per_token = 2 * cfg.n_attention_layers() * cfg.n_kv_heads * cfg.head_dim;
-  const int64_t conv_per_seq = cfg.n_conv_layers() * (cfg.conv_kernel - 1) * cfg.hidden_size;
-
+  if (state.ctx_size == 0) state.ctx_size = cfg.max_position;
+  const StatePlanOptions plan = state_plan(state, cfg, m.get());
+  const StateCacheOptions pool = plan_state_cache(cfg, plan);
+  const StateBytes sb = state_bytes(state_shape(cfg), pool);
+  const std::string cache_dtype = dtype_name(pool.type);
   nlohmann::json j;
   j["config"] = cfg.to_json();
   j["layer_pattern"] = cfg.layer_pattern();
@@ -65,10 +76,16 @@ int run_info(int argc, char** argv) {
   j["weight_bytes"] = bytes;
   j["weights_source"] = weights_note;
   j["cache_dtype"] = cache_dtype;
-  j["kv_cache_bytes_per_token"] = kv_per_token * eb;
-  j["conv_state_bytes_per_sequence"] = conv_per_seq * eb;
-  j["runtime_kv_cache_bytes_per_token_f32"] = kv_per_token * 4;
-  j["runtime_conv_state_bytes_per_sequence_f32"] = conv_per_seq * 4;
+  j["kv_cache_bytes_per_token"] = sb.kv_per_token;
+  j["conv_state_bytes_per_sequence"] = sb.conv_per_slot;
+  j["state_pool"] = {{"ctx_size", plan.ctx_size},
+                     {"parallel", plan.parallel},
+                     {"block_tokens", pool.block_tokens},
+                     {"blocks", pool.n_blocks},
+                     {"kv_bytes", sb.kv_total},
+                     {"conv_slot_bytes", sb.conv_total},
+                     {"prefix_snapshot_bytes", sb.snapshots_total},
+                     {"total_bytes", sb.total()}};
   const bool is_gguf = fs::is_regular_file(model) && is_gguf_path(model);
   if (is_gguf) j["gguf"] = gguf::gguf_summary_json(model);
   if (json_out) {
@@ -92,10 +109,14 @@ int run_info(int argc, char** argv) {
             << "context:      " << cfg.max_position << " (max_position_embeddings)\n"
             << "parameters:   " << params << " (" << weights_note << ")\n"
             << "weight bytes: " << bytes << "\n"
-            << "KV cache:     " << kv_per_token * eb << " bytes/token in " << cache_dtype << " (" << kv_per_token * 4
-            << " in float32 as lfm runs it)\n"
-            << "conv state:   " << conv_per_seq * eb << " bytes/sequence in " << cache_dtype << " (" << conv_per_seq * 4
-            << " in float32)\n";
+            << "KV cache:     " << sb.kv_per_token << " bytes/token in " << cache_dtype << "\n"
+            << "conv state:   " << sb.conv_per_slot << " bytes/sequence in " << cache_dtype << "\n"
+            << "state pool:   " << plan.parallel << " x " << plan.ctx_size << " tokens in " << pool.n_blocks
+            << " blocks of " << pool.block_tokens << ": KV " << gib(sb.kv_total) << " + conv slots " << sb.conv_total
+            << " bytes";
+  if (pool.prefix_cache)
+    std::cout << " + prefix-cache conv snapshots " << gib(sb.snapshots_total) << " (one per block; --no-prefix-cache drops them)";
+  std::cout << " = " << gib(sb.total()) << "\n";
   if (is_gguf) std::cout << gguf::gguf_summary_text(model);
   return 0;
 }

@@ -18,6 +18,7 @@ int run_logits(int argc, char** argv) {
   int64_t prefill = -1;
   int threads = 0;
   bool json_out = false;
+  StateArgs state;
   app.add_option("-m,--model", model, "Model: Hugging Face folder or .gguf file")->required();
   app.add_option("--ids", ids_arg, "Token ids, comma-separated")->required();
   app.add_option("--prefill", prefill,
@@ -26,6 +27,11 @@ int run_logits(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-type", state.kv_type, "Storage of K/V and conv states: f32, f16, bf16 or auto")
+      ->capture_default_str();
+  app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app.add_flag("--json", json_out, "Print {\"logits\": [[...], ...]}");
   LFM_CLI_PARSE(app, argc, argv);
 
@@ -35,12 +41,14 @@ int run_logits(int argc, char** argv) {
   LFM_CHECK(prefill <= n, "--prefill ", prefill, " exceeds the number of ids (", n, ")");
   Runtime rt = open_runtime(model, threads);
   const int64_t vocab = rt.model->config().vocab_size;
-  SequenceState state(rt.model->config(), n);
-  Forward fwd(*rt.model, *rt.backend);
+  state.ctx_size = n;
+  auto cache = make_state_cache(*rt.model, state_plan(state, rt.model->config(), rt.model.get()));
+  Forward fwd(*rt.model, *rt.backend, *cache);
+  Sequence* seq = cache->open(n);
   std::vector<std::vector<float>> rows;
   StepOutput out;
   auto run = [&](int64_t begin, int64_t len) {
-    BatchItem item{&state, std::span<const int32_t>(ids.data() + begin, len), true};
+    BatchItem item{seq, std::span<const int32_t>(ids.data() + begin, len), true};
     fwd.step(std::span<const BatchItem>(&item, 1), out);
     for (int64_t r = 0; r < len; ++r) rows.emplace_back(out.row(0, r), out.row(0, r) + vocab);
   };

@@ -40,4 +40,72 @@ Runtime open_runtime(const std::string& model_path, int threads) {
   return rt;
 }
 
+void add_state_options(CLI::App& app, StateArgs& a, bool engine) {
+  app.add_option("-c,--ctx-size", a.ctx_size, "Context size: most tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-type", a.kv_type,
+                 "Storage of K/V and conv states: f32, f16, bf16, or auto (the checkpoint's: bf16/f16 safetensors "
+                 "keep their dtype, GGUF f16, f32 checkpoints f32)")
+      ->capture_default_str();
+  app.add_option("--kv-block-size", a.block_tokens, "Tokens per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  if (!engine) return;
+  app.add_option("--parallel", a.parallel, "Sequences running at once (one conv-state slot each)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app.add_option("--kv-memory", a.kv_memory,
+                 "KV pool budget (e.g. 2G, 512M); default: enough for --ctx-size x --parallel tokens");
+  app.add_option("--batch-tokens", a.batch_tokens, "Most tokens per step (prefill is chunked to fit)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no-prefix-cache", a.no_prefix_cache, "Do not keep and reuse the state of earlier prompts");
+}
+
+StatePlanOptions state_plan(const StateArgs& a, const ModelConfig& cfg, const Model* model) {
+  StatePlanOptions o;
+  o.ctx_size = a.ctx_size;
+  o.parallel = a.parallel;
+  o.block_tokens = a.block_tokens;
+  o.type = parse_state_type(a.kv_type, model ? default_state_type(*model) : default_state_type(cfg));
+  o.memory_bytes = a.kv_memory.empty() ? 0 : parse_byte_size(a.kv_memory);
+  o.prefix_cache = !a.no_prefix_cache;
+  return o;
+}
+
+EngineOptions engine_options(const StateArgs& a, const Model& model) {
+  EngineOptions e;
+  e.state = state_plan(a, model.config(), &model);
+  e.batch_tokens = a.batch_tokens;
+  return e;
+}
+
+void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed) {
+  app.add_option("--temperature", sp.temperature, "Sampling temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", sp.top_k, "Keep the k most likely tokens (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", sp.top_p, "Nucleus sampling mass (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-p", sp.min_p, "Drop tokens below min-p times the top probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--repeat-penalty", sp.repetition_penalty, "Repetition penalty over prompt and output (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--presence-penalty", sp.presence_penalty, "Presence penalty (-2 to 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0, 2.0));
+  app.add_option("--frequency-penalty", sp.frequency_penalty, "Frequency penalty (-2 to 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0, 2.0));
+  app.add_option("--seed", seed, "Random seed for sampling")->capture_default_str();
+}
+
+void finish_sampling_options(SamplingParams& sp, uint64_t seed) { sp.seed = seed; }
+
 }  // namespace lfm::cli

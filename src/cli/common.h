@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/state_plan.h"
 
 namespace lfm::cli {
 
@@ -26,6 +29,29 @@ struct Runtime {
   std::unique_ptr<Backend> backend;
 };
 Runtime open_runtime(const std::string& model_path, int threads);
+
+// Options that size the state (and, with `engine`, the scheduler): --ctx-size, --kv-type,
+// --kv-block-size, and with `engine` also --parallel, --kv-memory, --batch-tokens and
+// --no-prefix-cache.
+struct StateArgs {
+  int64_t ctx_size = 4096;
+  std::string kv_type = "auto";
+  int64_t block_tokens = 16;
+  int64_t parallel = 1;
+  std::string kv_memory;
+  int64_t batch_tokens = 512;
+  bool no_prefix_cache = false;
+};
+void add_state_options(CLI::App& app, StateArgs& args, bool engine);
+// The plan for a model (its default cache type unless --kv-type names one); cfg-only when model is null.
+StatePlanOptions state_plan(const StateArgs& args, const ModelConfig& cfg, const Model* model);
+EngineOptions engine_options(const StateArgs& args, const Model& model);
+
+// --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
+// --frequency-penalty, --seed.
+void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed);
+// Applies --seed (0 keeps the default of seed 0, so runs repeat unless a seed is asked for).
+void finish_sampling_options(SamplingParams& sp, uint64_t seed);
 
 }  // namespace lfm::cli
 

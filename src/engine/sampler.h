@@ -1,34 +1,68 @@
-// Token selection from a logits row: greedy (temperature 0) or temperature / top-k / top-p /
-// min-p sampling with a seeded generator, so runs are reproducible.
+// Token selection for one request, from one logits row per step:
+//   allowed ids → logit_bias → repetition / presence / frequency penalties → greedy (temperature 0)
+//   or temperature → top-k → softmax → min-p → top-p → a draw from the request's own generator.
+// The generator is seeded per request (a given seed, or a random one), so the same request with
+// the same seed gives the same tokens whatever else is in the batch. Logprobs are those of the
+// model's own distribution (log-softmax of the raw logits), as vLLM reports by default.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
+#include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace lfm {
 
-struct SamplerParams {
-  float temperature = 0.0f;  // 0: greedy (argmax)
-  int top_k = 0;             // 0: off
-  float top_p = 1.0f;        // 1: off
-  float min_p = 0.0f;        // 0: off
-  uint64_t seed = 0;
+struct SamplingParams {
+  float temperature = 0.0f;         // 0: greedy (argmax)
+  int top_k = 0;                    // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // > 1 discourages ids seen in the prompt or output (HF/vLLM rule)
+  float presence_penalty = 0.0f;    // subtracted once from ids present in the output (OpenAI rule)
+  float frequency_penalty = 0.0f;   // subtracted per occurrence in the output (OpenAI rule)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to those ids' logits
+  std::optional<uint64_t> seed;     // unset: a random seed
+  int top_logprobs = 0;             // alternatives reported per token (0 to 20)
+  bool logprobs = false;            // report the chosen token's logprob
+
+  // Throws lfm::Error naming the first bad field (ids are checked against `vocab`).
+  void validate(int64_t vocab) const;
+};
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0;                // when logprobs or top_logprobs were asked for
+  std::vector<TokenLogprob> top;    // top_logprobs alternatives, most likely first
 };
 
 class Sampler {
  public:
-  explicit Sampler(const SamplerParams& p);
-  int32_t sample(const float* logits, int64_t vocab);
-  // Restricts choices to ids whose entry is non-zero (e.g. ids the tokenizer can decode: a
-  // model's output layer may be wider than its tokenizer). Empty: every id is allowed.
-  void set_allowed(std::vector<uint8_t> allowed) { allowed_ = std::move(allowed); }
+  // `prompt` feeds the repetition penalty; `allowed` (optional, size >= vocab) marks the ids that
+  // may be chosen (e.g. those the tokenizer can decode).
+  Sampler(const SamplingParams& p, std::span<const int32_t> prompt, int64_t vocab,
+          const std::vector<uint8_t>* allowed = nullptr);
+
+  // Chooses the next token from logits[vocab] and records it as output.
+  SampleResult sample(const float* logits);
 
  private:
-  SamplerParams p_;
+  SamplingParams p_;
+  int64_t vocab_;
+  const std::vector<uint8_t>* allowed_;
   std::mt19937_64 rng_;
+  std::vector<uint8_t> seen_;                       // in prompt or output (repetition penalty)
+  std::unordered_map<int32_t, int32_t> out_count_;  // output occurrences (presence/frequency)
+  std::vector<float> work_;
   std::vector<std::pair<float, int32_t>> cand_;
-  std::vector<uint8_t> allowed_;
 };
 
 // Index of the largest value; the lowest index wins ties.

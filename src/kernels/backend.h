@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/tensor.h"
+#include "kernels/state_pools.h"
 
 namespace lfm {
 
@@ -37,19 +39,25 @@ class Backend {
   virtual void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                          const float* inv_freq) = 0;
 
-  // Causal GQA attention for one sequence.
-  // q [n_q, n_heads, head_dim] holds the queries at positions q_pos0 .. q_pos0 + n_q - 1;
-  // k, v [n_kv, n_kv_heads, head_dim] hold keys/values of positions 0 .. n_kv - 1
-  // (n_kv >= q_pos0 + n_q). Query i sees keys 0 .. q_pos0 + i. Head h uses kv head
-  // h / (n_heads / n_kv_heads). out [n_q, n_heads, head_dim].
-  virtual void attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v, int64_t n_kv,
-                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out) = 0;
+  // ---- state ops: all sequences of a step in one call (see state_pools.h) ----
 
-  // Depthwise causal conv over time for one sequence, with a rolling state.
-  // u [n, dim]; w [dim, kernel] (tap kernel-1 multiplies the newest step); bias [dim] or null;
-  // state [kernel-1, dim], oldest first, updated to the last kernel-1 steps; out [n, dim].
-  virtual void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
-                          float* state, float* out) = 0;
+  // Stores the step's new keys and values: row r of k, v [T, kv_heads, head_dim] goes to the
+  // position its run gives it (pos0 + r - row0), through the run's block table.
+  virtual void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) = 0;
+
+  // Causal GQA attention over paged keys/values that kv_write has already stored.
+  // q [T, n_heads, head_dim]; the query of row r sits at position p = pos0 + r - row0 of its run
+  // and sees that sequence's keys 0 .. p. Head h uses kv head h / (n_heads / kv_heads).
+  // out [T, n_heads, head_dim].
+  virtual void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads,
+                         float scale, float* out) = 0;
+
+  // Depthwise causal conv over time with each sequence's rolling state (slot conv_slot of pool).
+  // u [T, dim]; w [dim, kernel] (tap kernel-1 multiplies the newest step); bias [dim] or null;
+  // out [T, dim]. Inputs are seen as stored in pool.type (rounded once), the state is updated to
+  // the last kernel-1 inputs, and each run's checkpoints copy the state into pool snapshots.
+  virtual void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
+                          const float* w, const float* bias, float* out) = 0;
 
   // out = silu(gate) * up, elementwise over n values.
   virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;

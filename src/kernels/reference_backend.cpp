@@ -72,40 +72,6 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void attention_head(const float* q, int64_t i, int64_t q_pos0, const float* k, const float* v, int64_t h,
-                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* scores, float* out) {
-  const int64_t kvh = h / (n_heads / n_kv_heads);
-  const float* qi = q + (i * n_heads + h) * head_dim;
-  const int64_t n_keys = q_pos0 + i + 1;
-  for (int64_t j = 0; j < n_keys; ++j) scores[j] = dot(qi, k + (j * n_kv_heads + kvh) * head_dim, head_dim) * scale;
-  softmax(scores, n_keys);
-  float* o = out + (i * n_heads + h) * head_dim;
-  std::fill(o, o + head_dim, 0.0f);
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float* vj = v + (j * n_kv_heads + kvh) * head_dim;
-    const float p = scores[j];
-    for (int64_t e = 0; e < head_dim; ++e) o[e] += p * vj[e];
-  }
-}
-
-void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias, float* state,
-                float* out) {
-  const int64_t hist = kernel - 1;
-  // Window X = [state ; u], length hist + n; out_t = Σ_k w[:,k] ⊙ X[t + k].
-  auto at = [&](int64_t idx, int64_t c) { return idx < hist ? state[idx * dim + c] : u[(idx - hist) * dim + c]; };
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t c = 0; c < dim; ++c) {
-      float z = bias ? bias[c] : 0.0f;
-      for (int64_t k = 0; k < kernel; ++k) z += w[c * kernel + k] * at(t + k, c);
-      out[t * dim + c] = z;
-    }
-  // New state: the last `hist` entries of X (read before overwriting).
-  std::vector<float> next(static_cast<size_t>(hist * dim));
-  for (int64_t s = 0; s < hist; ++s)
-    for (int64_t c = 0; c < dim; ++c) next[s * dim + c] = at(n + s, c);
-  std::copy(next.begin(), next.end(), state);
-}
-
 }  // namespace ref
 
 void ReferenceBackend::matmul(const float* x, int64_t n, const TensorView& w, float* y) {
@@ -145,25 +111,6 @@ void ReferenceBackend::rms_norm(const float* x, const float* w, int64_t rows, in
 void ReferenceBackend::rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                                  const int64_t* positions, const float* inv_freq) {
   ref::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq);
-}
-
-void ReferenceBackend::attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v,
-                                 int64_t n_kv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
-                                 float* out) {
-  LFM_CHECK(n_kv >= q_pos0 + n_q, "kernels: attention has ", n_kv, " keys for queries up to position ",
-            q_pos0 + n_q - 1);
-  const int64_t tasks = n_q * n_heads;
-  pool_.parallel_for(tasks, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(n_kv));
-    for (int64_t t = begin; t < end; ++t)
-      ref::attention_head(q, t / n_heads, q_pos0, k, v, t % n_heads, n_heads, n_kv_heads, head_dim, scale,
-                          scores.data(), out);
-  });
-}
-
-void ReferenceBackend::short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w,
-                                  const float* bias, float* state, float* out) {
-  ref::short_conv(u, n, dim, kernel, w, bias, state, out);
 }
 
 void ReferenceBackend::swiglu(const float* gate, const float* up, int64_t n, float* out) {

@@ -16,10 +16,11 @@ class ReferenceBackend : public Backend {
   void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override;
   void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                  const float* inv_freq) override;
-  void attention(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v, int64_t n_kv,
-                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out) override;
-  void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
-                  float* state, float* out) override;
+  void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override;
+  void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
+                 float* out) override;
+  void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
+                  const float* bias, float* out) override;
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override;
   void mul(const float* a, const float* b, int64_t n, float* out) override;
   void add(float* y, const float* x, int64_t n) override;

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+
+#include "kernels/state_pools.h"
 
 namespace lfm::ref {
 
@@ -11,10 +14,14 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq);
 void softmax(float* x, int64_t n);
-// One (query i, head h) of causal GQA attention; scores has room for q_pos0 + i + 1 floats.
-void attention_head(const float* q, int64_t i, int64_t q_pos0, const float* k, const float* v, int64_t h,
-                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* scores, float* out);
-void short_conv(const float* u, int64_t n, int64_t dim, int64_t kernel, const float* w, const float* bias,
-                float* state, float* out);
+// Address of position `pos` of a sequence in a K or V pool (`base` is pool.k or pool.v).
+const uint8_t* kv_token(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos);
+// Query row i (of run `run`), head h of paged causal GQA attention; scores has room for
+// run.pos0 + i + 1 floats, kbuf for head_dim.
+void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,
+                          int64_t n_heads, float scale, float* scores, float* kbuf, float* out);
+// One run of the short conv (see Backend::short_conv).
+void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int64_t kernel, const float* w,
+                    const float* bias, float* out);
 
 }  // namespace lfm::ref

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "model/state_plan.h"
 
 namespace lfm {
 
@@ -15,6 +16,15 @@ void Forward::observe(int64_t layer, const char* suffix, const float* data, int6
   observer_(layer < 0 ? std::string(suffix) : "model.layers." + std::to_string(layer) + suffix, data, rows, cols);
 }
 
+Forward::Forward(const Model& model, Backend& backend, StateCache& cache)
+    : model_(model), be_(backend), cache_(cache) {
+  const StateShape want = state_shape(model.config()), have = cache.shape();
+  LFM_CHECK(want.attn_layers == have.attn_layers && want.kv_heads == have.kv_heads && want.head_dim == have.head_dim &&
+                want.conv_layers == have.conv_layers && want.conv_dim == have.conv_dim &&
+                want.conv_kernel == have.conv_kernel,
+            "forward: the state cache was sized for another model");
+}
+
 void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
@@ -23,26 +33,36 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   // Validate everything before touching any state.
   T_ = 0;
   for (const BatchItem& it : items) {
-    LFM_CHECK(it.state, "forward: batch item without state");
+    LFM_CHECK(it.seq, "forward: batch item without a sequence");
     LFM_CHECK(!it.tokens.empty(), "forward: batch item with no tokens");
-    LFM_CHECK(it.state->n_past() + static_cast<int64_t>(it.tokens.size()) <= it.state->max_tokens(),
-              "forward: sequence would reach ", it.state->n_past() + static_cast<int64_t>(it.tokens.size()),
-              " tokens, past the context size ", it.state->max_tokens());
+    LFM_CHECK(it.seq->n_past() + static_cast<int64_t>(it.tokens.size()) <= it.seq->max_tokens(),
+              "forward: sequence would reach ", it.seq->n_past() + static_cast<int64_t>(it.tokens.size()),
+              " tokens, past the context size ", it.seq->max_tokens());
     for (int32_t t : it.tokens)
       LFM_CHECK(t >= 0 && t < c.vocab_size, "forward: token id ", t, " is outside the vocabulary [0, ", c.vocab_size,
                 ")");
     for (const BatchItem& other : items)
-      LFM_CHECK(&other == &it || other.state != it.state, "forward: the same sequence appears twice in one batch");
+      LFM_CHECK(&other == &it || other.seq != it.seq, "forward: the same sequence appears twice in one batch");
     T_ += static_cast<int64_t>(it.tokens.size());
   }
-  for (const BatchItem& it : items) it.state->reserve_more(static_cast<int64_t>(it.tokens.size()));
+  int64_t need = 0;
+  for (const BatchItem& it : items) need += cache_.blocks_needed(*it.seq, static_cast<int64_t>(it.tokens.size()));
+  LFM_CHECK(need <= cache_.blocks_available(), "forward: the step needs ", need, " more KV blocks, the pool has ",
+            cache_.blocks_available(), " free");
+  for (const BatchItem& it : items) cache_.reserve(*it.seq, static_cast<int64_t>(it.tokens.size()));
+  runs_.clear();
+  int64_t row0 = 0;
+  for (const BatchItem& it : items) {
+    runs_.push_back(cache_.run(*it.seq, row0, static_cast<int64_t>(it.tokens.size())));
+    row0 += static_cast<int64_t>(it.tokens.size());
+  }
 
   positions_.resize(T_);
   std::vector<int32_t> ids;
   ids.reserve(T_);
   for (const BatchItem& it : items)
     for (size_t t = 0; t < it.tokens.size(); ++t) {
-      positions_[ids.size()] = it.state->n_past() + static_cast<int64_t>(t);
+      positions_[ids.size()] = it.seq->n_past() + static_cast<int64_t>(t);
       ids.push_back(it.tokens[t]);
     }
 
@@ -58,9 +78,9 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     be_.rms_norm(h_.data(), lw.operator_norm.data(), T_, d, c.norm_eps, a_.data());
     observe(i, ".operator_norm", a_.data(), T_, d);
     if (lw.kind == LayerKind::Conv)
-      conv_mixer(lw, i, items);
+      conv_mixer(lw, i);
     else
-      attention_mixer(lw, i, items);
+      attention_mixer(lw, i);
     observe(i, lw.kind == LayerKind::Conv ? ".conv" : ".self_attn", mix_.data(), T_, d);
     be_.add(h_.data(), mix_.data(), T_ * d);
     observe(i, ".ffn_norm.input", h_.data(), T_, d);
@@ -98,12 +118,12 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   be_.matmul(a_.data(), R, w.lm_head, out.logits.data());
   observe(-1, "lm_head", out.logits.data(), R, c.vocab_size);
 
-  for (const BatchItem& it : items) it.state->advance(static_cast<int64_t>(it.tokens.size()));
+  for (const BatchItem& it : items) cache_.commit(*it.seq, it.tokens);
 }
 
 // ShortConv: p = W_in a → (B, C, x); u = B ⊙ x; z = causal depthwise conv(u) with the
 // sequence's rolling state; y = C ⊙ z; out = W_out y.
-void Forward::conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items) {
+void Forward::conv_mixer(const LayerWeights& lw, int64_t layer) {
   const ModelConfig& c = model_.config();
   const int64_t d = c.hidden_size;
   const ConvWeights& cw = lw.conv;
@@ -118,14 +138,8 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const 
     be_.mul(row, row + 2 * d, d, tmp_.data() + t * d);  // u = B ⊙ x
   }
   observe(layer, ".conv.conv.input", tmp_.data(), T_, d);
-  int64_t offset = 0;
-  for (const BatchItem& it : items) {
-    const int64_t n = static_cast<int64_t>(it.tokens.size());
-    be_.short_conv(tmp_.data() + offset * d, n, d, c.conv_kernel, cw.kernel.data(),
-                   cw.conv_bias.empty() ? nullptr : cw.conv_bias.data(), it.state->conv_state(model_.state_slot(layer)),
-                   tmp2_.data() + offset * d);
-    offset += n;
-  }
+  be_.short_conv(tmp_.data(), cache_.conv_pool(model_.state_slot(layer)), runs_, c.conv_kernel, cw.kernel.data(),
+                 cw.conv_bias.empty() ? nullptr : cw.conv_bias.data(), tmp2_.data());
   observe(layer, ".conv.conv", tmp2_.data(), T_, d);
   for (int64_t t = 0; t < T_; ++t)
     be_.mul(proj_.data() + t * 3 * d + d, tmp2_.data() + t * d, d, tmp2_.data() + t * d);  // y = C ⊙ z
@@ -135,9 +149,9 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const 
     for (int64_t t = 0; t < T_; ++t) be_.add(mix_.data() + t * d, cw.out_bias.data(), d);
 }
 
-// GQA attention: q/k per-head RMSNorm, NeoX RoPE at each token's own position, K/V appended to
-// the sequence's cache, causal softmax(q kᵀ / √hd) v, then the output projection.
-void Forward::attention_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items) {
+// GQA attention: q/k per-head RMSNorm, NeoX RoPE at each token's own position, K/V stored in the
+// sequence's cache blocks, causal softmax(q kᵀ / √hd) v, then the output projection.
+void Forward::attention_mixer(const LayerWeights& lw, int64_t layer) {
   const ModelConfig& c = model_.config();
   const int64_t H = c.n_heads, G = c.n_kv_heads, hd = c.head_dim;
   const AttentionWeights& aw = lw.attn;
@@ -159,21 +173,11 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer, std::span<c
   observe(layer, ".self_attn.q_rope", tmp_.data(), T_, H * hd);
   observe(layer, ".self_attn.k_rope", tmp2_.data(), T_, G * hd);
 
+  // K/V go into the paged cache first; attention then reads every key, this step's too, from it.
   proj_.resize(T_ * H * hd);
-  const int64_t slot = model_.state_slot(layer);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  int64_t offset = 0;
-  for (const BatchItem& it : items) {
-    const int64_t n = static_cast<int64_t>(it.tokens.size());
-    const int64_t past = it.state->n_past();
-    float* K = it.state->keys(slot);
-    float* V = it.state->values(slot);
-    std::copy_n(tmp2_.data() + offset * G * hd, n * G * hd, K + past * G * hd);
-    std::copy_n(tmp3_.data() + offset * G * hd, n * G * hd, V + past * G * hd);
-    be_.attention(tmp_.data() + offset * H * hd, n, past, K, V, past + n, H, G, hd, scale,
-                  proj_.data() + offset * H * hd);
-    offset += n;
-  }
+  const KvPool pool = cache_.kv_pool(model_.state_slot(layer));
+  be_.kv_write(pool, runs_, tmp2_.data(), tmp3_.data());
+  be_.attention(tmp_.data(), pool, runs_, H, 1.0f / std::sqrt(static_cast<float>(hd)), proj_.data());
   observe(layer, ".self_attn.out_proj.input", proj_.data(), T_, H * hd);
   be_.matmul(proj_.data(), T_, aw.out, mix_.data());
 }

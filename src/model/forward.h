@@ -1,8 +1,9 @@
 // One decoder step over a ragged batch. Each item is one sequence with its own new tokens
 // (a whole prompt, a chunk of one, or a single decode token), its own positions (continuing
-// from its state) and its own state. Tokens are packed back to back, never padded: matmuls
-// see all T tokens at once, while the conv and attention mixers run per sequence on that
-// sequence's rows and state, so nothing crosses between sequences.
+// from its state) and its own state in the StateCache. Tokens are packed back to back, never
+// padded: matmuls see all T tokens at once, and the state ops (K/V write, paged attention, short
+// conv) get one run per sequence for the whole step, so nothing crosses between sequences and a
+// backend can parallelise over sequences × heads. Forward never touches cache memory itself.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +14,12 @@
 
 #include "kernels/backend.h"
 #include "model/model.h"
-#include "model/sequence_state.h"
+#include "cache/state_cache.h"
 
 namespace lfm {
 
 struct BatchItem {
-  SequenceState* state = nullptr;
+  Sequence* seq = nullptr;
   std::span<const int32_t> tokens;
   bool all_logits = false;  // logits for every new token, else only for the last one
 };
@@ -36,17 +37,22 @@ using ActivationObserver = std::function<void(const std::string& name, const flo
 
 class Forward {
  public:
-  Forward(const Model& model, Backend& backend) : model_(model), be_(backend) {}
+  // `cache` must have the model's state shape (see model/state_plan.h).
+  Forward(const Model& model, Backend& backend, StateCache& cache);
 
-  // Runs the step, advances every item's state, and fills `out`. On an error (bad token id,
-  // context overflow) no state is modified.
+  // Runs the step, advances every item's sequence, and fills `out`. Room for the new tokens is
+  // reserved first (a no-op when the caller reserved it). On an error (bad token id, context
+  // overflow, no free KV blocks) no sequence's tokens or state change.
   void step(std::span<const BatchItem> items, StepOutput& out);
+
+  StateCache& cache() { return cache_; }
+  const Model& model() const { return model_; }
 
   void set_observer(ActivationObserver obs) { observer_ = std::move(obs); }
 
  private:
-  void conv_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items);
-  void attention_mixer(const LayerWeights& lw, int64_t layer, std::span<const BatchItem> items);
+  void conv_mixer(const LayerWeights& lw, int64_t layer);
+  void attention_mixer(const LayerWeights& lw, int64_t layer);
   void dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out);
   void moe_ffn(const MoeWeights& w, int64_t rows);
   // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.
@@ -54,12 +60,14 @@ class Forward {
 
   const Model& model_;
   Backend& be_;
+  StateCache& cache_;
   ActivationObserver observer_;
 
   // Step scratch, sized by the packed token count T (reused between steps).
   int64_t T_ = 0;
   int64_t current_layer_ = 0;  // for observer names inside the FFN
   std::vector<int64_t> positions_;  // [T]
+  std::vector<SeqRun> runs_;        // one per item
   std::vector<float> h_, a_, mix_, proj_, tmp_, tmp2_, tmp3_;
   std::vector<float> ffn_gate_, ffn_up_;  // [rows, F] SwiGLU scratch, reused across layers and steps
 };

@@ -1,0 +1,168 @@
+// The state of every sequence a model is running, in pools preallocated once:
+//   * per attention layer, a pool of fixed-size KV blocks (a sequence holds a block table);
+//   * per conv layer, a pool of rolling-state slots [slots, K-1, d] (a sequence holds one slot);
+//   * with the prefix cache on, one conv-state snapshot per KV block, taken when the block fills.
+// Nothing grows by copying. A Sequence is a small handle (block table, conv slot, tokens held).
+//
+// Prefix cache. A full block is indexed by a hash chain over its tokens and every token before
+// it, so equal hashes mean equal prefixes (the tokens are compared too, so a hash collision can
+// only miss, never alias). Blocks are reference-counted: a full block can be shared by several
+// sequences (it is never written again), and when its last user closes it stays cached until
+// free blocks run out, then the least recently used cached blocks are evicted (the tail blocks of
+// a sequence before its head). The conv state is recurrent, so resuming after a cached prefix also
+// needs the conv state at that point: the snapshot taken when the prefix's last block filled. A new
+// sequence thus resumes from its longest cached prefix of whole blocks, recomputing the rest.
+//
+// Not thread-safe: one owner (the engine's scheduler thread, or a test) drives it.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/dtype.h"
+#include "kernels/state_pools.h"
+
+namespace lfm {
+
+// Sizes of the state a model keeps per sequence (the model layer fills it from its config).
+struct StateShape {
+  int64_t attn_layers = 0, kv_heads = 0, head_dim = 0;
+  int64_t conv_layers = 0, conv_dim = 0, conv_kernel = 0;
+};
+
+struct StateCacheOptions {
+  int64_t block_tokens = 16;   // positions per KV block
+  DType type = DType::F32;     // storage of K, V and conv states: F32, F16 or BF16
+  int64_t n_blocks = 0;        // KV blocks (each spans every attention layer)
+  int64_t n_slots = 1;         // conv-state slots: sequences open at once
+  bool prefix_cache = true;    // index full blocks and keep a conv snapshot per block
+};
+
+struct StateCacheStats {
+  int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0, blocks_free = 0;
+  int64_t slots_total = 0, slots_used = 0;
+  int64_t prefix_lookup_tokens = 0;  // tokens of the prompts looked up
+  int64_t prefix_hit_tokens = 0;     // tokens reused from the cache
+  int64_t evicted_blocks = 0;
+};
+
+// Bytes of the pools: KV per block, conv state per slot, snapshot per block.
+struct StateBytes {
+  size_t kv_per_token = 0, kv_per_block = 0, conv_per_slot = 0, snapshot_per_block = 0;
+  size_t kv_total = 0, conv_total = 0, snapshots_total = 0;
+  size_t total() const { return kv_total + conv_total + snapshots_total; }
+};
+StateBytes state_bytes(const StateShape& shape, const StateCacheOptions& opt);
+
+class StateCache;
+
+// One sequence's handle. Valid from StateCache::open until close.
+class Sequence {
+ public:
+  int64_t n_past() const { return static_cast<int64_t>(tokens_.size()); }  // tokens in its state
+  int64_t max_tokens() const { return max_tokens_; }                        // its context size
+  std::span<const int32_t> tokens() const { return tokens_; }
+  std::span<const int32_t> blocks() const { return blocks_; }
+  int32_t conv_slot() const { return slot_; }
+  int64_t reused_tokens() const { return reused_; }  // tokens taken from the prefix cache
+
+ private:
+  friend class StateCache;
+  int32_t slot_ = -1;
+  int64_t max_tokens_ = 0;
+  int64_t reused_ = 0;
+  std::vector<int32_t> tokens_;
+  std::vector<int32_t> blocks_;             // block table, covering at least n_past positions
+  std::vector<uint64_t> block_hash_;        // chain hash of each full block (set at commit)
+  std::vector<ConvCheckpoint> checkpoints_;  // of the current step
+};
+
+class StateCache {
+ public:
+  StateCache(const StateShape& shape, const StateCacheOptions& opt);
+  ~StateCache();
+  StateCache(const StateCache&) = delete;
+  StateCache& operator=(const StateCache&) = delete;
+
+  const StateShape& shape() const { return shape_; }
+  const StateCacheOptions& options() const { return opt_; }
+  StateBytes bytes() const { return state_bytes(shape_, opt_); }
+  StateCacheStats stats() const;
+
+  // ---- sequences ----
+  bool can_open() const { return !free_slots_.empty(); }
+  // A new, empty sequence of at most max_tokens tokens (zeroed conv state). Throws when no slot
+  // is free or when max_tokens needs more blocks than the whole pool holds.
+  Sequence* open(int64_t max_tokens);
+  // Releases its blocks (full ones stay in the prefix cache) and its slot. Null is fine.
+  void close(Sequence* seq);
+  // Empties the sequence (as if just opened), keeping its slot.
+  void reset(Sequence& seq);
+
+  // ---- prefix cache ----
+  // Leading tokens of `tokens` that a new sequence would take from the cache: whole cached blocks,
+  // leaving at least one token to compute (the last one's logits are needed).
+  int64_t cached_prefix(std::span<const int32_t> tokens) const;
+  // On an empty sequence: shares the cached blocks of that prefix and restores the conv state
+  // saved at its end. Returns the tokens reused (also counted in stats).
+  int64_t attach_prefix(Sequence& seq, std::span<const int32_t> tokens);
+  // Forgets every cached block that no sequence uses.
+  void clear_prefix_cache();
+
+  // ---- one step ----
+  // Blocks a sequence still needs to hold n more tokens, and blocks that can be had now (free or
+  // evictable from the prefix cache).
+  int64_t blocks_needed(const Sequence& seq, int64_t n) const;
+  int64_t blocks_available() const { return static_cast<int64_t>(free_blocks_.size() + lru_.size()); }
+  // Makes room for n more tokens. Throws past the sequence's context size; returns false, changing
+  // nothing, when the pool has too few blocks.
+  bool reserve(Sequence& seq, int64_t n);
+  // The sequence's run for a step of n new tokens starting at packed row row0 (after reserve),
+  // with a conv checkpoint at every block end it crosses. Valid until its next run().
+  SeqRun run(Sequence& seq, int64_t row0, int64_t n);
+  // After the step: the sequence now holds `tokens` more; newly full blocks enter the prefix cache.
+  void commit(Sequence& seq, std::span<const int32_t> tokens);
+
+  // ---- pools, for the kernels ----
+  KvPool kv_pool(int64_t attn_layer) const;
+  ConvPool conv_pool(int64_t conv_layer) const;
+
+ private:
+  struct Block {
+    int32_t refs = 0;
+    bool indexed = false;
+    uint64_t hash = 0;             // chain hash when indexed
+    std::vector<int32_t> tokens;   // its tokens when indexed (compared on lookup)
+    std::list<int32_t>::iterator lru;
+    bool in_lru = false;
+  };
+
+  int32_t take_block();           // a free block, evicting the oldest cached one if needed
+  void release_block(int32_t b);  // drops one reference
+  void evict(int32_t b);
+  // Cached blocks matching `tokens` block by block, at most max_blocks.
+  std::vector<int32_t> match(std::span<const int32_t> tokens, int64_t max_blocks) const;
+  void zero_slot(int32_t slot);
+
+  StateShape shape_;
+  StateCacheOptions opt_;
+  std::vector<AlignedBuffer> k_, v_;            // per attention layer
+  std::vector<AlignedBuffer> conv_, snaps_;     // per conv layer
+  std::vector<Block> blocks_;
+  std::vector<int32_t> free_blocks_;            // a stack: lowest ids first out
+  std::list<int32_t> lru_;                      // cached, unused blocks; front = evicted first
+  std::unordered_map<uint64_t, int32_t> index_;  // chain hash → block
+  std::vector<int32_t> free_slots_;
+  std::vector<std::unique_ptr<Sequence>> open_;
+  StateCacheStats counters_;
+};
+
+// Chain hash of a block: its parent's hash (0 for the first block) and its tokens.
+uint64_t block_chain_hash(uint64_t parent, std::span<const int32_t> tokens);
+
+}  // namespace lfm

@@ -1,0 +1,381 @@
+// The scheduler: admission, step planning under the token budget, preemption, sampling and
+// event delivery. Everything below `loop()` runs on the scheduler thread only.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "engine/stop_strings.h"
+#include "engine/token_mask.h"
+#include "tokenizer/streaming_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lfm {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+// Shared with every stream's waker, so a stream may outlive the engine safely.
+struct Engine::Wakeup {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool signal = false;
+  bool stop = false;
+  void notify() {
+    {
+      std::lock_guard lock(mu);
+      signal = true;
+    }
+    cv.notify_all();
+  }
+};
+
+struct Engine::Active {
+  uint64_t id = 0;
+  Request req;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<int32_t> tokens;  // prompt, then every generated id
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  int64_t limit = 0;            // most tokens in all (prompt + generated)
+  std::vector<int32_t> stop_ids;
+  Sequence* seq = nullptr;      // while running
+  int64_t n_fed = 0;            // tokens in the sequence's state
+  bool admitted = false, finished = false;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamingDetokenizer> detok;
+  std::unique_ptr<StopStrings> stops;
+  Usage usage;
+  Clock::time_point submitted;
+};
+
+Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt)
+    : model_(model), tok_(tokenizer), opt_(opt), wake_(std::make_shared<Wakeup>()) {
+  LFM_CHECK(opt.batch_tokens >= 1, "engine: --batch-tokens must be at least 1, got ", opt.batch_tokens);
+  LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
+  LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
+  cache_ = make_state_cache(model, opt.state);
+  forward_ = std::make_unique<Forward>(model, backend, *cache_);
+  eos_ids_ = model.config().eos_token_ids;
+  if (tok_) {
+    if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
+    allowed_ = decodable_token_mask(*tok_, model.config().vocab_size);
+  }
+  publish_stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(wake_->mu);
+    wake_->stop = true;
+  }
+  wake_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestStream> Engine::submit(Request req) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(req.prompt.size());
+  const int64_t ctx = opt_.state.ctx_size;
+  LFM_CHECK(n >= 1, "engine: the prompt is empty (give at least one token)");
+  for (int32_t t : req.prompt)
+    LFM_CHECK(t >= 0 && t < c.vocab_size, "engine: prompt token id ", t, " is outside the vocabulary [0, ",
+              c.vocab_size, ")");
+  LFM_CHECK(n < ctx, "engine: the prompt has ", n, " tokens and needs room for at least one more: past the context size ",
+            ctx);
+  LFM_CHECK(req.max_tokens == -1 || req.max_tokens >= 1, "engine: max_tokens must be at least 1, got ",
+            req.max_tokens);
+  LFM_CHECK(req.max_tokens == -1 || n + req.max_tokens <= ctx, "engine: prompt (", n, " tokens) plus max_tokens (",
+            req.max_tokens, ") is past the context size ", ctx);
+  for (int32_t t : req.stop_ids)
+    LFM_CHECK(t >= 0 && t < c.vocab_size, "engine: stop token id ", t, " is outside the vocabulary");
+  LFM_CHECK(req.stop.empty() || tok_, "engine: stop strings need a tokenizer");
+  req.sampling.validate(c.vocab_size);
+
+  auto a = std::make_unique<Active>();
+  a->id = next_id_++;
+  a->n_prompt = n;
+  a->limit = req.max_tokens == -1 ? ctx : n + req.max_tokens;
+  const int64_t blocks = (a->limit + cache_->options().block_tokens - 1) / cache_->options().block_tokens;
+  LFM_CHECK(blocks <= cache_->options().n_blocks, "engine: the request needs ", blocks,
+            " KV blocks, the pool has ", cache_->options().n_blocks);
+  a->tokens = req.prompt;
+  a->stop_ids = req.stop_ids;
+  if (!req.ignore_eos) a->stop_ids.insert(a->stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+  a->sampler = std::make_unique<Sampler>(req.sampling, req.prompt, c.vocab_size, tok_ ? &allowed_ : nullptr);
+  if (tok_) a->detok = std::make_unique<StreamingDetokenizer>(*tok_, /*skip_special=*/true);
+  a->stops = std::make_unique<StopStrings>(req.stop);
+  a->usage.prompt_tokens = n;
+  a->submitted = Clock::now();
+  a->req = std::move(req);
+  a->stream = std::make_shared<RequestStream>(a->id);
+  std::weak_ptr<Wakeup> weak = wake_;
+  a->stream->set_waker([weak] {
+    if (auto w = weak.lock()) w->notify();
+  });
+  auto stream = a->stream;
+  {
+    std::lock_guard lock(wake_->mu);
+    LFM_CHECK(!wake_->stop, "engine: shutting down");
+    std::lock_guard s(stats_mu_);
+    const int64_t queued = outstanding_ - published_.running;
+    LFM_CHECK(queued < opt_.max_queued, "engine: the queue is full (", queued, " requests waiting)");
+    ++outstanding_;
+    streams_[a->id] = a->stream;
+    inbox_.push_back(std::move(a));
+    wake_->signal = true;
+  }
+  wake_->cv.notify_all();
+  return stream;
+}
+
+void Engine::cancel(uint64_t id) {
+  std::shared_ptr<RequestStream> target;
+  {
+    std::lock_guard s(stats_mu_);
+    auto it = streams_.find(id);
+    if (it != streams_.end()) target = it->second.lock();
+  }
+  if (target) target->cancel();  // the scheduler sees the flag and finishes it
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard s(stats_mu_);
+  return published_;
+}
+
+void Engine::wait_idle() {
+  std::unique_lock s(stats_mu_);
+  idle_cv_.wait(s, [&] { return idle_ && outstanding_ == 0; });
+}
+
+void Engine::publish_stats() {
+  std::lock_guard s(stats_mu_);
+  published_ = totals_;
+  published_.running = static_cast<int64_t>(running_.size());
+  published_.waiting = outstanding_ - published_.running;  // queued, preempted or not yet seen
+  published_.cache = cache_->stats();
+  idle_ = outstanding_ == 0 && running_.empty() && waiting_.empty();
+  if (idle_) idle_cv_.notify_all();
+}
+
+// ---- scheduler thread ----
+
+void Engine::loop() {
+  std::vector<Active*> batch;
+  std::vector<int64_t> counts;
+  while (true) {
+    {
+      std::unique_lock lock(wake_->mu);
+      wake_->cv.wait(lock, [&] {
+        return wake_->stop || wake_->signal || !inbox_.empty() || !running_.empty() || !waiting_.empty();
+      });
+      if (wake_->stop) break;
+      wake_->signal = false;
+    }
+    admit_submissions();
+    drop_cancelled();
+    if (running_.empty() && waiting_.empty()) {
+      publish_stats();
+      continue;
+    }
+    batch.clear();
+    counts.clear();
+    plan_step(batch, counts);
+    if (!batch.empty()) run_step(batch, counts);
+    publish_stats();
+  }
+  // Shutting down: everything still known ends as cancelled.
+  admit_submissions();
+  for (auto& a : running_) finish(*a, FinishReason::kCancelled);
+  for (auto& a : waiting_) finish(*a, FinishReason::kCancelled);
+  running_.clear();
+  waiting_.clear();
+  publish_stats();
+}
+
+void Engine::admit_submissions() {
+  std::deque<std::unique_ptr<Active>> fresh;
+  {
+    std::lock_guard lock(wake_->mu);
+    fresh.swap(inbox_);
+  }
+  for (auto& a : fresh) waiting_.push_back(std::move(a));
+}
+
+void Engine::drop_cancelled() {
+  auto sweep = [&](auto& list) {
+    for (auto it = list.begin(); it != list.end();) {
+      if ((*it)->stream->cancel_requested()) {
+        finish(**it, FinishReason::kCancelled);
+        it = list.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  sweep(running_);
+  sweep(waiting_);
+}
+
+bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts) {
+  int64_t budget = opt_.batch_tokens;
+  bool preempted = false;
+  // Running requests first, oldest first: a decode token each, or the next prefill chunk.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Active* a = running_[i].get();
+    const int64_t n = std::min(static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget);
+    bool self = false;
+    while (!cache_->reserve(*a->seq, n)) {
+      Active* victim = running_.back().get();  // the youngest, never one already in this step
+      preempted = true;
+      preempt(victim);
+      if (victim == a) {
+        self = true;
+        break;
+      }
+    }
+    if (self) break;
+    batch.push_back(a);
+    counts.push_back(n);
+    budget -= n;
+  }
+  // Then waiting requests, first come first served, while slots, blocks and budget allow.
+  while (!preempted && budget > 0 && !waiting_.empty() && cache_->can_open()) {
+    Active* a = waiting_.front().get();
+    Sequence* seq = cache_->open(opt_.state.ctx_size);
+    const int64_t reused = cache_->attach_prefix(*seq, a->tokens);
+    const int64_t n = std::min(static_cast<int64_t>(a->tokens.size()) - reused, budget);
+    if (!cache_->reserve(*seq, n)) {
+      cache_->close(seq);
+      break;
+    }
+    a->seq = seq;
+    a->n_fed = reused;
+    if (!a->admitted) {
+      a->admitted = true;
+      a->usage.cached_tokens = reused;
+      a->usage.queue_seconds = seconds_between(a->submitted, Clock::now());
+      totals_.cached_tokens += reused;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    batch.push_back(a);
+    counts.push_back(n);
+    budget -= n;
+  }
+  return !batch.empty();
+}
+
+void Engine::preempt(Active* victim) {
+  cache_->close(victim->seq);
+  victim->seq = nullptr;
+  victim->n_fed = 0;
+  ++victim->usage.preemptions;
+  ++totals_.preemptions;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == victim; });
+  std::unique_ptr<Active> owned = std::move(*it);
+  running_.erase(it);
+  // Back to the queue in arrival order, so it resumes before anything that came after it.
+  auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p->id > owned->id; });
+  waiting_.insert(pos, std::move(owned));
+}
+
+void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts) {
+  std::vector<BatchItem> items;
+  items.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i)
+    items.push_back({batch[i]->seq,
+                     std::span<const int32_t>(batch[i]->tokens.data() + batch[i]->n_fed, static_cast<size_t>(counts[i])),
+                     false});
+  try {
+    forward_->step(items, out_);
+  } catch (const std::exception& e) {
+    for (Active* a : batch) finish(*a, FinishReason::kError, std::string("engine: step failed: ") + e.what());
+  }
+  ++totals_.steps;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Active* a = batch[i];
+    if (a->finished) continue;
+    a->n_fed += counts[i];
+    totals_.computed_tokens += counts[i];
+    if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, out_.row(i));
+  }
+  std::erase_if(running_, [](const auto& a) { return a->finished; });
+}
+
+void Engine::after_token(Active& a, const float* logits) {
+  SampleResult r;
+  try {
+    r = a.sampler->sample(logits);
+  } catch (const std::exception& e) {
+    finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
+    return;
+  }
+  const auto now = Clock::now();
+  if (a.n_generated == 0) a.usage.first_token_seconds = seconds_between(a.submitted, now);
+  a.tokens.push_back(r.token);
+  ++a.n_generated;
+  ++totals_.generated_tokens;
+  Event ev;
+  ev.kind = Event::Kind::kToken;
+  ev.token = r.token;
+  ev.logprob = r.logprob;
+  ev.top_logprobs = std::move(r.top);
+  const bool stop_id = std::find(a.stop_ids.begin(), a.stop_ids.end(), r.token) != a.stop_ids.end();
+  if (!stop_id && a.detok) ev.text = a.stops->push(a.detok->push(r.token));
+  a.stream->push(std::move(ev));
+  if (stop_id) {
+    finish(a, FinishReason::kStop);
+  } else if (a.stops->matched()) {
+    finish(a, FinishReason::kStop);
+  } else if (static_cast<int64_t>(a.tokens.size()) >= a.limit) {
+    finish(a, FinishReason::kLength);
+  }
+}
+
+void Engine::finish(Active& a, FinishReason why, std::string error, std::string text) {
+  if (a.finished) return;
+  a.finished = true;
+  if (a.seq) {
+    cache_->close(a.seq);
+    a.seq = nullptr;
+  }
+  Event ev;
+  ev.kind = Event::Kind::kDone;
+  ev.finish = why;
+  ev.error = std::move(error);
+  if (a.stops && a.stops->matched()) {
+    ev.stop = a.stops->matched_string();
+  } else if (why == FinishReason::kStop || why == FinishReason::kLength) {
+    if (a.detok) text += a.stops->push(a.detok->finish());
+    text += a.stops->flush();
+  }
+  ev.text = std::move(text);
+  a.usage.completion_tokens = a.n_generated;
+  a.usage.total_seconds = seconds_between(a.submitted, Clock::now());
+  ev.usage = a.usage;
+  totals_.prompt_tokens += a.n_prompt;
+  if (why == FinishReason::kCancelled)
+    ++totals_.cancelled;
+  else if (why == FinishReason::kError)
+    ++totals_.failed;
+  else
+    ++totals_.finished;
+  a.stream->set_waker(nullptr);
+  a.stream->push(std::move(ev));
+  {
+    std::lock_guard s(stats_mu_);
+    streams_.erase(a.id);
+    --outstanding_;
+  }
+}
+
+}  // namespace lfm

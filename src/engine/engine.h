@@ -1,0 +1,108 @@
+// The multi-request engine every front end uses: submit requests, read their event streams,
+// cancel them. One scheduler thread owns the model's state and builds each step from the decode
+// tokens of running requests plus prefill chunks of waiting ones, under a token budget:
+//   * FCFS, at most `parallel` requests running (one conv-state slot each);
+//   * a new request resumes from its longest cached prefix (prefix cache, on by default);
+//   * when KV blocks run out, the youngest running request is preempted (its state released, its
+//     full blocks left in the prefix cache) and later resumed by recomputation;
+//   * a request's tokens never depend on what else runs: the kernels are batch- and
+//     chunking-invariant and each request samples from its own seeded generator.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/state_cache.h"
+#include "engine/request.h"
+#include "model/forward.h"
+#include "model/state_plan.h"
+
+namespace lfm {
+
+class Tokenizer;
+
+struct EngineOptions {
+  StatePlanOptions state;      // context size, parallel sequences, block size, cache type, memory
+  int64_t batch_tokens = 512;  // most tokens in one step (decode tokens count one each)
+  int64_t max_queued = 4096;   // submissions waiting beyond this are refused
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  int64_t finished = 0, cancelled = 0, failed = 0, preemptions = 0, steps = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0, computed_tokens = 0;
+  StateCacheStats cache;
+};
+
+class Engine {
+ public:
+  // `tokenizer` (optional) gives text pieces, stop strings and the mask of decodable ids; the
+  // model, backend and tokenizer must outlive the engine.
+  Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt);
+  ~Engine();  // cancels whatever is still running
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws lfm::Error, naming the problem, when it can never run (bad ids or
+  // sampling fields, prompt past the context, more KV than the pool holds, queue full); other
+  // requests are unaffected.
+  std::shared_ptr<RequestStream> submit(Request req);
+  void cancel(uint64_t id);
+
+  EngineStats stats() const;
+  const EngineOptions& options() const { return opt_; }
+  const StateCacheOptions& cache_options() const { return cache_->options(); }
+  int64_t ctx_size() const { return opt_.state.ctx_size; }
+  // Blocks until nothing is running or waiting (for tests and benchmarks).
+  void wait_idle();
+
+ private:
+  struct Active;  // one request inside the scheduler
+  struct Wakeup;
+
+  void loop();
+  void admit_submissions();
+  void drop_cancelled();
+  bool plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
+  void after_token(Active& a, const float* logits);
+  void preempt(Active* victim);
+  void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
+  void publish_stats();
+
+  const Model& model_;
+  const Tokenizer* tok_;
+  EngineOptions opt_;
+  std::unique_ptr<StateCache> cache_;
+  std::unique_ptr<Forward> forward_;
+  std::vector<int32_t> eos_ids_;
+  std::vector<uint8_t> allowed_;  // decodable ids (empty without a tokenizer)
+
+  std::shared_ptr<Wakeup> wake_;
+  std::deque<std::unique_ptr<Active>> inbox_;  // guarded by wake_->mu
+  std::atomic<uint64_t> next_id_{1};
+
+  // Scheduler-thread state.
+  std::vector<std::unique_ptr<Active>> running_;  // admission order, oldest first
+  std::deque<std::unique_ptr<Active>> waiting_;   // arrival order
+  StepOutput out_;
+  EngineStats totals_;
+
+  // Shared with front-end threads, under stats_mu_.
+  mutable std::mutex stats_mu_;
+  EngineStats published_;
+  int64_t outstanding_ = 0;  // submitted and not finished
+  bool idle_ = true;         // published when nothing is queued or running
+  std::unordered_map<uint64_t, std::weak_ptr<RequestStream>> streams_;  // by id, for cancel()
+  std::condition_variable idle_cv_;
+  std::thread thread_;
+};
+
+}  // namespace lfm

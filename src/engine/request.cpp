@@ -1,0 +1,69 @@
+#include "engine/request.h"
+
+namespace lfm {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+bool RequestStream::next(Event& ev) {
+  std::unique_lock lock(mu_);
+  if (done_taken_) return false;
+  cv_.wait(lock, [&] { return !events_.empty(); });
+  ev = std::move(events_.front());
+  events_.pop_front();
+  if (ev.kind == Event::Kind::kDone) done_taken_ = true;
+  return true;
+}
+
+bool RequestStream::next_for(Event& ev, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (done_taken_) return false;
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  ev = std::move(events_.front());
+  events_.pop_front();
+  if (ev.kind == Event::Kind::kDone) done_taken_ = true;
+  return true;
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard lock(mu_);
+  return done_taken_;
+}
+
+void RequestStream::cancel() {
+  std::function<void()> wake;
+  {
+    std::lock_guard lock(mu_);
+    cancel_ = true;
+    wake = wake_;
+  }
+  if (wake) wake();
+}
+
+bool RequestStream::cancel_requested() const {
+  std::lock_guard lock(mu_);
+  return cancel_;
+}
+
+void RequestStream::push(Event ev) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(ev));
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::set_waker(std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  wake_ = std::move(wake);
+}
+
+}  // namespace lfm

@@ -1,0 +1,85 @@
+// What a front end submits to the Engine and what it gets back.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace lfm {
+
+struct Request {
+  std::vector<int32_t> prompt;      // token ids, at least one
+  SamplingParams sampling;
+  int64_t max_tokens = -1;          // most tokens to generate; -1: until the context is full
+  std::vector<int32_t> stop_ids;    // generation ends when one is sampled (its text is not emitted)
+  std::vector<std::string> stop;    // generation ends when the text contains one (never emitted)
+  bool ignore_eos = false;          // do not stop at the model's end-of-sequence ids
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;       // prompt tokens taken from the prefix cache
+  double queue_seconds = 0;        // submit → first scheduled
+  double first_token_seconds = 0;  // submit → first token
+  double total_seconds = 0;        // submit → finish
+  int64_t preemptions = 0;
+};
+
+struct Event {
+  enum class Kind { kToken, kDone };
+  Kind kind = Kind::kToken;
+  // kToken: one generated id and the text that became final with it (may be empty: text can be
+  // held back by a stop string or an unfinished UTF-8 sequence, and stop ids add no text).
+  int32_t token = -1;
+  std::string text;
+  float logprob = 0;
+  std::vector<TokenLogprob> top_logprobs;
+  // kDone: why it ended, any remaining text, usage; `error` when kError.
+  FinishReason finish = FinishReason::kNone;
+  std::string stop;  // the stop string that ended it, if any
+  std::string error;
+  Usage usage;
+};
+
+// The events of one request, in order, ending with exactly one kDone. Filled by the engine's
+// scheduler thread, read by any one consumer thread.
+class RequestStream {
+ public:
+  explicit RequestStream(uint64_t id) : id_(id) {}
+  uint64_t id() const { return id_; }
+
+  // Blocks until an event is available; false once the kDone event has been taken.
+  bool next(Event& ev);
+  // Like next(), waiting at most `timeout`; false on timeout too (see finished()).
+  bool next_for(Event& ev, std::chrono::milliseconds timeout);
+  bool finished() const;  // kDone taken
+  // Asks the engine to stop the request; a kDone with kCancelled follows (unless it already ended).
+  void cancel();
+  bool cancel_requested() const;
+
+  // Engine side.
+  void push(Event ev);
+  void set_waker(std::function<void()> wake);
+
+ private:
+  const uint64_t id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool done_taken_ = false;
+  bool cancel_ = false;
+  std::function<void()> wake_;
+};
+
+}  // namespace lfm

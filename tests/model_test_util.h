@@ -1,0 +1,31 @@
+// Helpers for tests that run a model: one prompt through a fresh state cache, and greedy
+// generation through the engine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "model/state_plan.h"
+
+namespace lfm {
+class Tokenizer;
+}
+
+namespace lfm::test {
+
+// A one-sequence plan of `ctx` tokens with float32 state (what transformers' float32 references
+// keep), unless a type is given.
+StatePlanOptions f32_plan(int64_t ctx = 128, int64_t block_tokens = 16);
+
+// Logits of every position of `ids`, run as one prefill in a cache of its own: [n][vocab].
+std::vector<std::vector<float>> prompt_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids,
+                                              const StatePlanOptions& plan = f32_plan());
+
+// Greedy generation of n tokens through the engine, end-of-sequence ids ignored; with a tokenizer,
+// only ids it can decode are chosen.
+std::vector<int32_t> greedy(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n,
+                            const Tokenizer* tok = nullptr, const StatePlanOptions& plan = f32_plan());
+
+}  // namespace lfm::test
