@@ -10,17 +10,12 @@
 #include "kernels/avx2_backend.h"
 #include "kernels/dequant.h"
 #include "convert/quant.h"
+#include "test_util.h"
 
 namespace lfm {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using test::randn;
 
 struct Weight {
   std::vector<uint8_t> bytes;

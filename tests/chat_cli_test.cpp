@@ -32,38 +32,7 @@ class ChatCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir("lfm_chat_model");
-    const std::string tok_dir = test::data_dir() + "/tokenizer";
-    fs::copy_file(tok_dir + "/tokenizer.json", *dir_ / "tokenizer.json");
-    fs::copy_file(tok_dir + "/tokenizer_config.json", *dir_ / "tokenizer_config.json");
-    fs::copy_file(test::data_dir() + "/assets/lfm2/LFM2-1.2B/chat_template.jinja", *dir_ / "chat_template.jinja");
-    const nlohmann::json cfg = {{"architectures", {"Lfm2ForCausalLM"}},
-                                {"model_type", "lfm2"},
-                                {"vocab_size", 65536},
-                                {"hidden_size", 32},
-                                {"num_hidden_layers", 2},
-                                {"num_attention_heads", 2},
-                                {"num_key_value_heads", 1},
-                                {"layer_types", {"conv", "full_attention"}},
-                                {"block_ff_dim", 96},
-                                {"block_multiple_of", 32},
-                                {"bos_token_id", 1},
-                                {"eos_token_id", 7},
-                                {"pad_token_id", 0}};
-    std::ofstream(*dir_ / "config.json") << cfg.dump(2);
-    const ModelConfig c = parse_model_config(cfg);
-    std::vector<SafetensorsWriter::Entry> entries;
-    for (const auto& t : expected_tensors(c, false)) entries.push_back({t.name, DType::BF16, t.shape});
-    SafetensorsWriter w((*dir_ / "model.safetensors").string(), entries);
-    std::mt19937 rng(5);
-    std::normal_distribution<float> nd(0.0f, 0.5f);
-    for (const auto& e : entries) {
-      int64_t n = 1;
-      for (int64_t d : e.shape) n *= d;
-      std::vector<uint16_t> v(n);
-      for (auto& x : v) x = f32_to_bf16(e.name.find("norm") != std::string::npos ? 1.0f : nd(rng));
-      w.write(e.name, v.data(), v.size() * 2);
-    }
-    w.finish();
+    test::write_text_model(dir_->str());
   }
   static void TearDownTestSuite() { delete dir_; }
   static test::TempDir* dir_;
@@ -97,6 +66,19 @@ TEST_F(ChatCliTest, ChatRunsTurnsAndReusesState) {
   ASSERT_EQ(r.code, 0) << run_with_input("chat -m " + dir_->str() + " -n 2", "Hi\n", true).out;
   // Three replies, each ending in a newline.
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') >= 3, true) << r.out;
+  // The second turn extends the first: the prefix cache serves all but the last block of it.
+  const auto s = run_with_input("chat -m " + dir_->str() + " -s 'Be brief.' -n 6 --kv-block-size 4 --stats",
+                                "Hi there\nWhat is 2+2?\n/exit\n", /*with_stderr=*/true);
+  ASSERT_EQ(s.code, 0) << s.out;
+  std::vector<std::pair<long, long>> turns;  // (prompt tokens, from cache)
+  for (size_t at = s.out.find("[prompt "); at != std::string::npos; at = s.out.find("[prompt ", at + 1)) {
+    long prompt = 0, cached = 0;
+    ASSERT_EQ(std::sscanf(s.out.c_str() + at, "[prompt %ld tokens (%ld from cache)", &prompt, &cached), 2);
+    turns.push_back({prompt, cached});
+  }
+  ASSERT_EQ(turns.size(), 2u) << s.out;
+  EXPECT_EQ(turns[0].second, 0);
+  EXPECT_GT(turns[1].second, turns[0].first - 4) << s.out;
 }
 
 TEST_F(ChatCliTest, ChatWithoutTemplateIsAClearError) {

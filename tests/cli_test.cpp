@@ -57,6 +57,43 @@ TEST(CliTest, GenerateGreedyJsonMatchesFixture) {
   EXPECT_EQ(j["generated_ids"], g["new_tokens"]);
 }
 
+TEST(CliTest, StateOptionsKeepResultsAndInfoReportsThePool) {
+  const std::string fx = test::fixture_dir("lfm2_c_layertypes_untied_convbias_f32");
+  const auto ref = test::reference("lfm2_c_layertypes_untied_convbias_f32");
+  const auto& g = ref["greedy"]["runs"][1];
+  std::string ids;
+  for (const auto& v : g["prompt"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
+  // Other block sizes, a tiny step budget and parallel slots change nothing.
+  for (const std::string extra : {" --kv-block-size 1", " --kv-block-size 256 --batch-tokens 3",
+                                  " --kv-type f32 --parallel 4 --no-prefix-cache"}) {
+    const auto r = run("generate -m " + fx + " --prompt-ids " + ids + " -n 32 --ignore-eos --json" + extra, false);
+    ASSERT_EQ(r.code, 0) << extra << ": " << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"], g["new_tokens"]) << extra;
+  }
+  const auto a = run("logits -m " + fx + " --ids " + ids + " --json --kv-block-size 1", false);
+  const auto b = run("logits -m " + fx + " --ids " + ids + " --json --kv-block-size 7", false);
+  const auto h = run("logits -m " + fx + " --ids " + ids + " --json --kv-type bf16", false);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, h.out);
+  const auto bad = run("logits -m " + fx + " --ids 1,2 --kv-type q8_0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("unknown cache type 'q8_0'"), std::string::npos) << bad.out;
+  // LFM2-1.2B: the whole 128K context in 1.5 GiB of bf16 KV plus one conv slot.
+  const std::string cfg = test::data_dir() + "/assets/lfm2/LFM2-1.2B";
+  const auto info = run("info -m " + cfg + " --ctx-size 131072 --no-prefix-cache --json", false);
+  ASSERT_EQ(info.code, 0) << info.out;
+  const auto pool = nlohmann::json::parse(info.out)["state_pool"];
+  EXPECT_EQ(pool["kv_bytes"], int64_t{3} << 29);
+  EXPECT_EQ(pool["conv_slot_bytes"], 81920);
+  EXPECT_EQ(pool["total_bytes"], (int64_t{3} << 29) + 81920);
+  const auto f32 = nlohmann::json::parse(run("info -m " + cfg + " --kv-type f32 --json", false).out);
+  EXPECT_EQ(f32["kv_cache_bytes_per_token"], 24576);
+  const auto mem = run("info -m " + cfg + " --ctx-size 8192 --kv-memory 10M");
+  EXPECT_NE(mem.code, 0);
+  EXPECT_NE(mem.out.find("fewer than one sequence of 8192 tokens needs"), std::string::npos) << mem.out;
+}
+
 TEST(CliTest, LogitsPrefillThenDecodeJson) {
   const auto ref = test::reference("lfm2_a_fullattnidxs_tied_f32");
   const auto& pd = ref["prefill_decode"];

@@ -96,22 +96,8 @@ TEST_P(FixtureTest, GreedyRunsMatchExactly) {
     const auto prompt = run["prompt"].get<std::vector<int32_t>>();
     const auto expect = run["new_tokens"].get<std::vector<int32_t>>();
     const auto step_logits = run["step_logits"].get<std::vector<std::vector<double>>>();
-    {
-      // Through the engine, as every front end generates.
-      EngineOptions eo;
-      eo.state = plan_;
-      Engine engine(*model_, *backend_, nullptr, eo);
-      Request req;
-      req.prompt = prompt;
-      req.max_tokens = static_cast<int64_t>(expect.size());
-      req.ignore_eos = true;
-      auto stream = engine.submit(req);
-      std::vector<int32_t> got;
-      Event ev;
-      while (stream->next(ev))
-        if (ev.kind == Event::Kind::kToken) got.push_back(ev.token);
-      EXPECT_EQ(got, expect);
-    }
+    // Through the engine, as every front end generates.
+    EXPECT_EQ(test::greedy(*model_, *backend_, prompt, static_cast<int64_t>(expect.size()), nullptr, plan_), expect);
     // Step by step to check every step's logits as well.
     cache_->reset(*seq_);
     StepOutput out;
@@ -142,6 +128,33 @@ TEST_P(FixtureTest, OneTokenPromptMatchesNoCacheAnswer) {
   }
   EXPECT_EQ(got, expect);
 }
+
+// Half-precision state (K/V and conv states stored in f16 or bf16, as transformers keeps them for
+// bf16 checkpoints and llama.cpp by default) against float32 state, on the full-forward logits. Each stored value is rounded once (unit roundoff u = 2^-11 for f16, 2^-8
+// for bf16) and the errors of many values add up through the layers: the bound is 8u times the
+// largest |logit| of the f32 run (measured on these fixtures: 2.1u to 5.6u).
+class StateTypeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StateTypeTest, HalfPrecisionStateStaysWithinItsBound) {
+  auto model = load_model(test::fixture_dir(GetParam()));
+  ThreadPool pool(2);
+  auto be = make_reference_backend(pool);
+  const auto ref = test::reference(GetParam());
+  const auto ids = ref["full_forward"]["input_ids"].get<std::vector<int32_t>>();
+  StatePlanOptions plan = test::f32_plan(64);
+  const auto f32 = test::prompt_logits(*model, *be, ids, plan);
+  double scale = test::max_abs(f32);
+  for (const auto& [type, rel] : {std::pair{DType::F16, 8.0 / 2048}, std::pair{DType::BF16, 8.0 / 256}}) {
+    plan.type = type;
+    const double d = test::max_abs_diff(test::prompt_logits(*model, *be, ids, plan), f32);
+    std::printf("[ %s %-4s state ] max|dlogit| %.3g  (max|logit| %.3g, bound %.3g)\n", GetParam().c_str(),
+                dtype_name(type), d, scale, rel * scale);
+    EXPECT_LE(d, rel * scale) << dtype_name(type);
+    EXPECT_GT(d, 0.0) << dtype_name(type) << " should round something";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, StateTypeTest, ::testing::ValuesIn(test::all_fixtures()));
 
 std::string param_name(const ::testing::TestParamInfo<FixtureTest::ParamType>& info) {
   return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_block" + std::to_string(std::get<2>(info.param));

@@ -15,18 +15,13 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "test_util.h"
 #include "kernels/state_pools.h"
 
 namespace lfm {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using test::randn;
 
 std::vector<float> rounded(DType t, std::vector<float> v) {
   round_to_state_type(t, v.data(), static_cast<int64_t>(v.size()));

@@ -8,19 +8,14 @@
 
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "test_util.h"
 #include "kernels/dequant.h"
 #include "kernels/reference_ops.h"
 
 namespace lfm {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using test::randn;
 
 class KernelsTest : public ::testing::Test {
  protected:

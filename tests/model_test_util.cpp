@@ -1,5 +1,14 @@
 #include "model_test_util.h"
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "formats/safetensors_writer.h"
+#include "model/weights.h"
+#include "test_util.h"
+
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/forward.h"
@@ -26,23 +35,69 @@ std::vector<std::vector<float>> prompt_logits(const Model& model, Backend& backe
   return rows;
 }
 
+Request greedy_request(const std::vector<int32_t>& prompt, int64_t n) {
+  Request req;
+  req.prompt = prompt;
+  req.max_tokens = n;
+  req.ignore_eos = true;
+  return req;
+}
+
+std::vector<int32_t> generated_ids(RequestStream& stream) {
+  std::vector<int32_t> got;
+  Event ev;
+  while (stream.next(ev)) {
+    if (ev.kind == Event::Kind::kToken) got.push_back(ev.token);
+    if (ev.kind == Event::Kind::kDone && ev.finish == FinishReason::kError) fail("test: generation failed: ", ev.error);
+  }
+  return got;
+}
+
 std::vector<int32_t> greedy(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n,
                             const Tokenizer* tok, const StatePlanOptions& plan) {
   EngineOptions eo;
   eo.state = plan;
   Engine engine(model, backend, tok, eo);
-  Request req;
-  req.prompt = prompt;
-  req.max_tokens = n;
-  req.ignore_eos = true;
-  auto stream = engine.submit(req);
-  std::vector<int32_t> got;
-  Event ev;
-  while (stream->next(ev)) {
-    if (ev.kind == Event::Kind::kToken) got.push_back(ev.token);
-    if (ev.kind == Event::Kind::kDone && ev.finish == FinishReason::kError) fail("test: generation failed: ", ev.error);
+  return generated_ids(*engine.submit(greedy_request(prompt, n)));
+}
+
+void write_text_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string tok_dir = data_dir() + "/tokenizer";
+  fs::create_directories(dir);
+  fs::copy_file(tok_dir + "/tokenizer.json", dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(tok_dir + "/tokenizer_config.json", dir + "/tokenizer_config.json",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(data_dir() + "/assets/lfm2/LFM2-1.2B/chat_template.jinja", dir + "/chat_template.jinja",
+                fs::copy_options::overwrite_existing);
+  const nlohmann::json cfg = {{"architectures", {"Lfm2ForCausalLM"}},
+                              {"model_type", "lfm2"},
+                              {"vocab_size", 65536},
+                              {"hidden_size", 32},
+                              {"num_hidden_layers", 2},
+                              {"num_attention_heads", 2},
+                              {"num_key_value_heads", 1},
+                              {"layer_types", {"conv", "full_attention"}},
+                              {"block_ff_dim", 96},
+                              {"block_multiple_of", 32},
+                              {"bos_token_id", 1},
+                              {"eos_token_id", 7},
+                              {"pad_token_id", 0}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  const ModelConfig c = parse_model_config(cfg);
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& t : expected_tensors(c, false)) entries.push_back({t.name, DType::BF16, t.shape});
+  SafetensorsWriter w(dir + "/model.safetensors", entries);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  for (const auto& e : entries) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = f32_to_bf16(e.name.find("norm") != std::string::npos ? 1.0f : nd(rng));
+    w.write(e.name, v.data(), v.size() * 2);
   }
-  return got;
+  w.finish();
 }
 
 }  // namespace lfm::test

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "model/state_plan.h"
@@ -23,9 +25,19 @@ StatePlanOptions f32_plan(int64_t ctx = 128, int64_t block_tokens = 16);
 std::vector<std::vector<float>> prompt_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids,
                                               const StatePlanOptions& plan = f32_plan());
 
+// A greedy request for n tokens that ignores end-of-sequence ids.
+Request greedy_request(const std::vector<int32_t>& prompt, int64_t n);
+// Every generated id of a request's stream (read to the end); throws when it ended in an error.
+std::vector<int32_t> generated_ids(RequestStream& stream);
+
 // Greedy generation of n tokens through the engine, end-of-sequence ids ignored; with a tokenizer,
 // only ids it can decode are chosen.
 std::vector<int32_t> greedy(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n,
                             const Tokenizer* tok = nullptr, const StatePlanOptions& plan = f32_plan());
+
+// Writes a small random bf16 LFM2 (2 layers: conv, attention; d 32) into `dir` with the synthetic
+// LFM2-style tokenizer of tests/data/tokenizer and the real LFM2-1.2B chat template: text in, text
+// out, for plumbing tests (random weights say nothing about quality).
+void write_text_model(const std::string& dir);
 
 }  // namespace lfm::test

@@ -124,15 +124,7 @@ TEST_P(RaggedBatchTest, ReusedStateGivesIdenticalOutputs) {
   std::vector<std::vector<int32_t>> first;
   for (int round = 0; round < 2; ++round)
     for (size_t i = 0; i < 3; ++i) {
-      Request req;
-      req.prompt = prompts_[i];
-      req.max_tokens = 8;
-      req.ignore_eos = true;
-      auto stream = engine.submit(req);
-      std::vector<int32_t> got;
-      Event ev;
-      while (stream->next(ev))
-        if (ev.kind == Event::Kind::kToken) got.push_back(ev.token);
+      const auto got = test::generated_ids(*engine.submit(test::greedy_request(prompts_[i], 8)));
       if (round == 0)
         first.push_back(got);
       else

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <random>
 #include <sstream>
 
 namespace lfm::test {
@@ -19,6 +20,14 @@ std::string read_file(const fs::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
 }
 
 TempDir::TempDir(const std::string& stem) {

@@ -98,6 +98,9 @@ inline double max_abs(const std::vector<std::vector<float>>& a) {
   return m;
 }
 
+// n normal values (mean 0, std `scale`) from a fixed seed.
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f);
+
 // ---- temporary folders --------------------------------------------------------------------------
 
 // A fresh, empty folder under the system temp dir, unique per process, test and instance; removed

@@ -35,6 +35,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> call(call_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;

@@ -23,6 +23,7 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(begin, end) over [0, n) in at most size() chunks, each at least `grain` long.
+  // Calls from different threads take turns (one job at a time); fn must not call parallel_for.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -30,6 +31,7 @@ class ThreadPool {
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one parallel_for at a time
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
