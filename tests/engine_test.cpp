@@ -88,6 +88,9 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(s.cache.blocks_free + s.cache.blocks_cached, s.cache.blocks_total);
   }
 
+  // A second chat turn through the prefix cache, with the state stored in `type`.
+  void check_second_turn(DType type);
+
   ThreadPool pool_{2};
   std::unique_ptr<Model> model_;
   std::unique_ptr<Backend> backend_;
@@ -244,6 +247,13 @@ TEST_P(EngineTest, RequestsThatCanNeverFitAreRefusedAndOthersGoOn) {
 }
 
 TEST_P(EngineTest, PrefixCacheResumesASecondTurnWithUnchangedOutputs) {
+  for (DType type : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(type));
+    check_second_turn(type);
+  }
+}
+
+void EngineTest::check_second_turn(DType type) {
   const int64_t B = 16;
   std::vector<int32_t> turn1 = prompts_[7];  // 30 tokens
   turn1.insert(turn1.end(), prompts_[6].begin(), prompts_[6].end());  // 47
@@ -255,6 +265,7 @@ TEST_P(EngineTest, PrefixCacheResumesASecondTurnWithUnchangedOutputs) {
   };
   EngineOptions with = options(2);
   with.state.ctx_size = 128;
+  with.state.type = type;
   EngineOptions without = with;
   without.state.prefix_cache = false;
 
