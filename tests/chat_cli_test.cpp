@@ -10,7 +10,7 @@
 #include <random>
 
 #include "core/thread_pool.h"
-#include "kernels/avx2_backend.h"
+#include "kernels/cpu_backend.h"
 #include "model/config.h"
 #include "formats/safetensors_writer.h"
 #include "model/weights.h"

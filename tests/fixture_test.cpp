@@ -8,7 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/engine.h"
-#include "kernels/avx2_backend.h"
+#include "kernels/cpu_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
 #include "test_util.h"
@@ -18,16 +18,15 @@ namespace {
 
 constexpr double kLogitTol = 1e-4;
 
-// Parameters: (fixture, backend, KV block size) — every fixture runs on the reference and the
-// AVX2 backend with blocks of 1, 16 and 256 tokens.
+// Parameters: (fixture, backend, KV block size) — every fixture runs on the portable reference
+// backend and each SIMD backend the CPU has, with blocks of 1, 16 and 256 tokens.
 class FixtureTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, int64_t>> {
  protected:
   void SetUp() override {
     const auto& [fixture, backend, block] = GetParam();
-    if (backend == "avx2" && !cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "CPU lacks AVX2";
+    if (!isa_supported(parse_isa(backend))) GTEST_SKIP() << "CPU lacks " << backend;
     model_ = load_model(test::fixture_dir(fixture));
-    backend_ = backend == "avx2" ? std::unique_ptr<Backend>(std::make_unique<Avx2Backend>(pool_))
-                                 : make_reference_backend(pool_);
+    backend_ = make_backend_for(parse_isa(backend), pool_);
     ref_ = test::reference(fixture);
     plan_.ctx_size = 128;
     plan_.block_tokens = block;
@@ -162,12 +161,12 @@ std::string param_name(const ::testing::TestParamInfo<FixtureTest::ParamType>& i
 
 INSTANTIATE_TEST_SUITE_P(Dense, FixtureTest,
                          ::testing::Combine(::testing::ValuesIn(test::dense_fixtures()),
-                                            ::testing::Values("reference", "avx2"),
+                                            ::testing::ValuesIn(test::all_isas()),
                                             ::testing::Values(int64_t{1}, int64_t{16}, int64_t{256})),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(Moe, FixtureTest,
                          ::testing::Combine(::testing::ValuesIn(test::moe_fixtures()),
-                                            ::testing::Values("reference", "avx2"),
+                                            ::testing::ValuesIn(test::all_isas()),
                                             ::testing::Values(int64_t{1}, int64_t{16}, int64_t{256})),
                          param_name);
 

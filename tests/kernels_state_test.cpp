@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_backend.h"
 #include "test_util.h"
 #include "kernels/state_pools.h"
 
@@ -80,10 +81,15 @@ std::vector<double> dense_attention(const Seq& s, DType type, int64_t i, int64_t
   return out;
 }
 
-class StateKernelsTest : public ::testing::Test {
+// Every test runs on the portable reference backend and on each SIMD backend the CPU has.
+class StateKernelsTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (!isa_supported(parse_isa(GetParam()))) GTEST_SKIP() << "CPU lacks " << GetParam();
+    be_ = make_backend_for(parse_isa(GetParam()), pool_);
+  }
   ThreadPool pool_{3};
-  std::unique_ptr<Backend> be_ = make_reference_backend(pool_);
+  std::unique_ptr<Backend> be_;
 
   // Runs sequences `seqs` through kv_write + attention in steps: step t feeds chunk[t] tokens of
   // every sequence (all sequences packed in one call). Returns each sequence's outputs [n, H, hd].
@@ -150,7 +156,7 @@ class StateKernelsTest : public ::testing::Test {
   }
 };
 
-TEST_F(StateKernelsTest, PagedAttentionMatchesDenseForEveryTypeAndBlockSize) {
+TEST_P(StateKernelsTest, PagedAttentionMatchesDenseForEveryTypeAndBlockSize) {
   const int64_t H = 6, G = 2, hd = 5;
   const float scale = 0.37f;
   for (DType type : kTypes)
@@ -169,7 +175,7 @@ TEST_F(StateKernelsTest, PagedAttentionMatchesDenseForEveryTypeAndBlockSize) {
     }
 }
 
-TEST_F(StateKernelsTest, PagedAttentionIgnoresNeighboursChunkingAndBlockSize) {
+TEST_P(StateKernelsTest, PagedAttentionIgnoresNeighboursChunkingAndBlockSize) {
   const int64_t H = 4, G = 1, hd = 8;
   for (DType type : kTypes) {
     std::vector<std::vector<float>> reference;
@@ -191,7 +197,7 @@ TEST_F(StateKernelsTest, PagedAttentionIgnoresNeighboursChunkingAndBlockSize) {
   }
 }
 
-TEST_F(StateKernelsTest, BadRunsAreRejected) {
+TEST_P(StateKernelsTest, BadRunsAreRejected) {
   TestKv kv(DType::F32, 2, 4, 1, 4);
   std::vector<float> q(4 * 4), k(4), v(4), out(4 * 4);
   const std::vector<int32_t> blocks = {0};
@@ -232,7 +238,7 @@ struct TestConv {
 };
 
 // LFM2_SPEC.md §3.4 worked example: d=2, K=3, the conv part fed with u = B ⊙ x.
-TEST_F(StateKernelsTest, ShortConvSpecExample) {
+TEST_P(StateKernelsTest, ShortConvSpecExample) {
   const std::vector<float> w = {0.25f, -1, 2, 0.5f, 0.5f, 1};  // [d][K], last tap = newest
   const std::vector<float> u = {2, 4, 8, -2, 0, 18, 2, 0};     // u_0..u_3
   const std::vector<float> z_want = {4, 4, 14, 0, -7.5f, 19, 6, 8};
@@ -256,7 +262,7 @@ TEST_F(StateKernelsTest, ShortConvSpecExample) {
   EXPECT_EQ(c2.slot(0), c.slot(0));
 }
 
-TEST_F(StateKernelsTest, ShortConvMatchesDenseAcrossTypesChunksSlotsAndCheckpoints) {
+TEST_P(StateKernelsTest, ShortConvMatchesDenseAcrossTypesChunksSlotsAndCheckpoints) {
   const int64_t d = 13, K = 4, n = 11;
   const auto w = randn(d * K, 12), b = randn(d, 13);
   for (DType type : kTypes) {
@@ -316,6 +322,8 @@ TEST_F(StateKernelsTest, ShortConvMatchesDenseAcrossTypesChunksSlotsAndCheckpoin
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, StateKernelsTest, ::testing::ValuesIn(test::all_isas()));
 
 TEST(StatePoolsTest, StorageConversionsRoundOnce) {
   const auto x = randn(33, 5, 100.0f);

@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_backend.h"
 #include "test_util.h"
 #include "kernels/dequant.h"
 #include "kernels/reference_ops.h"
@@ -17,13 +18,18 @@ namespace {
 
 using test::randn;
 
-class KernelsTest : public ::testing::Test {
+// Every test runs on the portable reference backend and on each SIMD backend the CPU has.
+class KernelsTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (!isa_supported(parse_isa(GetParam()))) GTEST_SKIP() << "CPU lacks " << GetParam();
+    be_ = make_backend_for(parse_isa(GetParam()), pool_);
+  }
   ThreadPool pool_{3};
-  std::unique_ptr<Backend> be_ = make_reference_backend(pool_);
+  std::unique_ptr<Backend> be_;
 };
 
-TEST_F(KernelsTest, MatmulAllPlainTypesAwkwardSizes) {
+TEST_P(KernelsTest, MatmulAllPlainTypesAwkwardSizes) {
   for (auto [n, out, in] : {std::tuple{1, 1, 1}, {3, 17, 33}, {7, 5, 129}, {2, 64, 7}}) {
     const auto x = randn(n * in, 1);
     const auto wf = randn(out * in, 2);
@@ -51,7 +57,7 @@ TEST_F(KernelsTest, MatmulAllPlainTypesAwkwardSizes) {
   }
 }
 
-TEST_F(KernelsTest, MatmulRowsIndependentOfBatchAndThreads) {
+TEST_P(KernelsTest, MatmulRowsIndependentOfBatchAndThreads) {
   const int in = 100, out = 37;
   const auto x = randn(9 * in, 3);
   const auto wf = randn(out * in, 4);
@@ -59,14 +65,14 @@ TEST_F(KernelsTest, MatmulRowsIndependentOfBatchAndThreads) {
   std::vector<float> all(9 * out), one(out);
   be_->matmul(x.data(), 9, w, all.data());
   ThreadPool single(1);
-  auto be1 = make_reference_backend(single);
+  auto be1 = make_backend_for(parse_isa(GetParam()), single);
   for (int i = 0; i < 9; ++i) {
     be1->matmul(x.data() + i * in, 1, w, one.data());
     EXPECT_EQ(std::memcmp(one.data(), all.data() + i * out, out * 4), 0) << "row " << i;
   }
 }
 
-TEST_F(KernelsTest, RmsNorm) {
+TEST_P(KernelsTest, RmsNorm) {
   for (int dim : {1, 7, 64, 129}) {
     const auto x = randn(3 * dim, 5, 3.0f);
     const auto w = randn(dim, 6);
@@ -84,7 +90,7 @@ TEST_F(KernelsTest, RmsNorm) {
   }
 }
 
-TEST_F(KernelsTest, RopeNeoxRotatesHalves) {
+TEST_P(KernelsTest, RopeNeoxRotatesHalves) {
   const int hd = 12, heads = 3, n = 4;
   auto x = randn(n * heads * hd, 7);
   const auto orig = x;
@@ -102,7 +108,7 @@ TEST_F(KernelsTest, RopeNeoxRotatesHalves) {
       }
 }
 
-TEST_F(KernelsTest, SwigluSoftmaxElementwise) {
+TEST_P(KernelsTest, SwigluSoftmaxElementwise) {
   const auto g = randn(37, 14, 4.0f), u = randn(37, 15);
   std::vector<float> out(37);
   be_->swiglu(g.data(), u.data(), 37, out.data());
@@ -113,6 +119,8 @@ TEST_F(KernelsTest, SwigluSoftmaxElementwise) {
   for (float p : s) total += p;
   EXPECT_NEAR(total, 1.0, 1e-6);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsTest, ::testing::ValuesIn(test::all_isas()));
 
 TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
   ThreadPool pool(4);

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
-#include "kernels/avx2_backend.h"
+#include "kernels/cpu_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
 #include "test_util.h"

@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
-#include "kernels/avx2_backend.h"
+#include "kernels/cpu_backend.h"
 #include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"

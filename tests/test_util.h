@@ -101,6 +101,10 @@ inline double max_abs(const std::vector<std::vector<float>>& a) {
 // n normal values (mean 0, std `scale`) from a fixed seed.
 std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f);
 
+// Instruction-set levels that backend tests run on: "generic" (the portable reference backend)
+// and each SIMD level; tests skip levels the CPU lacks (see skip_unless_supported).
+inline std::vector<std::string> all_isas() { return {"generic", "avx2", "avx512"}; }
+
 // ---- temporary folders --------------------------------------------------------------------------
 
 // A fresh, empty folder under the system temp dir, unique per process, test and instance; removed

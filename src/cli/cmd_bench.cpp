@@ -1,26 +1,23 @@
-// lfm bench: prefill and decode throughput in the style of llama-bench (pp N / tg N), batched
-// decode (aggregate tokens/s of B sequences decoding together), the memory bandwidth decode
-// achieves (weight bytes read per step × steps/s), and the prefix cache's effect on the time to
-// first token (a request whose first P tokens are cached vs the same request cold).
-#include <algorithm>
+// lfm bench: llama-bench's tests and options (-p, -n, -d, -t, -r, -o md|json, same JSON field
+// names) so the two tools compare row by row, plus ours: batched decode (-b: aggregate tokens/s
+// of B sequences), the bytes a decode step reads per second against the measured read-bandwidth
+// ceiling, and the prefix cache's effect on time to first token (--prefix).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/bench_runs.h"
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/engine.h"
-#include "model/forward.h"
+#include "kernels/cpu_backend.h"
 
 namespace lfm::cli {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Time to first token of a request through the engine (greedy, one token).
 double first_token_seconds(Engine& engine, const std::vector<int32_t>& prompt, int64_t* cached) {
@@ -39,35 +36,57 @@ double first_token_seconds(Engine& engine, const std::vector<int32_t>& prompt, i
   fail("bench: the request ended without a result");
 }
 
+std::string model_label(const Model& m, const std::string& path) {
+  const double b = static_cast<double>(m.parameter_count()) / 1e9;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s %.2fB %s", m.config().model_type.c_str(), b,
+                std::filesystem::path(path).filename().string().c_str());
+  return buf;
+}
+
+std::string test_label(const BenchTest& t) {
+  std::string s = t.n_prompt > 0 ? "pp" + std::to_string(t.n_prompt) : "tg" + std::to_string(t.n_gen);
+  if (t.n_seqs > 1) s += " x" + std::to_string(t.n_seqs);
+  if (t.n_depth > 0) s += " @ d" + std::to_string(t.n_depth);
+  return s;
+}
+
 int run_bench(int argc, char** argv) {
-  CLI::App app{"Measure prefill (pp), decode (tg, batched) and prefix-cache throughput on random token ids."};
+  CLI::App app{
+      "Measure prefill (pp), decode (tg, batched with -b) and prefix-cache throughput on random token ids, "
+      "with llama-bench's options and output fields."};
   configure_app(app);
-  std::string model;
-  int64_t n_prompt = 512, n_gen = 128, prefix = 0;
-  std::vector<int64_t> batches = {1};
-  int threads = 0, reps = 1;
-  bool json_out = false;
+  std::string model, output = "md";
+  std::vector<int64_t> prompts = {512}, gens = {128}, depths = {0}, batches = {1};
+  std::vector<int> threads = {0};
+  int64_t prefix = 0;
+  int reps = 5;
   StateArgs state;
   app.add_option("-m,--model", model, "Model: Hugging Face folder or .gguf file")->required();
-  app.add_option("-p,--n-prompt", n_prompt, "Prompt tokens for the prefill test (0: skip)")
+  app.add_option("-p,--n-prompt", prompts, "Prompt tokens of the prefill tests (0: none), e.g. 128,512")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("-n,--n-gen", n_gen, "Tokens per sequence for the decode test (0: skip)")
+  app.add_option("-n,--n-gen", gens, "Tokens of the decode tests (0: none)")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("-b,--batch", batches, "Sequences decoded together, a comma-separated list (e.g. 1,4,16)")
+  app.add_option("-d,--n-depth", depths, "Context tokens already in the state before each test, e.g. 0,8192")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-b,--batch", batches, "Sequences decoded together in the tg tests, e.g. 1,4,16")
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--prefix", prefix,
-                 "Prefix-cache test: time to first token of a prompt whose first N tokens are cached, vs cold "
-                 "(0: skip)")
+  app.add_option("-t,--threads", threads, "Thread counts to test, e.g. 1,2 (0: all cores)")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("-r,--repetitions", reps, "Repeat each test and report the best")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "Threads (0: all cores)")
+  app.add_option("-r,--repetitions", reps, "Repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-o,--output", output, "Output format: md or json")->capture_default_str()->check(CLI::IsMember({"md", "json"}));
+  app.add_option("--prefix", prefix,
+                 "Prefix-cache test: time to first token of a prompt whose first N tokens are cached, vs cold (0: skip)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--kv-type", state.kv_type, "Storage of K/V and conv states: f32, f16, bf16 or auto")
@@ -75,117 +94,110 @@ int run_bench(int argc, char** argv) {
   app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
-  app.add_flag("--json", json_out, "Print one JSON object");
+  app.add_flag_callback("--json", [&] { output = "json"; }, "Same as -o json");
   LFM_CLI_PARSE(app, argc, argv);
 
-  Runtime rt = open_runtime(model, threads);
-  const ModelConfig& cfg = rt.model->config();
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(cfg.vocab_size - 1));
-  auto random_ids = [&](int64_t n) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (auto& t : v) t = tok(rng);
-    return v;
-  };
-  StepOutput out;
-  nlohmann::json j;
-  j["model"] = model;
-  j["threads"] = rt.pool->size();
-  j["backend"] = rt.backend->name();
-  j["weight_bytes"] = rt.model->weight_bytes();
-  const DType kv_type = parse_state_type(state.kv_type, default_state_type(*rt.model));
-  j["kv_type"] = dtype_name(kv_type);
-
-  if (n_prompt > 0) {
-    const std::vector<int32_t> prompt = random_ids(n_prompt);
-    state.ctx_size = n_prompt;
-    state.parallel = 1;
-    auto cache = make_state_cache(*rt.model, state_plan(state, cfg, rt.model.get()));
-    Forward fwd(*rt.model, *rt.backend, *cache);
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      Sequence* seq = cache->open(n_prompt);
-      BatchItem item{seq, prompt, false};
-      const auto t0 = std::chrono::steady_clock::now();
-      fwd.step(std::span<const BatchItem>(&item, 1), out);
-      best = std::min(best, seconds_since(t0));
-      cache->close(seq);
-      cache->clear_prefix_cache();
-    }
-    j["pp"] = {{"tokens", n_prompt}, {"seconds", best}, {"tokens_per_second", n_prompt / best}};
-    if (!json_out)
-      std::printf("pp%-6lld %10.2f tok/s  (%.3f s)\n", static_cast<long long>(n_prompt), n_prompt / best, best);
+  auto m = load_model(model);
+  const StatePlanOptions plan = state_plan(state, m->config(), m.get());
+  std::vector<BenchTest> tests;
+  for (int64_t d : depths) {
+    for (int64_t p : prompts)
+      if (p > 0) tests.push_back({p, 0, d, 1});
+    for (int64_t n : gens)
+      if (n > 0)
+        for (int64_t b : batches) tests.push_back({0, n, d, b});
   }
-  if (n_gen > 0) {
-    j["tg"] = nlohmann::json::array();
-    for (int64_t batch : batches) {
-      state.ctx_size = n_gen + 1;
-      state.parallel = batch;
-      auto cache = make_state_cache(*rt.model, state_plan(state, cfg, rt.model.get()));
-      Forward fwd(*rt.model, *rt.backend, *cache);
-      double best = 1e30;
-      for (int r = 0; r < reps; ++r) {
-        std::vector<Sequence*> seqs;
-        std::vector<int32_t> last(static_cast<size_t>(batch));
-        std::vector<BatchItem> items(static_cast<size_t>(batch));
-        for (int64_t b = 0; b < batch; ++b) {
-          seqs.push_back(cache->open(n_gen + 1));
-          last[b] = tok(rng);
-        }
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int64_t s = 0; s < n_gen; ++s) {
-          for (int64_t b = 0; b < batch; ++b) items[b] = {seqs[b], std::span<const int32_t>(&last[b], 1), false};
-          fwd.step(items, out);
-          for (int64_t b = 0; b < batch; ++b) last[b] = tok(rng);
-        }
-        best = std::min(best, seconds_since(t0));
-        for (Sequence* s : seqs) cache->close(s);
-        cache->clear_prefix_cache();
+  const std::string label = model_label(*m, model);
+  const double size_gib = static_cast<double>(m->weight_bytes()) / (1024.0 * 1024 * 1024);
+  nlohmann::json rows = nlohmann::json::array();
+  if (output == "md") {
+    std::printf("| model | size | params | backend | threads | type_k | test | t/s | GB/s (ceiling) |\n");
+    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |\n");
+  }
+  for (int t : threads) {
+    std::string backend;
+    double ceiling = 0;
+    const auto results = run_bench_tests(*m, tests, t, reps, plan, &backend, &ceiling);
+    for (const BenchResult& r : results) {
+      const double gbs = r.bytes_per_step > 0 ? r.bytes_per_step * static_cast<double>(r.test.n_gen) / r.avg_s() / 1e9 : 0;
+      nlohmann::json j;
+      j["model_filename"] = model;
+      j["model_type"] = label;
+      j["model_size"] = m->weight_bytes();
+      j["model_n_params"] = m->parameter_count();
+      j["backends"] = "CPU";
+      j["cpu_info"] = backend;
+      j["n_threads"] = r.n_threads;
+      j["type_k"] = dtype_name(*plan.type);
+      j["type_v"] = dtype_name(*plan.type);
+      j["n_prompt"] = r.test.n_prompt;
+      j["n_gen"] = r.test.n_gen;
+      j["n_depth"] = r.test.n_depth;
+      j["n_seqs"] = r.test.n_seqs;
+      j["avg_ns"] = static_cast<int64_t>(r.avg_s() * 1e9);
+      j["stddev_ns"] = static_cast<int64_t>(r.stddev_s() * 1e9);
+      j["avg_ts"] = r.avg_ts();
+      j["stddev_ts"] = r.stddev_ts();
+      nlohmann::json ns = nlohmann::json::array(), ts = nlohmann::json::array();
+      for (size_t i = 0; i < r.samples_s.size(); ++i) {
+        ns.push_back(static_cast<int64_t>(r.samples_s[i] * 1e9));
+        ts.push_back(r.tokens_per_second(i));
       }
-      const double tps = static_cast<double>(n_gen * batch) / best;
-      const double gbs = static_cast<double>(rt.model->weight_bytes()) * (n_gen / best) / 1e9;
-      j["tg"].push_back({{"tokens", n_gen},
-                         {"batch", batch},
-                         {"seconds", best},
-                         {"tokens_per_second", tps},
-                         {"weight_read_gb_per_second", gbs}});
-      if (!json_out)
-        std::printf("tg%-6lld %10.2f tok/s  (batch %lld, %.3f s, weights read at %.1f GB/s)\n",
-                    static_cast<long long>(n_gen), tps, static_cast<long long>(batch), best, gbs);
+      j["samples_ns"] = ns;
+      j["samples_ts"] = ts;
+      j["read_gb_per_s"] = gbs;
+      j["ceiling_gb_per_s"] = ceiling / 1e9;
+      rows.push_back(j);
+      if (output == "md") {
+        char gb[48] = "";
+        if (gbs > 0) std::snprintf(gb, sizeof gb, "%.1f (%.1f)", gbs, ceiling / 1e9);
+        std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %s |\n", label.c_str(), size_gib,
+                    static_cast<double>(m->parameter_count()) / 1e9, backend.c_str(), r.n_threads,
+                    dtype_name(*plan.type), test_label(r.test).c_str(), r.avg_ts(), r.stddev_ts(), gb);
+        std::fflush(stdout);
+      }
     }
   }
   if (prefix > 0) {
-    // Cold: a fresh prompt of prefix + 32 tokens. Warm: after a request over its first `prefix`
-    // tokens (the history), the same prompt again reuses every whole cached block of it.
-    state.ctx_size = prefix + 64;
-    state.parallel = 1;
-    state.no_prefix_cache = false;
-    Engine engine(*rt.model, *rt.backend, nullptr, engine_options(state, *rt.model));
-    double cold = 1e30, warm = 1e30;
+    // Cold: a fresh prompt of prefix + 32 tokens. Warm: after a request over a history of
+    // `prefix` tokens, the history plus 32 new tokens reuses every whole cached block of it.
+    Runtime rt;
+    rt.pool = std::make_unique<ThreadPool>(threads.front());
+    rt.backend = make_cpu_backend(*rt.pool);
+    StateArgs ps = state;
+    ps.ctx_size = prefix + 64;
+    Engine engine(*m, *rt.backend, nullptr, engine_options(ps, *m));
+    std::mt19937 rng(99);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m->config().vocab_size - 1));
+    auto random_ids = [&](int64_t n) {
+      std::vector<int32_t> v(static_cast<size_t>(n));
+      for (auto& x : v) x = tok(rng);
+      return v;
+    };
+    std::vector<int32_t> prompt = random_ids(prefix);
+    const std::vector<int32_t> turn = random_ids(32);
+    prompt.insert(prompt.end(), turn.begin(), turn.end());
+    const double cold = first_token_seconds(engine, prompt, nullptr);
+    const std::vector<int32_t> history = random_ids(prefix);
+    first_token_seconds(engine, history, nullptr);
+    std::vector<int32_t> again = history;
+    again.insert(again.end(), turn.begin(), turn.end());
     int64_t cached = 0;
-    for (int r = 0; r < reps; ++r) {
-      const std::vector<int32_t> history = random_ids(prefix);
-      std::vector<int32_t> prompt = history;
-      const std::vector<int32_t> turn = random_ids(32);
-      prompt.insert(prompt.end(), turn.begin(), turn.end());
-      cold = std::min(cold, first_token_seconds(engine, prompt, nullptr));
-      const std::vector<int32_t> other = random_ids(prefix);  // a different history, to time it warm
-      first_token_seconds(engine, other, nullptr);
-      std::vector<int32_t> again = other;
-      again.insert(again.end(), turn.begin(), turn.end());
-      warm = std::min(warm, first_token_seconds(engine, again, &cached));
-    }
-    j["prefix"] = {{"prefix_tokens", prefix},     {"new_tokens", 32},       {"cached_tokens", cached},
-                   {"cold_ttft_seconds", cold}, {"warm_ttft_seconds", warm}, {"speedup", cold / warm}};
-    if (!json_out)
-      std::printf("prefix %-6lld cold TTFT %.3f s, cached TTFT %.3f s (%lld tokens reused): %.1fx faster\n",
+    const double warm = first_token_seconds(engine, again, &cached);
+    nlohmann::json j = {{"test", "prefix"},          {"prefix_tokens", prefix},     {"new_tokens", 32},
+                        {"cached_tokens", cached},   {"cold_ttft_seconds", cold}, {"warm_ttft_seconds", warm},
+                        {"speedup", cold / warm},    {"n_threads", rt.pool->size()}};
+    rows.push_back(j);
+    if (output == "md")
+      std::printf("\nprefix %lld: cold TTFT %.3f s, cached TTFT %.3f s (%lld tokens reused): %.1fx faster\n",
                   static_cast<long long>(prefix), cold, warm, static_cast<long long>(cached), cold / warm);
   }
-  if (json_out) std::cout << j.dump(2) << "\n";
+  if (output == "json") std::cout << rows.dump(2) << "\n";
   return 0;
 }
 
-CommandRegistrar reg({"bench", "measure prefill, batched decode and prefix-cache throughput", run_bench});
+CommandRegistrar reg({"bench", "measure prefill, (batched) decode and prefix-cache throughput (llama-bench style)",
+                      run_bench});
 
 }  // namespace
 }  // namespace lfm::cli

@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "core/error.h"
-#include "kernels/avx2_backend.h"
+#include "kernels/cpu_backend.h"
 
 namespace lfm::cli {
 

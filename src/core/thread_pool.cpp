@@ -1,75 +1,102 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "core/error.h"
 
 namespace lfm {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins this many times (~tens of microseconds) before a worker sleeps or the caller yields.
+constexpr int kSpins = 20000;
+
+inline void run_chunk(void (*call)(void*, int64_t, int64_t), void* fn, int64_t n, int chunks, int index) {
+  const int64_t begin = n * index / chunks;
+  const int64_t end = n * (index + 1) / chunks;
+  if (begin < end) call(fn, begin, end);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (const std::system_error&) {
+    n_threads_ = static_cast<int>(workers_.size()) + 1;  // run with the threads we got
+  }
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
-  cv_start_.notify_all();
+  cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-namespace {
-void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int chunks, int index) {
-  const int64_t begin = n * index / chunks;
-  const int64_t end = n * (index + 1) / chunks;
-  if (begin < end) fn(begin, end);
-}
-}  // namespace
-
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::run(int64_t n, int64_t grain, Job job) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int chunks = static_cast<int>(std::min<int64_t>(n_threads_, (n + grain - 1) / grain));
   if (chunks <= 1) {
-    fn(0, n);
+    job.call(job.fn, 0, n);
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
+  job_ = job;
+  job_n_ = n;
+  job_chunks_ = chunks;
+  // Every worker acknowledges every job (also those without a chunk), so none can still be
+  // reading this job's fields when the next one is written.
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
+    // Under mu_ so a worker between its last check and its wait cannot miss the wake-up.
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    pending_ = chunks - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
+    if (sleepers_ > 0) cv_.notify_all();
   }
-  cv_start_.notify_all();
-  run_chunk(fn, n, chunks, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  run_chunk(job.call, job.fn, n, chunks, 0);
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpins)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    int chunks;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunks = job_chunks_;
-      if (index >= chunks) continue;
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; gen == seen && spins < kSpins && !stop_.load(std::memory_order_relaxed); ++spins) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
     }
-    run_chunk(*job, n, chunks, index);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_ == 0) cv_done_.notify_one();
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++sleepers_;
+      cv_.wait(lock, [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; });
+      --sleepers_;
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (stop_.load()) return;
+    seen = gen;
+    const Job job = job_;
+    const int64_t n = job_n_;
+    const int chunks = job_chunks_;
+    if (index < chunks) run_chunk(job.call, job.fn, n, chunks, index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -1,14 +1,19 @@
-// A small fixed thread pool with a blocking parallel_for. The calling thread takes part, so a
-// pool of N threads runs N-1 workers. Work is split into contiguous ranges so each output row is
-// always computed by exactly one thread in one fixed order: results never depend on the
+// A small persistent thread pool with a blocking parallel_for. The calling thread takes part,
+// so a pool of N threads runs N-1 workers. Work is split into contiguous ranges so each output
+// row is always computed by exactly one thread in one fixed order: results never depend on the
 // thread count or on what else is in the batch.
+//
+// Cheap enough to call hundreds of times per decode step: no allocation and no std::function
+// per call (the callable is passed by reference), workers spin briefly on an atomic generation
+// counter before sleeping, and the caller spins on a completion counter.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace lfm {
@@ -24,22 +29,36 @@ class ThreadPool {
 
   // Calls fn(begin, end) over [0, n) in at most size() chunks, each at least `grain` long.
   // Calls from different threads take turns (one job at a time); fn must not call parallel_for.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  template <typename Fn>
+  void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    run(n, grain, Job{const_cast<void*>(static_cast<const void*>(&fn)),
+                      [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); }});
+  }
 
  private:
+  struct Job {
+    void* fn = nullptr;
+    void (*call)(void*, int64_t, int64_t) = nullptr;
+  };
+  void run(int64_t n, int64_t grain, Job job);
   void worker_loop(int index);
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex call_mu_;  // one parallel_for at a time
-  std::mutex mu_;
-  std::condition_variable cv_start_, cv_done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  // The current job; written by the caller before generation_ is bumped (release), read by
+  // workers after they see the new generation (acquire).
+  Job job_;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  // Sleeping workers wait here after spinning for a while.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int sleepers_ = 0;
 };
 
 }  // namespace lfm

@@ -5,10 +5,6 @@
 
 #include <cstring>
 
-#if defined(__F16C__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "core/error.h"
 #include "kernels/quant_blocks.h"
 
@@ -18,18 +14,11 @@ namespace {
 
 void row_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
 
-// Loads through memcpy / unaligned intrinsics, so an odd source address is fine.
+// Portable (baseline x86-64) decoders; the SIMD backends have their own (kernels/cpu/).
+// Loads go through memcpy, so an odd source address is fine.
 void row_f16(const void* src, float* dst, int64_t n) {
   const auto* bytes = static_cast<const uint8_t*>(src);
-  int64_t i = 0;
-#if defined(__F16C__)
-  // Hardware half->float is exact, so this gives the same bits as f16_to_f32.
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 2 * i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
-#endif
-  for (; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, bytes + 2 * i, 2);
     dst[i] = f16_to_f32(h);
@@ -38,15 +27,7 @@ void row_f16(const void* src, float* dst, int64_t n) {
 
 void row_bf16(const void* src, float* dst, int64_t n) {
   const auto* bytes = static_cast<const uint8_t*>(src);
-  int64_t i = 0;
-#if defined(__AVX2__)
-  // bf16 is the top half of a float32: widen and shift, exact.
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 2 * i));
-    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-  }
-#endif
-  for (; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, bytes + 2 * i, 2);
     dst[i] = bf16_to_f32(h);

@@ -14,6 +14,8 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq);
 void softmax(float* x, int64_t n);
+// Checks that a run's block table covers its positions and names only blocks of the pool.
+void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks);
 // Address of position `pos` of a sequence in a K or V pool (`base` is pool.k or pool.v).
 const uint8_t* kv_token(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos);
 // Query row i (of run `run`), head h of paged causal GQA attention; scores has room for

@@ -15,17 +15,6 @@ namespace lfm {
 
 namespace {
 
-// Checks that a run's block table covers its positions and names only blocks of the pool.
-void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks) {
-  LFM_CHECK(r.n_rows > 0 && r.pos0 >= 0, "kernels: run with ", r.n_rows, " rows at position ", r.pos0);
-  const int64_t last_block = (r.pos0 + r.n_rows - 1) / block_tokens;
-  LFM_CHECK(last_block < static_cast<int64_t>(r.blocks.size()), "kernels: block table of ", r.blocks.size(),
-            " blocks does not cover position ", r.pos0 + r.n_rows - 1);
-  for (int64_t b = 0; b <= last_block; ++b)
-    LFM_CHECK(r.blocks[b] >= 0 && r.blocks[b] < n_blocks, "kernels: block id ", r.blocks[b], " outside the pool of ",
-              n_blocks);
-}
-
 // Row index → run index, for work split by rows.
 std::vector<int32_t> row_owners(std::span<const SeqRun> runs, int64_t& total_rows) {
   total_rows = 0;
@@ -39,6 +28,17 @@ std::vector<int32_t> row_owners(std::span<const SeqRun> runs, int64_t& total_row
 }  // namespace
 
 namespace ref {
+
+// Checks that a run's block table covers its positions and names only blocks of the pool.
+void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks) {
+  LFM_CHECK(r.n_rows > 0 && r.pos0 >= 0, "kernels: run with ", r.n_rows, " rows at position ", r.pos0);
+  const int64_t last_block = (r.pos0 + r.n_rows - 1) / block_tokens;
+  LFM_CHECK(last_block < static_cast<int64_t>(r.blocks.size()), "kernels: block table of ", r.blocks.size(),
+            " blocks does not cover position ", r.pos0 + r.n_rows - 1);
+  for (int64_t b = 0; b <= last_block; ++b)
+    LFM_CHECK(r.blocks[b] >= 0 && r.blocks[b] < n_blocks, "kernels: block id ", r.blocks[b], " outside the pool of ",
+              n_blocks);
+}
 
 const uint8_t* kv_token(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos) {
   const int64_t block = blocks[pos / pool.block_tokens];
@@ -109,7 +109,7 @@ void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int
 void ReferenceBackend::kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) {
   const int64_t width = pool.token_elems();
   for (const SeqRun& r : runs) {
-    check_run(r, pool.block_tokens, pool.n_blocks);
+    ref::check_run(r, pool.block_tokens, pool.n_blocks);
     for (int64_t i = 0; i < r.n_rows; ++i) {
       const int64_t pos = r.pos0 + i;
       store_state_row(pool.type, k + (r.row0 + i) * width, const_cast<uint8_t*>(ref::kv_token(pool.k, pool, r.blocks, pos)),
@@ -126,7 +126,7 @@ void ReferenceBackend::attention(const float* q, const KvPool& pool, std::span<c
             " query heads cannot share ", pool.kv_heads, " kv heads");
   int64_t max_keys = 0;
   for (const SeqRun& r : runs) {
-    check_run(r, pool.block_tokens, pool.n_blocks);
+    ref::check_run(r, pool.block_tokens, pool.n_blocks);
     max_keys = std::max(max_keys, r.pos0 + r.n_rows);
   }
   int64_t total_rows = 0;

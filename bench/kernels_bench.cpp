@@ -1,0 +1,81 @@
+// Kernel micro-benchmarks: matmul for each weight type at decode (n = 1) and prefill (n = 128)
+// sizes of LFM2-1.2B's FFN (8192 × 2048), on every instruction-set level the CPU has
+// (generic = the portable reference), plus paged attention at a few depths.
+// Run: build/bench/lfm_microbench --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "convert/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu_backend.h"
+
+namespace {
+
+using namespace lfm;
+
+std::vector<float> randn(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(0);
+  return p;
+}
+
+struct Weight {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+const Weight& weight(DType dt, int64_t out, int64_t in) {
+  static std::map<std::tuple<int, int64_t, int64_t>, Weight> cache;
+  auto& w = cache[{static_cast<int>(dt), out, in}];
+  if (w.bytes.empty()) {
+    const auto f = randn(static_cast<size_t>(out * in), 1);
+    const size_t row = dtype_row_bytes(dt, in);
+    w.bytes.resize(row * static_cast<size_t>(out));
+    for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
+    w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
+  }
+  return w;
+}
+
+void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n) {
+  if (!isa_supported(isa)) {
+    state.SkipWithError("CPU lacks this instruction set");
+    return;
+  }
+  auto be = make_backend_for(isa, pool());
+  const int64_t out = 8192, in = 2048;
+  const Weight& w = weight(dt, out, in);
+  const auto x = randn(static_cast<size_t>(n * in), 2);
+  std::vector<float> y(static_cast<size_t>(n * out));
+  for (auto _ : state) {
+    be->matmul(x.data(), n, w.view, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes.size()), benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * out * in) / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_all() {
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      for (int64_t n : {1, 128}) {
+        const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + "/n" + std::to_string(n);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n)->UseRealTime()->Unit(benchmark::kMillisecond);
+      }
+}
+
+const bool registered = (register_all(), true);
+
+}  // namespace

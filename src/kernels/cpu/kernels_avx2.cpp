@@ -1,0 +1,40 @@
+// The AVX2 + FMA + F16C backend. Every function here is compiled for that instruction set (the
+// pragma below, after all headers, so shared inline and template code from headers keeps the
+// baseline target and stays safe to link); make_cpu_backend only picks it when the CPU has it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/simd_backends.h"
+#include "kernels/dequant.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/reference_backend.h"
+#include "kernels/reference_ops.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+#include "kernels/cpu/simd_avx2.h"
+
+namespace lfm::isa_avx2 {
+using V = simd::Avx2;
+#include "kernels/cpu/simd_decode.inc"
+#include "kernels/cpu/simd_matmul.inc"
+#include "kernels/cpu/simd_ops.inc"
+#include "kernels/cpu/simd_backend.inc"
+}  // namespace lfm::isa_avx2
+
+namespace lfm {
+float stream_read_avx2(const void* p, size_t n) { return isa_avx2::stream_read(static_cast<const uint8_t*>(p), n); }
+std::unique_ptr<Backend> make_avx2_backend(ThreadPool& pool) {
+  return std::make_unique<isa_avx2::SimdBackend>(pool, "cpu-avx2");
+}
+}  // namespace lfm
+
+#pragma GCC pop_options

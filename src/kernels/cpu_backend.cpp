@@ -1,0 +1,71 @@
+#include "kernels/cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace lfm {
+
+std::unique_ptr<Backend> make_backend_for(Isa isa, ThreadPool& pool) {
+  LFM_CHECK(isa_supported(isa), "kernels: this CPU cannot run the ", isa_name(isa), " kernels (it has: ",
+            cpu_features().describe(), ")");
+  switch (isa) {
+    case Isa::kAvx512: return make_avx512_backend(pool);
+    case Isa::kAvx2: return make_avx2_backend(pool);
+    case Isa::kGeneric: break;
+  }
+  return make_reference_backend(pool);
+}
+
+double measure_read_bandwidth(ThreadPool& pool, std::span<const std::pair<const void*, size_t>> ranges, int passes) {
+  // Cut every range into 1 MiB pieces and spread the pieces over the threads.
+  struct Piece {
+    const uint8_t* p;
+    size_t n;
+  };
+  std::vector<Piece> pieces;
+  size_t total = 0;
+  for (const auto& [p, n] : ranges) {
+    for (size_t off = 0; off < n; off += size_t{1} << 20)
+      pieces.push_back({static_cast<const uint8_t*>(p) + off, std::min(n - off, size_t{1} << 20)});
+    total += n;
+  }
+  const Isa isa = selected_isa();
+  auto read = [&](const Piece& pc) -> float {
+    if (isa == Isa::kAvx512) return stream_read_avx512(pc.p, pc.n);
+    if (isa == Isa::kAvx2) return stream_read_avx2(pc.p, pc.n);
+    uint64_t s = 0;
+    for (size_t i = 0; i + 8 <= pc.n; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, pc.p + i, 8);
+      s ^= v;
+    }
+    return static_cast<float>(s & 0xffff);
+  };
+  double best = 0;
+  std::atomic<uint64_t> sink{0};
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
+      float acc = 0;
+      for (int64_t i = b; i < e; ++i) acc += read(pieces[i]);
+      uint32_t bits;
+      std::memcpy(&bits, &acc, 4);
+      sink.fetch_xor(bits, std::memory_order_relaxed);  // keeps the reads alive
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) best = std::max(best, static_cast<double>(total) / s);
+  }
+  volatile uint64_t keep = sink.load();
+  (void)keep;
+  return best;
+}
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool) { return make_backend_for(selected_isa(), pool); }
+
+}  // namespace lfm

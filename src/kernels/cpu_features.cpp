@@ -1,0 +1,87 @@
+#include "kernels/cpu_features.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace lfm {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kGeneric: return "generic";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+std::string CpuFeatures::describe() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (on) s += (s.empty() ? "" : " ") + std::string(name);
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
+  add(avx512vnni, "avx512vnni");
+  add(avx512bf16, "avx512bf16");
+  add(avxvnni, "avxvnni");
+  return s.empty() ? "none" : s;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = [] {
+    CpuFeatures c;
+#if defined(__x86_64__) || defined(__i386__)
+    // libgcc's detection also checks that the OS saves the AVX / AVX-512 register state (XGETBV).
+    __builtin_cpu_init();
+    c.avx2 = __builtin_cpu_supports("avx2");
+    c.fma = __builtin_cpu_supports("fma");
+    c.f16c = __builtin_cpu_supports("f16c");
+    c.avx512f = __builtin_cpu_supports("avx512f");
+    c.avx512bw = __builtin_cpu_supports("avx512bw");
+    c.avx512vl = __builtin_cpu_supports("avx512vl");
+    c.avx512dq = __builtin_cpu_supports("avx512dq");
+    c.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    c.avxvnni = __builtin_cpu_supports("avxvnni");
+#endif
+    return c;
+  }();
+  return f;
+}
+
+bool isa_supported(Isa isa) {
+  const CpuFeatures& c = cpu_features();
+  switch (isa) {
+    case Isa::kGeneric: return true;
+    case Isa::kAvx2: return c.avx2 && c.fma && c.f16c;
+    case Isa::kAvx512:
+      return c.avx2 && c.fma && c.f16c && c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.avx512vnni;
+  }
+  return false;
+}
+
+Isa parse_isa(const std::string& name) {
+  if (name == "generic") return Isa::kGeneric;
+  if (name == "avx2") return Isa::kAvx2;
+  if (name == "avx512") return Isa::kAvx512;
+  fail("kernels: LFM_ISA='", name, "' is not one of generic, avx2, avx512");
+}
+
+Isa selected_isa() {
+  Isa best = Isa::kGeneric;
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(i)) best = i;
+  if (const char* env = std::getenv("LFM_ISA"); env && *env) {
+    const Isa want = parse_isa(env);
+    if (static_cast<int>(want) < static_cast<int>(best)) best = want;
+  }
+  return best;
+}
+
+}  // namespace lfm
