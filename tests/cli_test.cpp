@@ -94,6 +94,28 @@ TEST(CliTest, StateOptionsKeepResultsAndInfoReportsThePool) {
   EXPECT_NE(mem.out.find("fewer than one sequence of 8192 tokens needs"), std::string::npos) << mem.out;
 }
 
+TEST(CliTest, ForcedPortablePathGivesTheSameTokens) {
+  // LFM_ISA lowers the kernels to the portable reference path: what a CPU without AVX2 runs.
+  const std::string fx = test::fixture_dir("lfm2_c_layertypes_untied_convbias_f32");
+  const auto ref = test::reference("lfm2_c_layertypes_untied_convbias_f32");
+  const auto& g = ref["greedy"]["runs"][2];
+  std::string ids;
+  for (const auto& v : g["prompt"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
+    const auto r = test::run_command(std::string("env LFM_ISA=") + isa + " " + LFM_BINARY + " generate -m " + fx +
+                                     " --prompt-ids " + ids + " -n 32 --ignore-eos --json 2>/dev/null");
+    ASSERT_EQ(r.code, 0) << isa << ": " << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"], g["new_tokens"]) << isa;
+  }
+  const auto bench =
+      test::run_command(std::string("env LFM_ISA=generic ") + LFM_BINARY + " bench -m " + fx + " -p 8 -n 2 -r 1 -o json 2>/dev/null");
+  ASSERT_EQ(bench.code, 0) << bench.out;
+  EXPECT_EQ(nlohmann::json::parse(bench.out)[0]["cpu_info"], "cpu-reference");
+  const auto bad = test::run_command(std::string("env LFM_ISA=sse9 ") + LFM_BINARY + " generate -m " + fx + " --prompt-ids 1 2>&1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("LFM_ISA='sse9'"), std::string::npos) << bad.out;
+}
+
 TEST(CliTest, LogitsPrefillThenDecodeJson) {
   const auto ref = test::reference("lfm2_a_fullattnidxs_tied_f32");
   const auto& pd = ref["prefill_decode"];

@@ -18,7 +18,9 @@ const char* isa_name(Isa isa) {
 std::string CpuFeatures::describe() const {
   std::string s;
   auto add = [&](bool on, const char* name) {
-    if (on) s += (s.empty() ? "" : " ") + std::string(name);
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
   };
   add(avx2, "avx2");
   add(fma, "fma");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -32,6 +33,8 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_decode.inc"
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_ops.inc"
+#define LFM_SIMD_VNNI 1
+#include "kernels/cpu/simd_q8.inc"
 #include "kernels/cpu/simd_backend.inc"
 }  // namespace lfm::isa_avx512
 
