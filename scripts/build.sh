@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
 case "$kind" in
-  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release -DLFM_NATIVE=OFF) ;;
   # -O1 without debug info: quick to compile, still fast enough to run the suite.
-  asan)    dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" -DLFM_SANITIZE=ON -DLFM_BUILD_BENCH=OFF) ;;
+  asan)    dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" -DLFM_SANITIZE=ON -DLFM_BUILD_BENCH=OFF -DLFM_NATIVE=OFF) ;;
   *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
 esac
 bash scripts/setup.sh
