@@ -26,3 +26,9 @@ if [ ! -d "$ROOT/tools/tokenizer/node_modules" ]; then
   echo "setup: installing the tokenizer test oracle (npm ci in tools/tokenizer)" >&2
   npm ci --prefix "$ROOT/tools/tokenizer" --no-audit --no-fund >/dev/null
 fi
+
+# Server test client: the official `openai` npm package, pinned by tools/server-tests/package-lock.json.
+if [ ! -d "$ROOT/tools/server-tests/node_modules" ]; then
+  echo "setup: installing the OpenAI client for server tests (npm ci in tools/server-tests)" >&2
+  npm ci --prefix "$ROOT/tools/server-tests" --no-audit --no-fund >/dev/null
+fi

@@ -270,14 +270,14 @@ void EngineTest::check_second_turn(DType type) {
   without.state.prefix_cache = false;
 
   Engine cold(*model_, *backend_, nullptr, without);
-  const Result r1 = collect(*cold.submit({turn1, {}, 10, {}, {}, true}));
+  const Result r1 = collect(*cold.submit(test::greedy_request(turn1, 10)));
   const std::vector<int32_t> turn2 = second(r1.tokens);
-  const Result want = collect(*cold.submit({turn2, {}, 10, {}, {}, true}));
+  const Result want = collect(*cold.submit(test::greedy_request(turn2, 10)));
   EXPECT_EQ(want.usage.cached_tokens, 0);
 
   Engine warm(*model_, *backend_, nullptr, with);
-  EXPECT_EQ(collect(*warm.submit({turn1, {}, 10, {}, {}, true})).tokens, r1.tokens);
-  const Result got = collect(*warm.submit({turn2, {}, 10, {}, {}, true}));
+  EXPECT_EQ(collect(*warm.submit(test::greedy_request(turn1, 10))).tokens, r1.tokens);
+  const Result got = collect(*warm.submit(test::greedy_request(turn2, 10)));
   EXPECT_EQ(got.tokens, want.tokens);
   // The history (turn 1 and its reply) is 57 tokens, 56 of them computed: 3 whole blocks reused.
   const int64_t history = static_cast<int64_t>(turn1.size() + r1.tokens.size());
@@ -317,16 +317,16 @@ TEST_P(EngineTest, EvictedPrefixIsRecomputedCorrectly) {
   Engine e(*model_, *backend_, nullptr, o);  // 4 blocks: one context, nothing to spare
   std::vector<int32_t> p = prompts_[7];      // 30 tokens
   p.insert(p.end(), prompts_[5].begin(), prompts_[5].end());  // 47
-  const Result first = collect(*e.submit({p, {}, 8, {}, {}, true}));
-  const Result hit = collect(*e.submit({p, {}, 8, {}, {}, true}));
+  const Result first = collect(*e.submit(test::greedy_request(p, 8)));
+  const Result hit = collect(*e.submit(test::greedy_request(p, 8)));
   EXPECT_EQ(hit.usage.cached_tokens, 32);
   EXPECT_EQ(hit.tokens, first.tokens);
   // Two other long requests push it out of the 4-block pool.
   for (size_t i : {3, 4}) {
     std::vector<int32_t> other(50, prompts_[i][0]);
-    collect(*e.submit({other, {}, 4, {}, {}, true}));
+    collect(*e.submit(test::greedy_request(other, 4)));
   }
-  const Result again = collect(*e.submit({p, {}, 8, {}, {}, true}));
+  const Result again = collect(*e.submit(test::greedy_request(p, 8)));
   EXPECT_LT(again.usage.cached_tokens, 32);
   EXPECT_EQ(again.tokens, first.tokens);
   EXPECT_GT(e.stats().cache.evicted_blocks, 0);

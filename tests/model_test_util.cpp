@@ -61,7 +61,24 @@ std::vector<int32_t> greedy(const Model& model, Backend& backend, const std::vec
   return generated_ids(*engine.submit(greedy_request(prompt, n)));
 }
 
-void write_text_model(const std::string& dir) {
+namespace {
+nlohmann::json text_model_config() {
+  return {{"architectures", {"Lfm2ForCausalLM"}},
+          {"model_type", "lfm2"},
+          {"vocab_size", 65536},
+          {"hidden_size", 32},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 2},
+          {"num_key_value_heads", 1},
+          {"layer_types", {"conv", "full_attention"}},
+          {"block_ff_dim", 96},
+          {"block_multiple_of", 32},
+          {"bos_token_id", 1},
+          {"eos_token_id", 7},
+          {"pad_token_id", 0}};
+}
+
+void copy_text_files(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string tok_dir = data_dir() + "/tokenizer";
   fs::create_directories(dir);
@@ -70,19 +87,46 @@ void write_text_model(const std::string& dir) {
                 fs::copy_options::overwrite_existing);
   fs::copy_file(data_dir() + "/assets/lfm2/LFM2-1.2B/chat_template.jinja", dir + "/chat_template.jinja",
                 fs::copy_options::overwrite_existing);
-  const nlohmann::json cfg = {{"architectures", {"Lfm2ForCausalLM"}},
-                              {"model_type", "lfm2"},
-                              {"vocab_size", 65536},
-                              {"hidden_size", 32},
-                              {"num_hidden_layers", 2},
-                              {"num_attention_heads", 2},
-                              {"num_key_value_heads", 1},
-                              {"layer_types", {"conv", "full_attention"}},
-                              {"block_ff_dim", 96},
-                              {"block_multiple_of", 32},
-                              {"bos_token_id", 1},
-                              {"eos_token_id", 7},
-                              {"pad_token_id", 0}};
+}
+}  // namespace
+
+void write_scripted_model(const std::string& dir, const std::vector<std::pair<int32_t, int32_t>>& next) {
+  if (next.size() > 31) throw std::runtime_error("write_scripted_model: at most 31 transitions");
+  copy_text_files(dir);
+  nlohmann::json cfg = text_model_config();
+  cfg["tie_word_embeddings"] = false;
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  const ModelConfig c = parse_model_config(cfg);
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& t : expected_tensors(c, true)) entries.push_back({t.name, DType::F32, t.shape});
+  SafetensorsWriter w(dir + "/model.safetensors", entries);
+  const int64_t d = c.hidden_size;
+  for (const auto& e : entries) {
+    int64_t n = 1;
+    for (int64_t x : e.shape) n *= x;
+    std::vector<float> v(static_cast<size_t>(n), 0.0f);
+    if (e.name.find("norm") != std::string::npos) std::fill(v.begin(), v.end(), 1.0f);
+    // Transition i: token `from` embeds as unit vector e_(i+1); output row `to` reads that
+    // direction; unknown tokens embed as e_0, read by output row 0.
+    if (e.name == "model.embed_tokens.weight") {
+      for (int64_t t = 0; t < c.vocab_size; ++t) v[t * d] = 1.0f;
+      for (size_t i = 0; i < next.size(); ++i) {
+        v[next[i].first * d] = 0.0f;
+        v[next[i].first * d + static_cast<int64_t>(i) + 1] = 1.0f;
+      }
+    }
+    if (e.name == "lm_head.weight") {
+      v[0] = 10.0f;
+      for (size_t i = 0; i < next.size(); ++i) v[next[i].second * d + static_cast<int64_t>(i) + 1] = 10.0f;
+    }
+    w.write(e.name, v.data(), v.size() * 4);
+  }
+  w.finish();
+}
+
+void write_text_model(const std::string& dir) {
+  copy_text_files(dir);
+  const nlohmann::json cfg = text_model_config();
   std::ofstream(dir + "/config.json") << cfg.dump(2);
   const ModelConfig c = parse_model_config(cfg);
   std::vector<SafetensorsWriter::Entry> entries;

@@ -40,4 +40,11 @@ std::vector<int32_t> greedy(const Model& model, Backend& backend, const std::vec
 // out, for plumbing tests (random weights say nothing about quality).
 void write_text_model(const std::string& dir);
 
+// Writes a "scripted" model into `dir` (with the same tokenizer and template as
+// write_text_model): every layer's weights are zero, so the residual stream is the token's
+// embedding, and the embeddings and output rows are set so that greedy decoding maps token
+// `from` to `to` for each given pair (other tokens predict id 0). It lets server tests make a
+// model emit exact text (a tool call, reasoning) without a trained checkpoint. At most 31 pairs.
+void write_scripted_model(const std::string& dir, const std::vector<std::pair<int32_t, int32_t>>& next);
+
 }  // namespace lfm::test

@@ -110,7 +110,10 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   a->stop_ids = req.stop_ids;
   if (!req.ignore_eos) a->stop_ids.insert(a->stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
   a->sampler = std::make_unique<Sampler>(req.sampling, req.prompt, c.vocab_size, tok_ ? &allowed_ : nullptr);
-  if (tok_) a->detok = std::make_unique<StreamingDetokenizer>(*tok_, /*skip_special=*/true);
+  if (tok_) {
+    a->detok = std::make_unique<StreamingDetokenizer>(*tok_, /*skip_special=*/true);
+    a->detok->keep(req.show_special);
+  }
   a->stops = std::make_unique<StopStrings>(req.stop);
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
@@ -126,7 +129,7 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
     LFM_CHECK(!wake_->stop, "engine: shutting down");
     std::lock_guard s(stats_mu_);
     const int64_t queued = outstanding_ - published_.running;
-    LFM_CHECK(queued < opt_.max_queued, "engine: the queue is full (", queued, " requests waiting)");
+    if (queued >= opt_.max_queued) throw EngineBusy(cat("engine: the queue is full (", queued, " requests waiting)"));
     ++outstanding_;
     streams_[a->id] = a->stream;
     inbox_.push_back(std::move(a));
@@ -144,6 +147,18 @@ void Engine::cancel(uint64_t id) {
     if (it != streams_.end()) target = it->second.lock();
   }
   if (target) target->cancel();  // the scheduler sees the flag and finishes it
+}
+
+int64_t Engine::vocab_size() const { return model_.config().vocab_size; }
+
+void Engine::cancel_all() {
+  std::vector<std::shared_ptr<RequestStream>> targets;
+  {
+    std::lock_guard s(stats_mu_);
+    for (const auto& [id, weak] : streams_)
+      if (auto st = weak.lock()) targets.push_back(st);
+  }
+  for (auto& t : targets) t->cancel();
 }
 
 EngineStats Engine::stats() const {

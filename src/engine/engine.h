@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cache/state_cache.h"
+#include "core/error.h"
 #include "engine/request.h"
 #include "model/forward.h"
 #include "model/state_plan.h"
@@ -27,6 +28,12 @@
 namespace lfm {
 
 class Tokenizer;
+
+// submit() when the queue is full: the caller may retry later (HTTP 429).
+class EngineBusy : public Error {
+ public:
+  using Error::Error;
+};
 
 struct EngineOptions {
   StatePlanOptions state;      // context size, parallel sequences, block size, cache type, memory
@@ -55,11 +62,14 @@ class Engine {
   // requests are unaffected.
   std::shared_ptr<RequestStream> submit(Request req);
   void cancel(uint64_t id);
+  // Cancels every request not finished yet (shutdown).
+  void cancel_all();
 
   EngineStats stats() const;
   const EngineOptions& options() const { return opt_; }
   const StateCacheOptions& cache_options() const { return cache_->options(); }
   int64_t ctx_size() const { return opt_.state.ctx_size; }
+  int64_t vocab_size() const;  // the model's output rows (valid token ids)
   // Blocks until nothing is running or waiting (for tests and benchmarks).
   void wait_idle();
 

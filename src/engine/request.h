@@ -21,6 +21,7 @@ struct Request {
   std::vector<int32_t> stop_ids;    // generation ends when one is sampled (its text is not emitted)
   std::vector<std::string> stop;    // generation ends when the text contains one (never emitted)
   bool ignore_eos = false;          // do not stop at the model's end-of-sequence ids
+  std::vector<int32_t> show_special;  // special ids whose text is emitted anyway (e.g. tool-call markers)
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

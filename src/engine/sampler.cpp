@@ -127,8 +127,9 @@ SampleResult Sampler::sample(const float* logits) {
     const double lse = mx + std::log(sum);
     res.logprob = static_cast<float>(logits[res.token] - lse);
     if (p_.top_logprobs > 0) {
-      cand_.clear();
-      for (int64_t i = 0; i < vocab_; ++i) cand_.push_back({logits[i], static_cast<int32_t>(i)});
+      cand_.clear();  // alternatives among the allowed ids only (others have no text to show)
+      for (int64_t i = 0; i < vocab_; ++i)
+        if (ok(i)) cand_.push_back({logits[i], static_cast<int32_t>(i)});
       const size_t k = std::min(cand_.size(), static_cast<size_t>(p_.top_logprobs));
       std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(),
                         [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });

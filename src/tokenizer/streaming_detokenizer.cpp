@@ -1,5 +1,7 @@
 #include "tokenizer/streaming_detokenizer.h"
 
+#include <algorithm>
+
 #include "core/utf8.h"
 
 namespace lfm {
@@ -8,7 +10,7 @@ StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, bool skip
     : tokenizer_(tokenizer), skip_special_(skip_special) {}
 
 std::string StreamingDetokenizer::push(int32_t id) {
-  if (skip_special_ && tokenizer_.is_special(id)) return {};
+  if (skip_special_ && tokenizer_.is_special(id) && std::find(keep_.begin(), keep_.end(), id) == keep_.end()) return {};
   tokenizer_.append_token_bytes(id, pending_);
   // Everything before a still-incomplete trailing sequence is final: lossy decoding of a byte
   // string never looks past the sequence it is in, so emitting it now gives the same text as

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
@@ -15,6 +16,8 @@ class StreamingDetokenizer {
  public:
   // The tokenizer must outlive this object.
   explicit StreamingDetokenizer(const Tokenizer& tokenizer, bool skip_special = false);
+  // Ids shown even when skip_special drops special tokens (markers an output parser needs).
+  void keep(std::vector<int32_t> ids) { keep_ = std::move(ids); }
 
   // Returns the text that became complete with this token (often empty for partial characters).
   std::string push(int32_t id);
@@ -29,6 +32,7 @@ class StreamingDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
+  std::vector<int32_t> keep_;
   std::string pending_;
 };
 

@@ -1,0 +1,92 @@
+// lfm serve: the OpenAI-compatible HTTP server (src/server/). SIGINT / SIGTERM stop accepting,
+// let in-flight requests finish for --shutdown-grace seconds (then cancel them) and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "server/server.h"
+#include "tokenizer/load_tokenizer.h"
+
+namespace lfm::cli {
+namespace {
+
+int run_serve(int argc, char** argv) {
+  CLI::App app{"Serve a model over an OpenAI-compatible HTTP API (chat, completions, models, tokenize, metrics)."};
+  configure_app(app);
+  std::string model;
+  server::ServerOptions so;
+  StateArgs state;
+  state.parallel = 4;
+  int threads = 0;
+  int64_t max_queue = 256;
+  app.add_option("-m,--model", model, "Model: Hugging Face folder (with tokenizer files) or .gguf file")->required();
+  app.add_option("--host", so.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", so.port, "Port (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", so.api_key, "Require `Authorization: Bearer KEY` on /v1/*, /tokenize, /detokenize");
+  app.add_option("--model-name", so.model_name, "Model id reported by /v1/models (default: the folder or file name)");
+  add_state_options(app, state, /*engine=*/true);
+  app.add_option("--max-queue", max_queue, "Requests that may wait; beyond, 429 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http-threads", so.http_threads, "Connections served at once (each stream holds one)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 4096));
+  app.add_option("--max-body", so.max_body_bytes, "Largest request body in bytes (larger: 413)")->capture_default_str();
+  app.add_option("--shutdown-grace", so.shutdown_grace_s, "Seconds in-flight requests get after SIGINT/SIGTERM")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "Compute threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  LFM_CLI_PARSE(app, argc, argv);
+  if (so.model_name == "lfm") {
+    std::string name = model;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    so.model_name = name.substr(name.find_last_of('/') + 1);
+  }
+
+  // Block the stop signals in every thread (they inherit this mask); one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
+
+  Runtime rt = open_runtime(model, threads);
+  auto tok = load_tokenizer(model);
+  EngineOptions eo = engine_options(state, *rt.model);
+  eo.max_queued = max_queue;
+  Engine engine(*rt.model, *rt.backend, tok.get(), eo);
+  server::Server srv(engine, *tok, so);
+  const int port = srv.bind();
+  std::thread([&srv, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::fprintf(stderr, "lfm serve: %s received, finishing in-flight requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    srv.shutdown();
+  }).detach();
+  const auto c = engine.cache_options();
+  std::fprintf(stderr, "lfm serve: %s on %s, %lld sequences x %lld tokens, %lld KV blocks of %lld (%s)\n",
+               so.model_name.c_str(), rt.backend->name(), static_cast<long long>(state.parallel),
+               static_cast<long long>(engine.ctx_size()), static_cast<long long>(c.n_blocks),
+               static_cast<long long>(c.block_tokens), dtype_name(c.type));
+  std::printf("listening on http://%s:%d\n", so.host.c_str(), port);
+  std::fflush(stdout);
+  srv.run();
+  std::fprintf(stderr, "lfm serve: stopped\n");
+  return 0;
+}
+
+CommandRegistrar reg({"serve", "serve the model over an OpenAI-compatible HTTP API", run_serve});
+
+}  // namespace
+}  // namespace lfm::cli

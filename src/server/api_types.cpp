@@ -1,0 +1,282 @@
+#include "server/api_types.h"
+
+#include <cmath>
+
+namespace lfm::server {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, "'" + param + "' " + message, param);
+}
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& body, const char* name, double lo, double hi, double fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) bad(name, "must be a number");
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) bad(name, "must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return d;
+}
+
+int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number_integer()) bad(name, "must be an integer");
+  const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : v->get<int64_t>();
+  if (i < lo || i > hi) bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return i;
+}
+
+bool boolean(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) bad(name, "must be true or false");
+  return v->get<bool>();
+}
+
+GenerationParams generation(const json& body, int64_t vocab, bool chat) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  GenerationParams g;
+  SamplingParams& s = g.req.sampling;
+  s.temperature = static_cast<float>(number(body, "temperature", 0, 2, 1.0));
+  s.top_p = static_cast<float>(number(body, "top_p", 0, 1, 1.0));
+  if (s.top_p == 0.0f) s.top_p = 1e-6f;  // OpenAI accepts 0: only the most likely token
+  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 30, 0));
+  if (s.top_k < 0) s.top_k = 0;  // -1: off, as vLLM spells it
+  s.min_p = static_cast<float>(number(body, "min_p", 0, 0.999999, 0.0));
+  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2, 0.0));
+  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2, 0.0));
+  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 100, 1.0));
+  if (const json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) bad("seed", "must be an integer");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) bad("logit_bias", "must be an object mapping token ids to biases");
+    for (const auto& [key, value] : lb->items()) {
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || id < 0 || id >= vocab)
+        bad("logit_bias", "key '" + key + "' is not a token id in [0, " + std::to_string(vocab) + ")");
+      if (!value.is_number() || value.get<double>() < -100 || value.get<double>() > 100)
+        bad("logit_bias", "value for token " + key + " must be a number between -100 and 100");
+      s.logit_bias.push_back({static_cast<int32_t>(id), value.get<float>()});
+    }
+  }
+  if (chat) {
+    g.logprobs = boolean(body, "logprobs", false);
+    g.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 20, 0));
+    if (g.top_logprobs > 0 && !g.logprobs) bad("top_logprobs", "requires 'logprobs': true");
+  } else if (const json* lp = field(body, "logprobs")) {  // completions: an integer count
+    if (!lp->is_number_integer() || lp->get<int64_t>() < 0 || lp->get<int64_t>() > 20)
+      bad("logprobs", "must be an integer between 0 and 20");
+    g.logprobs = true;
+    g.top_logprobs = lp->get<int>();
+  }
+  s.logprobs = g.logprobs;
+  s.top_logprobs = g.top_logprobs;
+  const json* mt = field(body, "max_completion_tokens");
+  const char* mt_name = "max_completion_tokens";
+  if (!mt) {
+    mt = field(body, "max_tokens");
+    mt_name = "max_tokens";
+  }
+  if (mt) {
+    if (!mt->is_number_integer() || mt->get<int64_t>() < 1) bad(mt_name, "must be a positive integer");
+    g.max_tokens = mt->get<int64_t>();
+  }
+  if (const json* n = field(body, "n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1))
+    bad("n", "must be 1 (one choice per request)");
+  if (const json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      g.req.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > 16) bad("stop", "may hold at most 16 strings");
+      for (const auto& x : *stop) {
+        if (!x.is_string()) bad("stop", "must be a string or an array of strings");
+        g.req.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or an array of strings");
+    }
+  }
+  g.req.ignore_eos = boolean(body, "ignore_eos", false);
+  g.stream = boolean(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    g.include_usage = boolean(*so, "include_usage", false);
+  }
+  return g;
+}
+
+// A message's content as one string: a string, null, or text parts.
+std::string content_text(const json& content, const std::string& param) {
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad(param, "must be a string or an array of content parts");
+  std::string out;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string p = param + "[" + std::to_string(j) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) bad(p, "must be an object with a 'type'");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") bad(p + ".type", "'" + type + "' is not supported (text parts only)");
+    if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string python_literal(const ojson& v) {
+  switch (v.type()) {
+    case ojson::value_t::null: return "None";
+    case ojson::value_t::boolean: return v.get<bool>() ? "True" : "False";
+    case ojson::value_t::array: {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + python_literal(v[i]);
+      return s + "]";
+    }
+    case ojson::value_t::object: {
+      std::string s = "{";
+      bool first = true;
+      for (const auto& [k, x] : v.items()) {
+        s += (first ? "" : ", ") + ojson(k).dump() + ": " + python_literal(x);
+        first = false;
+      }
+      return s + "}";
+    }
+    default: return v.dump();  // numbers, and strings (JSON escapes are valid Python escapes)
+  }
+}
+
+ChatParams parse_chat_request(const json& body, int64_t vocab) {
+  ChatParams c;
+  c.gen = generation(body, vocab, true);
+  const json* msgs = field(body, "messages");
+  if (!msgs || !msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad(p, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) bad(p + ".role", "must be a string");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+      bad(p + ".role", "'" + role + "' is not one of system, developer, user, assistant, tool");
+    std::string text = content_text(m.contains("content") ? m["content"] : json(), p + ".content");
+    if (role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      const json& calls = m["tool_calls"];
+      if (!calls.is_array()) bad(p + ".tool_calls", "must be an array");
+      std::string block;
+      for (size_t j = 0; j < calls.size(); ++j) {
+        const std::string q = p + ".tool_calls[" + std::to_string(j) + "]";
+        const json& f = calls[j].is_object() && calls[j].contains("function") ? calls[j]["function"] : json();
+        if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) bad(q + ".function.name", "must be a string");
+        ojson args = ojson::object();
+        if (f.contains("arguments") && !f["arguments"].is_null()) {
+          try {
+            args = f["arguments"].is_string() ? ojson::parse(f["arguments"].get<std::string>()) : ojson(f["arguments"]);
+          } catch (const std::exception&) {
+            bad(q + ".function.arguments", "must be a JSON object (or a string holding one)");
+          }
+          if (!args.is_object()) bad(q + ".function.arguments", "must be a JSON object (or a string holding one)");
+        }
+        std::string call = f["name"].get<std::string>() + "(";
+        bool first = true;
+        for (const auto& [k, v] : args.items()) {
+          call += (first ? "" : ", ") + k + "=" + python_literal(v);
+          first = false;
+        }
+        block += (j ? ", " : "") + call + ")";
+      }
+      if (!calls.empty()) text += "<|tool_call_start|>[" + block + "]<|tool_call_end|>";
+    }
+    ojson out = ojson::object();
+    out["role"] = role == "developer" ? "system" : role;
+    out["content"] = text;
+    if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) out["tool_call_id"] = m["tool_call_id"];
+    if (m.contains("name") && m["name"].is_string()) out["name"] = m["name"];
+    c.messages.push_back(std::move(out));
+  }
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) bad("tools", "must be an array");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
+          !t["function"]["name"].is_string())
+        bad(p + ".function.name", "must be a string");
+    }
+    if (!tools->empty()) c.tools = ojson::parse(tools->dump());
+  }
+  if (const json* tc = field(body, "tool_choice")) {
+    if (tc->is_string()) {
+      c.tool_choice = tc->get<std::string>();
+      if (c.tool_choice != "auto" && c.tool_choice != "none" && c.tool_choice != "required")
+        bad("tool_choice", "must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": …}}");
+    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+      c.tool_choice = (*tc)["function"]["name"].get<std::string>();
+      c.named_tool = true;
+    } else {
+      bad("tool_choice", "must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": …}}");
+    }
+    if ((c.tool_choice == "required" || c.named_tool) && c.tools.is_null())
+      bad("tool_choice", "needs 'tools'");
+    if (c.named_tool) {
+      bool found = false;
+      for (const auto& t : c.tools) found = found || t["function"]["name"] == c.tool_choice;
+      if (!found) bad("tool_choice", "names function '" + c.tool_choice + "', which is not in 'tools'");
+    }
+  }
+  if (c.tool_choice == "none") c.tools = nullptr;
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
+    c.template_kwargs = ojson::parse(kw->dump());
+  }
+  return c;
+}
+
+CompletionParams parse_completion_request(const json& body, int64_t vocab) {
+  CompletionParams c;
+  c.gen = generation(body, vocab, false);
+  const json* prompt = field(body, "prompt");
+  if (!prompt) bad("prompt", "is required");
+  if (prompt->is_string()) {
+    c.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    for (const auto& t : *prompt) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
+        bad("prompt", "token ids must be integers in [0, " + std::to_string(vocab) + ")");
+      c.prompt_ids.push_back(t.get<int32_t>());
+    }
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    c.prompt_text = (*prompt)[0].get<std::string>();
+  } else {
+    bad("prompt", "must be a string, one string in an array, or an array of token ids (one prompt per request)");
+  }
+  if (boolean(body, "echo", false)) bad("echo", "is not supported");
+  if (field(body, "suffix")) bad("suffix", "is not supported");
+  if (const json* bo = field(body, "best_of"); bo && !(bo->is_number_integer() && bo->get<int64_t>() == 1))
+    bad("best_of", "must be 1");
+  return c;
+}
+
+}  // namespace lfm::server

@@ -1,0 +1,62 @@
+// OpenAI-compatible request parsing for `lfm serve`: JSON bodies → engine requests, every field
+// checked with an error that names it. The HTTP layer (server.cpp) turns ApiError into OpenAI's
+// error shape {"error": {"message", "type", "param", "code"}}.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+
+namespace lfm::server {
+
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string message, std::string param = {}, std::string type = "invalid_request_error")
+      : std::runtime_error(message), status(status), param(std::move(param)), type(std::move(type)) {}
+  int status;
+  std::string param, type;
+};
+
+// Fields common to both endpoints, mapped onto the engine's request.
+struct GenerationParams {
+  Request req;                    // sampling, stop strings, max_tokens (prompt filled later)
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;
+  std::optional<int64_t> max_tokens;
+};
+
+// POST /v1/chat/completions after validation. Messages are normalised for the model's template:
+// content-part arrays joined into one string, assistant tool_calls written back in LFM2's
+// <|tool_call_start|>[name(arg=…)]<|tool_call_end|> form.
+struct ChatParams {
+  GenerationParams gen;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;   // null when none (or tool_choice "none")
+  std::string tool_choice = "auto";  // auto | none | required | a function name
+  bool named_tool = false;
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+};
+
+// POST /v1/completions after validation: the prompt as text or as token ids.
+struct CompletionParams {
+  GenerationParams gen;
+  std::optional<std::string> prompt_text;
+  std::vector<int32_t> prompt_ids;
+};
+
+// `vocab` bounds logit_bias token ids.
+ChatParams parse_chat_request(const nlohmann::json& body, int64_t vocab);
+CompletionParams parse_completion_request(const nlohmann::json& body, int64_t vocab);
+
+// A JSON value as a Python literal (True/False/None, lists, dicts) for LFM2's Pythonic tool calls.
+std::string python_literal(const nlohmann::ordered_json& v);
+
+}  // namespace lfm::server

@@ -1,0 +1,208 @@
+#include "server/server.h"
+
+#include <optional>
+
+#include "core/error.h"
+#include "server/server_impl.h"
+
+namespace lfm::server {
+
+using json = nlohmann::json;
+
+std::string error_body(int status, const std::string& message, const std::string& param, const std::string& type) {
+  std::string t = type;
+  if (t.empty())
+    t = status == 401 ? "authentication_error"
+        : status == 404 ? "not_found_error"
+        : status == 429 ? "rate_limit_error"
+        : status >= 500 ? "server_error"
+                        : "invalid_request_error";
+  json e = {{"message", message}, {"type", t}, {"param", param.empty() ? json() : json(param)}, {"code", status}};
+  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param) {
+  res.status = status;
+  res.set_content(error_body(status, message, param), "application/json");
+}
+
+json parse_json_body(const httplib::Request& req) {
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
+  }
+}
+
+std::string Server::Impl::token_text(int32_t id) const { return tok.decode(std::vector<int32_t>{id}, false); }
+
+namespace {
+
+// The label of a route for the request counter (unknown paths collapse into one label).
+std::string route_label(const std::string& path) {
+  for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/tokenize", "/detokenize",
+                        "/metrics"})
+    if (path == r) return r;
+  return "other";
+}
+
+bool needs_key(const std::string& path) { return path != "/health" && path != "/metrics"; }
+
+}  // namespace
+
+void Server::Impl::register_routes() {
+  http.set_payload_max_length(opt.max_body_bytes);
+  http.new_task_queue = [n = opt.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (draining && req.path != "/metrics") {
+      send_error(res, 503, "the server is shutting down");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!opt.api_key.empty() && needs_key(req.path)) {
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth != "Bearer " + opt.api_key) {
+        send_error(res, 401, auth.empty() ? "missing API key (Authorization: Bearer …)" : "invalid API key");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404)
+      send_error(res, 404, "no route for " + req.method + " " + req.path);
+    else if (res.status == 413)
+      send_error(res, 413, "the request body is too large");
+    else
+      send_error(res, res.status, "request failed with status " + std::to_string(res.status));
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.what(), e.param);
+    } catch (const EngineBusy& e) {
+      send_error(res, 429, e.what());
+      res.set_header("Retry-After", "1");
+    } catch (const Error& e) {
+      send_error(res, 400, e.what());
+    } catch (const std::exception& e) {
+      send_error(res, 500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      send_error(res, 500, "internal error");
+    }
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.add("lfm:http_requests_total", 1,
+                "route=\"" + route_label(req.path) + "\",status=\"" + std::to_string(res.status) + "\"");
+  });
+
+  http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { handle_chat(q, r); });
+  http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { handle_completion(q, r); });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", opt.model_name},
+              {"object", "model"},
+              {"created", created},
+              {"owned_by", "lfm"},
+              {"max_model_len", engine.ctx_size()}};
+    res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_json_body(req);
+    const char* key = body.contains("content") ? "content" : "prompt";
+    if (!body.is_object() || !body.contains(key) || !body[key].is_string())
+      throw ApiError(400, "'content' must be a string", "content");
+    const bool special = body.value("add_special", true);
+    const auto ids = tok.encode(body[key].get<std::string>(), special);
+    res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_json_body(req);
+    if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
+      throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
+    std::vector<int32_t> ids;
+    for (const auto& t : body["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= INT32_MAX)
+        throw ApiError(400, "'tokens' must hold non-negative integer token ids", "tokens");
+      ids.push_back(t.get<int32_t>());
+    }
+    const std::string text = tok.decode(ids, body.value("skip_special", false));
+    res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const EngineStats s = engine.stats();
+    const double total = static_cast<double>(std::max<int64_t>(1, s.cache.blocks_total));
+    const std::vector<Metrics::Gauge> gauges = {
+        {"lfm:num_requests_waiting", "Requests queued, not yet running (TotalQueuedRequests).",
+         static_cast<double>(s.waiting)},
+        {"lfm:num_requests_running", "Requests being processed (TotalRunningRequests).",
+         static_cast<double>(s.running)},
+        {"lfm:kv_cache_usage_perc", "Fraction of KV blocks held by requests, 0 to 1 (KVCacheUtilization).",
+         static_cast<double>(s.cache.blocks_used) / total},
+        {"lfm:kv_blocks_used", "KV blocks held by requests.", static_cast<double>(s.cache.blocks_used)},
+        {"lfm:kv_blocks_cached", "KV blocks kept by the prefix cache, evictable.", static_cast<double>(s.cache.blocks_cached)},
+        {"lfm:kv_blocks_total", "KV blocks in the pool.", static_cast<double>(s.cache.blocks_total)},
+        {"lfm:conv_slots_used", "Conv-state slots held by running requests.", static_cast<double>(s.cache.slots_used)},
+        {"lfm:conv_slots_total", "Conv-state slots in the pool.", static_cast<double>(s.cache.slots_total)},
+        {"lfm:num_preemptions", "Preemptions so far.", static_cast<double>(s.preemptions)},
+    };
+    res.set_content(metrics.render(gauges), "text/plain; version=0.0.4");
+  });
+}
+
+Server::Server(Engine& engine, const Tokenizer& tok, const ServerOptions& opt)
+    : impl_(std::make_unique<Impl>(engine, tok, opt, metrics_)) {
+  if (!tok.chat_template().empty()) {
+    auto str = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
+    impl_->tpl = std::make_unique<ChatTemplate>(tok.chat_template(), str(tok.bos_token()), str(tok.eos_token()),
+                                                str(tok.pad_token()));
+  }
+  if (auto im_end = tok.token_to_id("<|im_end|>")) impl_->chat_stop_ids.push_back(*im_end);
+  for (const char* m : {"<think>", "</think>", "<|tool_call_start|>", "<|tool_call_end|>"})
+    if (auto id = tok.token_to_id(m)) impl_->marker_ids.push_back(*id);
+  impl_->register_routes();
+}
+
+Server::~Server() {
+  if (impl_->grace_thread.joinable()) impl_->grace_thread.join();
+}
+
+int Server::bind() {
+  int port = impl_->opt.port;
+  if (port == 0) {
+    port = impl_->http.bind_to_any_port(impl_->opt.host);
+    LFM_CHECK(port > 0, "serve: cannot listen on ", impl_->opt.host);
+  } else {
+    LFM_CHECK(impl_->http.bind_to_port(impl_->opt.host, port), "serve: cannot listen on ", impl_->opt.host, ":", port,
+              " (in use, or not allowed)");
+  }
+  impl_->bound = true;
+  return port;
+}
+
+void Server::run() {
+  LFM_CHECK(impl_->bound, "serve: bind() first");
+  impl_->http.listen_after_bind();  // returns after stop(), once every handler has finished
+}
+
+void Server::shutdown() {
+  std::lock_guard lock(impl_->shutdown_mu);
+  if (impl_->draining.exchange(true)) return;
+  Impl* im = impl_.get();
+  im->grace_thread = std::thread([im] {
+    // Stop accepting; handlers already running (streams included) keep going.
+    im->http.stop();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(im->opt.shutdown_grace_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const EngineStats s = im->engine.stats();
+      if (s.running == 0 && s.waiting == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    im->engine.cancel_all();  // the grace period is over
+  });
+}
+
+}  // namespace lfm::server

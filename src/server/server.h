@@ -1,0 +1,66 @@
+// `lfm serve`: an OpenAI-compatible HTTP server on the engine (cpp-httplib: Debian-packaged,
+// a fixed pool of handler threads with one blocking handler per connection, which suits a
+// server whose streams each wait on their own engine event queue; Boost.Beast's async model
+// would add a dependency and code without serving this load better).
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API Inference
+// Extension's model-server metrics: lfm:num_requests_waiting and lfm:num_requests_running
+// gauges, lfm:kv_cache_usage_perc in 0..1). Errors use OpenAI's shape. With an API key, /v1/*,
+// /tokenize and /detokenize need `Authorization: Bearer KEY`; /health and /metrics stay open
+// for probes and scrapers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+#include "server/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace lfm {
+class Tokenizer;
+}
+
+namespace lfm::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0: any free port (see bind())
+  std::string api_key;              // empty: no authentication
+  std::string model_name = "lfm";   // reported by /v1/models and in responses
+  int http_threads = 64;            // concurrent connections being served
+  size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
+  double shutdown_grace_s = 30;     // in-flight requests get this long after SIGTERM
+};
+
+class Server {
+ public:
+  Server(Engine& engine, const Tokenizer& tok, const ServerOptions& opt);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port (useful with port 0). Throws lfm::Error.
+  int bind();
+  // Serves until shutdown() has drained it. Returns when no handler is running any more.
+  void run();
+  // Stops accepting connections and new requests (503), lets in-flight requests finish for up
+  // to the grace period, then cancels what is left. Safe from any thread; returns at once.
+  void shutdown();
+
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Metrics metrics_;
+};
+
+}  // namespace lfm::server

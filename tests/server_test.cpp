@@ -1,0 +1,430 @@
+// `lfm serve` end to end over loopback HTTP: routes, OpenAI response and chunk shapes, tool calls
+// (a scripted model emits an exact call), concurrency, every error status, disconnects and
+// graceful shutdown. The official `openai` npm client is exercised in server_openai_test.cpp.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "chat/chat_template.h"
+#include "model_test_util.h"
+#include "subprocess.h"
+#include "test_util.h"
+#include "tokenizer/load_tokenizer.h"
+
+namespace lfm {
+namespace {
+
+using json = nlohmann::json;
+
+// A running `lfm serve` on a free loopback port.
+class ServerProc {
+ public:
+  ServerProc(const std::string& model, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {LFM_BINARY, "serve", "-m", model, "--port", "0", "-t", "2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc_ = std::make_unique<test::Subprocess>(argv, log_.str() + "/stderr.txt");
+    std::string line;
+    while (proc_->read_line(line))
+      if (line.rfind("listening on http://127.0.0.1:", 0) == 0) {
+        port_ = std::stoi(line.substr(line.rfind(':') + 1));
+        return;
+      }
+    throw std::runtime_error("server did not start: " + test::read_file(log_ / "stderr.txt"));
+  }
+  ~ServerProc() {
+    proc_->signal(SIGKILL);
+    proc_->wait();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  test::Subprocess& proc() { return *proc_; }
+  std::string stderr_text() const { return test::read_file(log_ / "stderr.txt"); }
+  int port() const { return port_; }
+
+ private:
+  test::TempDir log_{"lfm_serve_log"};
+  std::unique_ptr<test::Subprocess> proc_;
+  int port_ = 0;
+};
+
+json post(httplib::Client& c, const std::string& path, const json& body, int* status = nullptr,
+          const httplib::Headers& h = {}) {
+  auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
+  if (!r) throw std::runtime_error("no response from " + path);
+  if (status) *status = r->status;
+  return json::parse(r->body);
+}
+
+// The data payloads of an SSE body, in order.
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dirs_ = new test::TempDir("lfm_serve_models");
+    text_model_ = (*dirs_ / "text").string();
+    test::write_text_model(text_model_);
+    // The scripted model answers every chat turn with a call of get_time(tz=1).
+    const auto tok = load_tokenizer(text_model_);
+    ChatTemplate tpl(tok->chat_template(), tok->bos_token(), tok->eos_token(), std::nullopt);
+    const json msgs = json::array({{{"role", "user"}, {"content", "What time is it?"}}});
+    const std::string prompt = tpl.render(nlohmann::ordered_json::parse(msgs.dump()), nullptr, true);
+    const std::string call = "<|tool_call_start|>[get_time(tz=1)]<|tool_call_end|><|im_end|>";
+    const auto chain = tok->encode(call, false);
+    std::vector<std::pair<int32_t, int32_t>> next = {{tok->encode(prompt, false).back(), chain[0]}};
+    for (size_t i = 0; i + 1 < chain.size(); ++i) next.push_back({chain[i], chain[i + 1]});
+    // tool_choice naming get_time prefills "<|tool_call_start|>[get_time(": continue from there.
+    const auto forced = tok->encode(prompt + "<|tool_call_start|>[get_time(", false);
+    size_t k = 0;
+    while (k < chain.size() && tok->decode(std::vector<int32_t>(chain.begin(), chain.begin() + k + 1), false).size() <
+                                   std::string("<|tool_call_start|>[get_time(").size())
+      ++k;
+    if (forced.back() != chain[k]) next.push_back({forced.back(), chain[k + 1]});
+    scripted_model_ = (*dirs_ / "scripted").string();
+    test::write_scripted_model(scripted_model_, next);
+    text_ = new ServerProc(text_model_, {"--parallel", "4", "--ctx-size", "256"});
+    scripted_ = new ServerProc(scripted_model_, {"--parallel", "2", "--ctx-size", "256"});
+  }
+  static void TearDownTestSuite() {
+    delete text_;
+    delete scripted_;
+    delete dirs_;
+  }
+  static json tools() {
+    return json::parse(R"([{"type": "function", "function": {"name": "get_time", "description": "Current time",
+        "parameters": {"type": "object", "properties": {"tz": {"type": "integer"}}}}}])");
+  }
+  static test::TempDir* dirs_;
+  static std::string text_model_, scripted_model_;
+  static ServerProc *text_, *scripted_;
+};
+test::TempDir* ServerTest::dirs_ = nullptr;
+std::string ServerTest::text_model_, ServerTest::scripted_model_;
+ServerProc *ServerTest::text_ = nullptr, *ServerTest::scripted_ = nullptr;
+
+TEST_F(ServerTest, HealthModelsTokenizeDetokenize) {
+  auto c = text_->client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json models = json::parse(m->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "text");
+  EXPECT_EQ(models["data"][0]["max_model_len"], 256);
+  int st = 0;
+  const json t = post(c, "/tokenize", {{"content", "Hello world"}, {"add_special", false}}, &st);
+  ASSERT_EQ(st, 200) << t.dump();
+  const json d = post(c, "/detokenize", {{"tokens", t["tokens"]}}, &st);
+  EXPECT_EQ(d["content"], "Hello world");
+}
+
+TEST_F(ServerTest, ChatToolCallsAutoNamedAndStreamed) {
+  auto c = scripted_->client();
+  const json msgs = json::array({{{"role", "user"}, {"content", "What time is it?"}}});
+  for (const json& choice : {json("auto"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}}}) {
+    int st = 0;
+    const json r = post(c, "/v1/chat/completions",
+                        {{"model", "x"}, {"messages", msgs}, {"tools", tools()}, {"tool_choice", choice}, {"temperature", 0}},
+                        &st);
+    ASSERT_EQ(st, 200) << r.dump();
+    const json& ch = r["choices"][0];
+    ASSERT_EQ(ch["finish_reason"], "tool_calls") << r.dump();
+    EXPECT_TRUE(ch["message"]["content"].is_null()) << r.dump();
+    ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << r.dump();
+    const json& call = ch["message"]["tool_calls"][0];
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["function"]["name"], "get_time");
+    EXPECT_EQ(call["function"]["arguments"], "{\"tz\":1}");
+    EXPECT_TRUE(call["id"].get<std::string>().rfind("call_", 0) == 0);
+    EXPECT_EQ(r["object"], "chat.completion");
+  }
+  // Streamed: one tool-call delta, finish_reason tool_calls, usage, [DONE].
+  auto res = c.Post("/v1/chat/completions",
+                    json{{"messages", msgs}, {"tools", tools()}, {"temperature", 0}, {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}}
+                        .dump(),
+                    "application/json");
+  ASSERT_TRUE(res);
+  const auto ev = sse_events(res->body);
+  ASSERT_GE(ev.size(), 4u) << res->body;
+  EXPECT_EQ(ev.back(), "[DONE]");
+  int calls = 0;
+  std::string finish;
+  json usage;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    const json j = json::parse(ev[i]);
+    if (j["choices"].empty()) {
+      usage = j["usage"];
+      continue;
+    }
+    const json& d = j["choices"][0]["delta"];
+    if (d.contains("tool_calls")) {
+      ++calls;
+      EXPECT_EQ(d["tool_calls"][0]["index"], 0);
+      EXPECT_EQ(d["tool_calls"][0]["function"]["arguments"], "{\"tz\":1}");
+    }
+    if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_GT(usage["prompt_tokens"].get<int>(), 0);
+  // Assistant tool calls and tool results in the history are accepted and rendered.
+  json history = msgs;
+  history.push_back({{"role", "assistant"},
+                     {"content", nullptr},
+                     {"tool_calls", json::array({{{"id", "c1"}, {"type", "function"},
+                                                  {"function", {{"name", "get_time"}, {"arguments", "{\"tz\": 1}"}}}}})}});
+  history.push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "12:00"}});
+  int st = 0;
+  post(c, "/v1/chat/completions", {{"messages", history}, {"tools", tools()}, {"max_tokens", 4}}, &st);
+  EXPECT_EQ(st, 200);
+}
+
+TEST_F(ServerTest, StreamingChatEqualsTheWholeReply) {
+  auto c = text_->client();
+  const json req = {{"messages", json::array({{{"role", "user"},
+                                                {"content", json::array({{{"type", "text"}, {"text", "Hello "}},
+                                                                         {{"type", "text"}, {"text", "there"}}})}}})},
+                    {"temperature", 0},
+                    {"max_tokens", 20},
+                    {"logprobs", true},
+                    {"top_logprobs", 2}};
+  int st = 0;
+  const json whole = post(c, "/v1/chat/completions", req, &st);
+  ASSERT_EQ(st, 200) << whole.dump();
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(), 20u);
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 20);
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  json sreq = req;
+  sreq["stream"] = true;
+  auto res = c.Post("/v1/chat/completions", sreq.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  std::string content;
+  int tokens = 0;
+  for (const auto& e : sse_events(res->body)) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    EXPECT_EQ(j["object"], "chat.completion.chunk");
+    const json& d = j["choices"][0]["delta"];
+    if (d.contains("content")) content += d["content"].get<std::string>();
+    if (!j["choices"][0]["logprobs"].is_null()) tokens += static_cast<int>(j["choices"][0]["logprobs"]["content"].size());
+  }
+  EXPECT_EQ(content, whole["choices"][0]["message"]["content"].get<std::string>());
+  EXPECT_EQ(tokens, 20);
+}
+
+TEST_F(ServerTest, CompletionsTextIdsAndStream) {
+  auto c = text_->client();
+  int st = 0;
+  const json a = post(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}}, &st);
+  ASSERT_EQ(st, 200) << a.dump();
+  EXPECT_EQ(a["object"], "text_completion");
+  const json ids = post(c, "/tokenize", {{"content", "Once upon a time"}}, &st)["tokens"];
+  const json b = post(c, "/v1/completions", {{"prompt", ids}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 1}}, &st);
+  ASSERT_EQ(st, 200) << b.dump();
+  EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["text"]);
+  EXPECT_EQ(b["choices"][0]["logprobs"]["tokens"].size(), 12u);
+  auto res = c.Post("/v1/completions", json{{"prompt", ids}, {"max_tokens", 12}, {"temperature", 0}, {"stream", true}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(res);
+  std::string text;
+  for (const auto& e : sse_events(res->body))
+    if (e != "[DONE]") text += json::parse(e)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, a["choices"][0]["text"].get<std::string>());
+}
+
+TEST_F(ServerTest, ConcurrentGreedyRequestsEqualThemAlone) {
+  std::vector<json> reqs;
+  for (int i = 0; i < 8; ++i)
+    reqs.push_back({{"prompt", json::array({1, 100 + i * 37, 200 + i, 300})}, {"max_tokens", 10 + i}, {"temperature", 0}});
+  std::vector<std::string> alone;
+  {
+    auto c = text_->client();
+    for (const auto& r : reqs) alone.push_back(post(c, "/v1/completions", r)["choices"][0]["text"]);
+  }
+  std::vector<std::future<std::string>> together;
+  for (const auto& r : reqs)
+    together.push_back(std::async(std::launch::async, [&, r] {
+      auto c = text_->client();
+      return post(c, "/v1/completions", r)["choices"][0]["text"].get<std::string>();
+    }));
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << "request " << i;
+}
+
+TEST_F(ServerTest, ErrorsUseOpenAiShapeAndStatus) {
+  auto c = text_->client();
+  auto expect = [&](const std::string& path, const std::string& body, int status, const std::string& needle) {
+    auto r = c.Post(path.c_str(), body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << body << " → " << r->body;
+    const json j = json::parse(r->body);
+    ASSERT_TRUE(j.contains("error")) << r->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r->body;
+  };
+  expect("/v1/chat/completions", "{not json", 400, "not valid JSON");
+  expect("/v1/chat/completions", R"({"messages": []})", 400, "'messages'");
+  expect("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400,
+         "'temperature'");
+  expect("/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "messages[0].role");
+  expect("/v1/chat/completions", R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
+         "image_url");
+  expect("/v1/completions", R"({"prompt": "hi", "max_tokens": 100000})", 400, "past the context size 256");
+  expect("/v1/completions", R"({"prompt": "hi", "logit_bias": {"99999999": 1}})", 400, "logit_bias");
+  expect("/v1/completions", R"({"prompt": "hi", "n": 2})", 400, "'n'");
+  auto nf = c.Get("/v1/nothing");
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, 404);
+  EXPECT_TRUE(json::parse(nf->body).contains("error"));
+  auto big = c.Post("/v1/completions", std::string(9 << 20, ' '), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // still serving
+}
+
+// The official `openai` npm client (pinned in tools/server-tests/package-lock.json, installed by
+// scripts/setup.sh) against both servers.
+TEST_F(ServerTest, OfficialOpenAiClient) {
+  const std::string dir = std::string(LFM_SOURCE_DIR) + "/tools/server-tests";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
+      << "tools/server-tests/node_modules is missing: run scripts/setup.sh (npm ci --prefix tools/server-tests)";
+  const auto r = test::run_command("node '" + dir + "/openai_client.mjs' http://127.0.0.1:" + std::to_string(text_->port()) +
+                                   "/v1 http://127.0.0.1:" + std::to_string(scripted_->port()) + "/v1 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["models"], json::array({"text"}));
+  EXPECT_EQ(j["chat"]["finish"], "length");
+  EXPECT_EQ(j["chat"]["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["chat_stream"]["content"], j["chat"]["content"]);
+  EXPECT_EQ(j["chat_stream"]["finish"], "length");
+  EXPECT_EQ(j["chat_stream"]["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["tool_call"]["finish"], "tool_calls");
+  EXPECT_EQ(j["tool_call"]["message"]["tool_calls"][0]["function"]["name"], "get_time");
+  EXPECT_EQ(j["tool_call"]["message"]["tool_calls"][0]["function"]["arguments"], "{\"tz\":1}");
+  EXPECT_EQ(j["tool_stream"]["finish"], "tool_calls");
+  ASSERT_EQ(j["tool_stream"]["calls"].size(), 1u) << r.out;
+  EXPECT_EQ(j["tool_stream"]["calls"][0]["function"]["arguments"], "{\"tz\":1}");
+  EXPECT_EQ(j["completion_stream"], j["completion"]["text"]);
+  EXPECT_EQ(j["bad_request"]["status"], 400);
+}
+
+TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
+  test::TempDir dir("lfm_serve_auth");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--api-key", "sekret", "--parallel", "1", "--max-queue", "1", "--ctx-size", "4096"});
+  auto c = s.client();
+  int st = 0;
+  const json body = {{"prompt", "hi"}, {"max_tokens", 2}};
+  post(c, "/v1/completions", body, &st);
+  EXPECT_EQ(st, 401);
+  post(c, "/v1/completions", body, &st, {{"Authorization", "Bearer wrong"}});
+  EXPECT_EQ(st, 401);
+  post(c, "/v1/completions", body, &st, {{"Authorization", "Bearer sekret"}});
+  EXPECT_EQ(st, 200);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // probes need no key
+  // One running, one queued: the third is refused with 429 and Retry-After.
+  const json longer = {{"prompt", "hi"}, {"max_tokens", 4000}, {"ignore_eos", true}};
+  std::vector<std::future<int>> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(std::async(std::launch::async, [&] {
+      auto cc = s.client();
+      int code = 0;
+      post(cc, "/v1/completions", longer, &code, {{"Authorization", "Bearer sekret"}});
+      return code;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, longer.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429) << r->body;
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  for (auto& b : busy) EXPECT_EQ(b.get(), 200);
+}
+
+// Polls /metrics until `name` reads `value` (or 10 s pass); returns the last reading.
+double wait_metric(httplib::Client& c, const std::string& name, double value) {
+  double v = -1;
+  for (int i = 0; i < 500; ++i) {
+    auto r = c.Get("/metrics");
+    if (r) {
+      const size_t at = r->body.find("\n" + name + " ");
+      if (at != std::string::npos) v = std::stod(r->body.substr(at + name.size() + 2));
+      if (v == value) return v;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return v;
+}
+
+TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
+  auto c = text_->client();
+  {
+    httplib::Client s("127.0.0.1", text_->port());
+    bool closed = false;
+    httplib::Request q;
+    q.method = "POST";
+    q.path = "/v1/completions";
+    q.set_header("Content-Type", "application/json");
+    q.body = json{{"prompt", "tell me"}, {"max_tokens", 230}, {"ignore_eos", true}, {"stream", true}}.dump();
+    q.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      closed = true;
+      return false;  // abort the transfer after the first bytes
+    };
+    s.send(q);
+    EXPECT_TRUE(closed);
+  }
+  EXPECT_EQ(wait_metric(c, "lfm:num_requests_running", 0), 0);
+  EXPECT_EQ(wait_metric(c, "lfm:kv_blocks_used", 0), 0);
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  for (const char* needle : {"# TYPE lfm:num_requests_waiting gauge", "# TYPE lfm:kv_cache_usage_perc gauge",
+                             "lfm:time_to_first_token_seconds_bucket{le=", "lfm:inter_token_latency_seconds_count",
+                             "lfm:http_requests_total{route=\"/v1/completions\",status=\"200\"}",
+                             "lfm:conv_slots_total 4"})
+    EXPECT_NE(m->body.find(needle), std::string::npos) << needle;
+}
+
+TEST(ServerShutdown, SigtermFinishesInFlightThenExitsZero) {
+  test::TempDir dir("lfm_serve_stop");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--parallel", "2", "--ctx-size", "512"});
+  auto stream = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    auto r = c.Post("/v1/completions", json{{"prompt", "a"}, {"max_tokens", 300}, {"ignore_eos", true}, {"stream", true}}.dump(),
+                    "application/json");
+    return r ? r->body : std::string();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  s.proc().signal(SIGTERM);
+  const std::string body = stream.get();
+  const auto ev = sse_events(body);
+  ASSERT_GE(ev.size(), 2u) << body;
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_EQ(json::parse(ev[ev.size() - 2])["choices"][0]["finish_reason"], "length");  // it ran to completion
+  EXPECT_EQ(s.proc().wait(), 0) << s.stderr_text();
+  httplib::Client after("127.0.0.1", s.port());
+  EXPECT_FALSE(after.Get("/health"));  // no longer accepting
+}
+
+}  // namespace
+}  // namespace lfm

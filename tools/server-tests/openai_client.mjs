@@ -1,0 +1,61 @@
+// Exercises `lfm serve` through the official OpenAI client and prints one JSON object of what it
+// got, for tests/server_test.cpp to check.
+// Usage: node openai_client.mjs TEXT_MODEL_URL TOOL_MODEL_URL   (e.g. http://127.0.0.1:PORT/v1)
+// The second server runs a model scripted to answer with a get_time(tz=1) call.
+import OpenAI from "openai";
+
+const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0 });
+const toolClient = new OpenAI({ baseURL: process.argv[3], apiKey: "unused", maxRetries: 0 });
+const out = {};
+const messages = [{ role: "user", content: "What time is it?" }];
+const tools = [{ type: "function", function: { name: "get_time", description: "Current time",
+  parameters: { type: "object", properties: { tz: { type: "integer" } } } } }];
+
+const models = await client.models.list();
+out.models = models.data.map((m) => m.id);
+
+const chat = await client.chat.completions.create({ model: "m", messages, temperature: 0, max_tokens: 12 });
+out.chat = { content: chat.choices[0].message.content, finish: chat.choices[0].finish_reason, usage: chat.usage };
+
+let streamed = "";
+let usage = null;
+let finish = null;
+const stream = await client.chat.completions.create({ model: "m", messages, temperature: 0, max_tokens: 12,
+  stream: true, stream_options: { include_usage: true } });
+for await (const chunk of stream) {
+  if (chunk.usage) usage = chunk.usage;
+  if (chunk.choices.length) {
+    streamed += chunk.choices[0].delta.content ?? "";
+    finish = chunk.choices[0].finish_reason ?? finish;
+  }
+}
+out.chat_stream = { content: streamed, finish, usage };
+
+const tc = await toolClient.chat.completions.create({ model: "m", messages, tools, tool_choice: "auto", temperature: 0 });
+out.tool_call = { message: tc.choices[0].message, finish: tc.choices[0].finish_reason };
+
+const toolStream = await toolClient.chat.completions.create({ model: "m", messages, tools, stream: true, temperature: 0,
+  tool_choice: { type: "function", function: { name: "get_time" } } });
+const calls = [];
+let toolFinish = null;
+for await (const chunk of toolStream) {
+  const d = chunk.choices[0]?.delta;
+  for (const c of d?.tool_calls ?? []) calls.push(c);
+  toolFinish = chunk.choices[0]?.finish_reason ?? toolFinish;
+}
+out.tool_stream = { calls, finish: toolFinish };
+
+const comp = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 8, temperature: 0 });
+out.completion = { text: comp.choices[0].text, finish: comp.choices[0].finish_reason };
+let compStreamed = "";
+for await (const chunk of await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 8,
+  temperature: 0, stream: true })) compStreamed += chunk.choices[0]?.text ?? "";
+out.completion_stream = compStreamed;
+
+try {
+  await client.chat.completions.create({ model: "m", messages: [], max_tokens: 1 });
+  out.bad_request = "no error";
+} catch (e) {
+  out.bad_request = { status: e.status, message: e.error?.message ?? String(e) };
+}
+console.log(JSON.stringify(out));
