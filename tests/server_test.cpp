@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <atomic>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -73,6 +74,21 @@ std::vector<std::string> sse_events(const std::string& body) {
     at = end;
   }
   return out;
+}
+
+// Polls /metrics until `name` reads `value` (or 10 s pass); returns the last reading.
+double wait_metric(httplib::Client& c, const std::string& name, double value) {
+  double v = -1;
+  for (int i = 0; i < 500; ++i) {
+    auto r = c.Get("/metrics");
+    if (r) {
+      const size_t at = r->body.find("\n" + name + " ");
+      if (at != std::string::npos) v = std::stod(r->body.substr(at + name.size() + 2));
+      if (v == value) return v;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return v;
 }
 
 class ServerTest : public ::testing::Test {
@@ -342,38 +358,31 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
   post(c, "/v1/completions", body, &st, {{"Authorization", "Bearer sekret"}});
   EXPECT_EQ(st, 200);
   EXPECT_EQ(c.Get("/health")->status, 200);  // probes need no key
-  // One running, one queued: the third is refused with 429 and Retry-After.
-  const json longer = {{"prompt", "hi"}, {"max_tokens", 4000}, {"ignore_eos", true}};
-  std::vector<std::future<int>> busy;
+  // One running, one queued (streams we abort afterwards): the third is refused with 429.
+  std::atomic<bool> stop{false};
+  std::vector<std::future<void>> busy;
   for (int i = 0; i < 2; ++i) {
     busy.push_back(std::async(std::launch::async, [&] {
-      auto cc = s.client();
-      int code = 0;
-      post(cc, "/v1/completions", longer, &code, {{"Authorization", "Bearer sekret"}});
-      return code;
+      httplib::Client cc("127.0.0.1", s.port());
+      httplib::Request q;
+      q.method = "POST";
+      q.path = "/v1/completions";
+      q.set_header("Authorization", "Bearer sekret");
+      q.set_header("Content-Type", "application/json");
+      q.body = json{{"prompt", "hi"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}.dump();
+      q.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return !stop.load(); };
+      cc.send(q);
     }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(wait_metric(c, i == 0 ? "lfm:num_requests_running" : "lfm:num_requests_waiting", 1), 1);
   }
-  auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, longer.dump(), "application/json");
+  auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, body.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429) << r->body;
   EXPECT_EQ(r->get_header_value("Retry-After"), "1");
-  for (auto& b : busy) EXPECT_EQ(b.get(), 200);
-}
-
-// Polls /metrics until `name` reads `value` (or 10 s pass); returns the last reading.
-double wait_metric(httplib::Client& c, const std::string& name, double value) {
-  double v = -1;
-  for (int i = 0; i < 500; ++i) {
-    auto r = c.Get("/metrics");
-    if (r) {
-      const size_t at = r->body.find("\n" + name + " ");
-      if (at != std::string::npos) v = std::stod(r->body.substr(at + name.size() + 2));
-      if (v == value) return v;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return v;
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("queue is full"), std::string::npos);
+  stop = true;
+  for (auto& b : busy) b.get();
+  EXPECT_EQ(wait_metric(c, "lfm:num_requests_running", 0), 0);
 }
 
 TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
@@ -407,14 +416,15 @@ TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
 TEST(ServerShutdown, SigtermFinishesInFlightThenExitsZero) {
   test::TempDir dir("lfm_serve_stop");
   test::write_text_model(dir.str());
-  ServerProc s(dir.str(), {"--parallel", "2", "--ctx-size", "512"});
+  ServerProc s(dir.str(), {"--parallel", "2", "--ctx-size", "2048"});
   auto stream = std::async(std::launch::async, [&] {
     auto c = s.client();
-    auto r = c.Post("/v1/completions", json{{"prompt", "a"}, {"max_tokens", 300}, {"ignore_eos", true}, {"stream", true}}.dump(),
+    auto r = c.Post("/v1/completions", json{{"prompt", "a"}, {"max_tokens", 1500}, {"ignore_eos", true}, {"stream", true}}.dump(),
                     "application/json");
     return r ? r->body : std::string();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto probe = s.client();
+  ASSERT_EQ(wait_metric(probe, "lfm:num_requests_running", 1), 1);
   s.proc().signal(SIGTERM);
   const std::string body = stream.get();
   const auto ev = sse_events(body);
@@ -424,6 +434,25 @@ TEST(ServerShutdown, SigtermFinishesInFlightThenExitsZero) {
   EXPECT_EQ(s.proc().wait(), 0) << s.stderr_text();
   httplib::Client after("127.0.0.1", s.port());
   EXPECT_FALSE(after.Get("/health"));  // no longer accepting
+}
+
+TEST(ServerShutdown, GracePeriodOverCancelsAndExitsZero) {
+  test::TempDir dir("lfm_serve_grace");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--ctx-size", "60000", "--shutdown-grace", "0.3"});
+  auto stream = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    auto r = c.Post("/v1/completions",
+                    json{{"prompt", "a"}, {"max_tokens", 59000}, {"ignore_eos", true}, {"stream", true}}.dump(),
+                    "application/json");
+    return r ? r->body : std::string();
+  });
+  auto probe = s.client();
+  ASSERT_EQ(wait_metric(probe, "lfm:num_requests_running", 1), 1);
+  s.proc().signal(SIGINT);
+  const std::string body = stream.get();
+  EXPECT_NE(body.find("cancelled"), std::string::npos) << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+  EXPECT_EQ(s.proc().wait(), 0) << s.stderr_text();
 }
 
 }  // namespace

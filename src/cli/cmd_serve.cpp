@@ -62,11 +62,16 @@ int run_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
   Runtime rt = open_runtime(model, threads);
-  auto tok = load_tokenizer(model);
+  std::unique_ptr<Tokenizer> tok;
+  try {
+    tok = load_tokenizer(model);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lfm serve: no tokenizer (%s): only /v1/completions with token ids will work\n", e.what());
+  }
   EngineOptions eo = engine_options(state, *rt.model);
   eo.max_queued = max_queue;
   Engine engine(*rt.model, *rt.backend, tok.get(), eo);
-  server::Server srv(engine, *tok, so);
+  server::Server srv(engine, tok.get(), so);
   const int port = srv.bind();
   std::thread([&srv, stop_signals] {
     int sig = 0;

@@ -116,6 +116,7 @@ void stream_response(httplib::Response& res, std::shared_ptr<RequestStream> stre
 }  // namespace
 
 void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  const Tokenizer& tok = this->tok("/v1/chat/completions");
   if (!tpl) throw ApiError(400, "the model ships no chat template; use /v1/completions");
   ChatParams c = parse_chat_request(parse_json_body(req), engine.vocab_size());
   std::string prompt = tpl->render(c.messages, c.tools, true, c.template_kwargs, std::nullopt);
@@ -257,7 +258,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res) {
   CompletionParams c = parse_completion_request(parse_json_body(req), engine.vocab_size());
   Request r = std::move(c.gen.req);
-  r.prompt = c.prompt_text ? tok.encode(*c.prompt_text, /*add_special=*/true) : c.prompt_ids;
+  r.prompt = c.prompt_text ? tok("a text prompt").encode(*c.prompt_text, /*add_special=*/true) : c.prompt_ids;
   if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
   apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
   Timing timing;

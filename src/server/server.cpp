@@ -34,7 +34,14 @@ json parse_json_body(const httplib::Request& req) {
   }
 }
 
-std::string Server::Impl::token_text(int32_t id) const { return tok.decode(std::vector<int32_t>{id}, false); }
+std::string Server::Impl::token_text(int32_t id) const {
+  return tok_ ? tok_->decode(std::vector<int32_t>{id}, false) : std::to_string(id);
+}
+
+const Tokenizer& Server::Impl::tok(const char* what) const {
+  if (!tok_) throw ApiError(400, std::string("the model has no tokenizer: ") + what + " needs one (send token ids to /v1/completions)");
+  return *tok_;
+}
 
 namespace {
 
@@ -116,7 +123,7 @@ void Server::Impl::register_routes() {
     if (!body.is_object() || !body.contains(key) || !body[key].is_string())
       throw ApiError(400, "'content' must be a string", "content");
     const bool special = body.value("add_special", true);
-    const auto ids = tok.encode(body[key].get<std::string>(), special);
+    const auto ids = tok("/tokenize").encode(body[key].get<std::string>(), special);
     res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
   });
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
@@ -129,7 +136,7 @@ void Server::Impl::register_routes() {
         throw ApiError(400, "'tokens' must hold non-negative integer token ids", "tokens");
       ids.push_back(t.get<int32_t>());
     }
-    const std::string text = tok.decode(ids, body.value("skip_special", false));
+    const std::string text = tok("/detokenize").decode(ids, body.value("skip_special", false));
     res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -153,8 +160,13 @@ void Server::Impl::register_routes() {
   });
 }
 
-Server::Server(Engine& engine, const Tokenizer& tok, const ServerOptions& opt)
-    : impl_(std::make_unique<Impl>(engine, tok, opt, metrics_)) {
+Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt)
+    : impl_(std::make_unique<Impl>(engine, tokp, opt, metrics_)) {
+  if (!tokp) {
+    impl_->register_routes();
+    return;
+  }
+  const Tokenizer& tok = *tokp;
   if (!tok.chat_template().empty()) {
     auto str = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
     impl_->tpl = std::make_unique<ChatTemplate>(tok.chat_template(), str(tok.bos_token()), str(tok.eos_token()),
@@ -193,15 +205,22 @@ void Server::shutdown() {
   if (impl_->draining.exchange(true)) return;
   Impl* im = impl_.get();
   im->grace_thread = std::thread([im] {
-    // Stop accepting; handlers already running (streams included) keep going.
-    im->http.stop();
+    // New requests already get 503 (draining). httplib's stop() would also cut streams that are
+    // running, so it waits until they are done, or until the grace period is over and what is
+    // left has been cancelled (those streams end with an error event).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(im->opt.shutdown_grace_s);
-    while (std::chrono::steady_clock::now() < deadline) {
+    auto idle = [im] {
       const EngineStats s = im->engine.stats();
-      if (s.running == 0 && s.waiting == 0) return;
+      return s.running == 0 && s.waiting == 0;
+    };
+    while (!idle() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!idle()) {
+      im->engine.cancel_all();
+      while (!idle()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    im->engine.cancel_all();  // the grace period is over
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let handlers write their last frames
+    im->http.stop();
   });
 }
 

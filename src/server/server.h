@@ -42,7 +42,9 @@ struct ServerOptions {
 
 class Server {
  public:
-  Server(Engine& engine, const Tokenizer& tok, const ServerOptions& opt);
+  // `tok` may be null (a GGUF without a tokenizer): then only /v1/completions with token-id
+  // prompts works, the rest answers 400.
+  Server(Engine& engine, const Tokenizer* tok, const ServerOptions& opt);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -51,8 +53,9 @@ class Server {
   int bind();
   // Serves until shutdown() has drained it. Returns when no handler is running any more.
   void run();
-  // Stops accepting connections and new requests (503), lets in-flight requests finish for up
-  // to the grace period, then cancels what is left. Safe from any thread; returns at once.
+  // Refuses new requests (503), lets in-flight requests finish for up to the grace period,
+  // cancels what is left, then closes the listening socket so run() returns. Safe from any
+  // thread; returns at once.
   void shutdown();
 
   Metrics& metrics() { return metrics_; }

@@ -22,10 +22,12 @@
 namespace lfm::server {
 
 struct Server::Impl {
-  Impl(Engine& e, const Tokenizer& t, const ServerOptions& o, Metrics& m) : engine(e), tok(t), opt(o), metrics(m) {}
+  Impl(Engine& e, const Tokenizer* t, const ServerOptions& o, Metrics& m) : engine(e), tok_(t), opt(o), metrics(m) {}
 
   Engine& engine;
-  const Tokenizer& tok;
+  const Tokenizer* tok_;
+  // The tokenizer, or 400 naming what needed it.
+  const Tokenizer& tok(const char* what) const;
   ServerOptions opt;
   Metrics& metrics;
   std::unique_ptr<ChatTemplate> tpl;  // null when the model ships none (chat → 400)
