@@ -347,7 +347,7 @@ TEST_F(ServerTest, OfficialOpenAiClient) {
 TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
   test::TempDir dir("lfm_serve_auth");
   test::write_text_model(dir.str());
-  ServerProc s(dir.str(), {"--api-key", "sekret", "--parallel", "1", "--max-queue", "1", "--ctx-size", "4096"});
+  ServerProc s(dir.str(), {"--api-key", "sekret", "--parallel", "1", "--max-queue", "1", "--ctx-size", "60000"});
   auto c = s.client();
   int st = 0;
   const json body = {{"prompt", "hi"}, {"max_tokens", 2}};
@@ -360,7 +360,7 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
   EXPECT_EQ(c.Get("/health")->status, 200);  // probes need no key
   // One running, one queued (streams we abort afterwards): the third is refused with 429.
   std::atomic<bool> stop{false};
-  std::vector<std::future<void>> busy;
+  std::vector<std::future<int>> busy;
   for (int i = 0; i < 2; ++i) {
     busy.push_back(std::async(std::launch::async, [&] {
       httplib::Client cc("127.0.0.1", s.port());
@@ -369,11 +369,18 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
       q.path = "/v1/completions";
       q.set_header("Authorization", "Bearer sekret");
       q.set_header("Content-Type", "application/json");
-      q.body = json{{"prompt", "hi"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}.dump();
-      q.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return !stop.load(); };
-      cc.send(q);
+      q.body = json{{"prompt", "hi"}, {"max_tokens", 59000}, {"ignore_eos", true}, {"stream", true}}.dump();
+      std::string got;
+      q.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+        if (got.size() < 512) got.append(d, n);
+        return !stop.load();
+      };
+      auto res = cc.send(q);
+      if (!stop) ADD_FAILURE() << "busy request ended early: " << (res ? res->status : -1) << " " << got;
+      return res ? res->status : -1;
     }));
-    EXPECT_EQ(wait_metric(c, i == 0 ? "lfm:num_requests_running" : "lfm:num_requests_waiting", 1), 1);
+    ASSERT_EQ(wait_metric(c, i == 0 ? "lfm:num_requests_running" : "lfm:num_requests_waiting", 1), 1)
+        << "request " << i << "; " << c.Get("/metrics")->body.substr(0, 600);
   }
   auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, body.dump(), "application/json");
   ASSERT_TRUE(r);
@@ -387,6 +394,9 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
 
 TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
   auto c = text_->client();
+  int st = 0;
+  post(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}}, &st);
+  ASSERT_EQ(st, 200);
   {
     httplib::Client s("127.0.0.1", text_->port());
     bool closed = false;

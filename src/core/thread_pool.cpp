@@ -15,8 +15,9 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins this many times (~tens of microseconds) before a worker sleeps or the caller yields.
-constexpr int kSpins = 20000;
+// Spins this many times (~0.1 ms) before a worker or the caller sleeps: long enough to bridge
+// the gaps between the ops of one step, short enough not to starve other processes.
+constexpr int kSpins = 2000;
 
 inline void run_chunk(void (*call)(void*, int64_t, int64_t), void* fn, int64_t n, int chunks, int index) {
   const int64_t begin = n * index / chunks;
@@ -67,11 +68,10 @@ void ThreadPool::run(int64_t n, int64_t grain, Job job) {
     if (sleepers_ > 0) cv_.notify_all();
   }
   run_chunk(job.call, job.fn, n, chunks, 0);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpins)
-      cpu_relax();
-    else
-      std::this_thread::yield();
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0 && spins < kSpins; ++spins) cpu_relax();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   }
 }
 
@@ -96,7 +96,10 @@ void ThreadPool::worker_loop(int index) {
     const int64_t n = job_n_;
     const int chunks = job_chunks_;
     if (index < chunks) run_chunk(job.call, job.fn, n, chunks, index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be asleep in run()
+      cv_done_.notify_all();
+    }
   }
 }
 

@@ -5,7 +5,7 @@
 //
 // Cheap enough to call hundreds of times per decode step: no allocation and no std::function
 // per call (the callable is passed by reference), workers spin briefly on an atomic generation
-// counter before sleeping, and the caller spins on a completion counter.
+// counter before sleeping, and the caller spins on a completion counter before sleeping.
 #pragma once
 
 #include <atomic>
@@ -57,7 +57,8 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   // Sleeping workers wait here after spinning for a while.
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // workers wait for a job
+  std::condition_variable cv_done_;  // the caller waits for the last chunk
   int sleepers_ = 0;
 };
 

@@ -128,9 +128,9 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
     std::lock_guard lock(wake_->mu);
     LFM_CHECK(!wake_->stop, "engine: shutting down");
     std::lock_guard s(stats_mu_);
-    const int64_t queued = outstanding_ - published_.running;
-    if (queued >= opt_.max_queued) throw EngineBusy(cat("engine: the queue is full (", queued, " requests waiting)"));
+    if (queued_ >= opt_.max_queued) throw EngineBusy(cat("engine: the queue is full (", queued_, " requests waiting)"));
     ++outstanding_;
+    ++queued_;
     streams_[a->id] = a->stream;
     inbox_.push_back(std::move(a));
     wake_->signal = true;
@@ -175,7 +175,9 @@ void Engine::publish_stats() {
   std::lock_guard s(stats_mu_);
   published_ = totals_;
   published_.running = static_cast<int64_t>(running_.size());
-  published_.waiting = outstanding_ - published_.running;  // queued, preempted or not yet seen
+  int64_t preempted = 0;  // admitted once, waiting again
+  for (const auto& a : waiting_) preempted += a->admitted ? 1 : 0;
+  published_.waiting = queued_ + preempted;
   published_.cache = cache_->stats();
   idle_ = outstanding_ == 0 && running_.empty() && waiting_.empty();
   if (idle_) idle_cv_.notify_all();
@@ -276,6 +278,10 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     a->n_fed = reused;
     if (!a->admitted) {
       a->admitted = true;
+      {
+        std::lock_guard s(stats_mu_);
+        --queued_;
+      }
       a->usage.cached_tokens = reused;
       a->usage.queue_seconds = seconds_between(a->submitted, Clock::now());
       totals_.cached_tokens += reused;
@@ -390,6 +396,7 @@ void Engine::finish(Active& a, FinishReason why, std::string error, std::string 
     std::lock_guard s(stats_mu_);
     streams_.erase(a.id);
     --outstanding_;
+    if (!a.admitted) --queued_;
   }
 }
 

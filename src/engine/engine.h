@@ -109,6 +109,7 @@ class Engine {
   mutable std::mutex stats_mu_;
   EngineStats published_;
   int64_t outstanding_ = 0;  // submitted and not finished
+  int64_t queued_ = 0;       // submitted and never admitted yet (the queue max_queued bounds)
   bool idle_ = true;         // published when nothing is queued or running
   std::unordered_map<uint64_t, std::weak_ptr<RequestStream>> streams_;  // by id, for cancel()
   std::condition_variable idle_cv_;
