@@ -134,7 +134,7 @@ TEST(CliTest, LogitsPrefillThenDecodeJson) {
 
 TEST(CliTest, HelpAndBadArguments) {
   EXPECT_EQ(run("--help").code, 0);
-  for (const char* cmd : {"generate", "logits", "info"}) {
+  for (const char* cmd : {"generate", "logits", "info", "serve", "bench", "chat"}) {
     const auto h = run(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     EXPECT_NE(h.out.find("--model"), std::string::npos) << cmd << ": " << h.out;

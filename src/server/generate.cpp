@@ -322,7 +322,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
         return sse(sink, error_body(ev.finish == FinishReason::kError ? 500 : 503,
                                     ev.finish == FinishReason::kError ? ev.error : "the request was cancelled"));
     }
-    if (!ev.text.empty() || !lp.is_null() || last) {
+    if (ev.kind == Event::Kind::kToken || last) {  // one chunk per token, even while its text is held back
       json ch = base;
       ch["choices"] = json::array({{{"index", 0},
                                     {"text", ev.text},

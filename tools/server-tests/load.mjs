@@ -1,5 +1,6 @@
 // Load test and serving benchmark for an OpenAI-compatible server (lfm serve or llama-server).
 //   node load.mjs bench URL [--concurrency 1,4,16] [--requests 32] [--prompt 128] [--max-tokens 64]
+//                          [--vocab N] [--native 1 (llama-server's /completion)]
 //       per concurrency: generated tokens/s, TTFT and inter-token latency p50/p99 (streamed
 //       /v1/completions with random token-id prompts; ignore_eos so every request runs in full)
 //   node load.mjs load URL [--requests 200] [--concurrency 32] [--rounds 3] [--pid PID]
@@ -14,12 +15,22 @@ const num = (k, d) => (opt[k] === undefined ? d : Number(opt[k]));
 let seed = 12345;
 const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
 
+// --ban N: logit_bias -100 on ids below N (special tokens), so random weights cannot emit markers
+// that a server's output parser rejects (llama-server answers 500 for those).
+const ban = Object.fromEntries(Array.from({ length: num("ban", 0) }, (_, i) => [String(i), -100]));
+
 async function oneRequest(prompt, maxTokens) {
   const t0 = performance.now();
-  const res = await fetch(`${base}/v1/completions`, {
+  // --native: llama-server's own /completion endpoint (its OpenAI route rejects some random
+  // outputs while streaming); one SSE event per token either way.
+  const native = opt.native !== undefined;
+  const res = await fetch(`${base}${native ? "/completion" : "/v1/completions"}`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, stream: true, ignore_eos: true }),
+    body: JSON.stringify(native
+      ? { prompt, n_predict: maxTokens, temperature: 0, stream: true, ignore_eos: true, cache_prompt: false }
+      : { prompt, max_tokens: maxTokens, temperature: 0, stream: true, ignore_eos: true,
+          ...(Object.keys(ban).length ? { logit_bias: ban } : {}) }),
   });
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   const times = [];
@@ -36,9 +47,14 @@ async function oneRequest(prompt, maxTokens) {
       if (data === "[DONE]") continue;
       const j = JSON.parse(data);
       if (j.error) throw new Error(JSON.stringify(j.error));
-      // One event per token here; llama-server may batch several tokens in one event.
-      const n = j.choices?.[0]?.logprobs?.tokens?.length ?? 1;
-      for (let i = 0; i < n; ++i) times.push(performance.now());
+      // One event per generated token; the closing event (finish_reason set, no text) is not one.
+      if (native) {
+        if (j.stop) continue;
+      } else {
+        const c = j.choices?.[0];
+        if (!c || (c.finish_reason && !c.text)) continue;
+      }
+      times.push(performance.now());
     }
   }
   return { ttft: times[0] - t0, itl: times.slice(1).map((t, i) => t - times[i]), tokens: times.length };
