@@ -1,12 +1,13 @@
 // Load test and serving benchmark for an OpenAI-compatible server (lfm serve or llama-server).
 //   node load.mjs bench URL [--concurrency 1,4,16] [--requests 32] [--prompt 128] [--max-tokens 64]
-//                          [--vocab N] [--native 1 (llama-server's /completion)]
+//                          [--vocab N (prompt ids below N)] [--ban-undecodable VOCAB_SIZE [--ban-file F]]
+//                          [--native 1 (llama-server's /completion)]
 //       per concurrency: generated tokens/s, TTFT and inter-token latency p50/p99 (streamed
 //       /v1/completions with random token-id prompts; ignore_eos so every request runs in full)
 //   node load.mjs load URL [--requests 200] [--concurrency 32] [--rounds 3] [--pid PID]
 //       mixed prompt/output lengths (token ids below --vocab, default 32000); fails on any error; after each round prints the server's
 //       running requests and KV blocks in use (/metrics) and its RSS (/proc/PID/status)
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
 const [mode, base, ...rest] = process.argv.slice(2);
 const opt = {};
@@ -15,9 +16,26 @@ const num = (k, d) => (opt[k] === undefined ? d : Number(opt[k]));
 let seed = 12345;
 const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
 
-// --ban N: logit_bias -100 on ids below N (special tokens), so random weights cannot emit markers
-// that a server's output parser rejects (llama-server answers 500 for those).
-const ban = Object.fromEntries(Array.from({ length: num("ban", 0) }, (_, i) => [String(i), -100]));
+// --ban-undecodable V: logit_bias -100 on every id below V (the model's vocabulary size) that is a
+// special token or does not decode to whole UTF-8 on its own, found by asking the server's
+// /detokenize (lfm serve and llama-server both have it). Random weights emit such byte fragments,
+// which llama-server's output parser rejects mid-stream (HTTP 500); both servers get the same list.
+let ban = {};
+async function findUndecodable(vocabSize) {
+  const bad = [];
+  let next = 0;
+  async function worker() {
+    while (next < vocabSize) {
+      const id = next++;
+      const r = await fetch(`${base}/detokenize`, { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ tokens: [id] }) });
+      const text = r.status === 200 ? (await r.json()).content ?? "" : "";
+      if (text === "" || text.includes("\uFFFD") || /^<\|.*\|>$/.test(text)) bad.push(id);
+    }
+  }
+  await Promise.all(Array.from({ length: 16 }, worker));
+  return bad;
+}
 
 async function oneRequest(prompt, maxTokens) {
   const t0 = performance.now();
@@ -28,7 +46,8 @@ async function oneRequest(prompt, maxTokens) {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(native
-      ? { prompt, n_predict: maxTokens, temperature: 0, stream: true, ignore_eos: true, cache_prompt: false }
+      ? { prompt, n_predict: maxTokens, temperature: 0, stream: true, ignore_eos: true, cache_prompt: false,
+          logit_bias: Object.keys(ban).map((id) => [Number(id), false]) }
       : { prompt, max_tokens: maxTokens, temperature: 0, stream: true, ignore_eos: true,
           ...(Object.keys(ban).length ? { logit_bias: ban } : {}) }),
   });
@@ -81,6 +100,15 @@ const vocab = num("vocab", 32000);
 const randomPrompt = (n) => Array.from({ length: n }, () => 2 + Math.floor(rand() * (vocab - 2)));
 
 if (mode === "bench") {
+  if (opt["ban-undecodable"]) {
+    // --ban-file F: reuse the list from an earlier scan (same tokenizer), or save this scan there.
+    const file = opt["ban-file"];
+    const bad = file && existsSync(file) ? JSON.parse(readFileSync(file, "utf8"))
+      : await findUndecodable(num("ban-undecodable", 0));
+    if (file && !existsSync(file)) writeFileSync(file, JSON.stringify(bad));
+    ban = Object.fromEntries(bad.map((id) => [String(id), -100]));
+    console.error(`banned ${bad.length} ids that do not decode alone`);
+  }
   const rows = [];
   for (const c of (opt.concurrency ?? "1,4,16").split(",").map(Number)) {
     const jobs = Array.from({ length: num("requests", Math.max(8, 2 * c)) }, () => ({
