@@ -361,6 +361,11 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
   // One running, one queued (streams we abort afterwards): the third is refused with 429.
   std::atomic<bool> stop{false};
   std::vector<std::future<int>> busy;
+  // A failed assertion below returns early: end the streams then too (not after 59000 tokens).
+  struct StopOnExit {
+    std::atomic<bool>& stop;
+    ~StopOnExit() { stop = true; }
+  } stop_on_exit{stop};
   for (int i = 0; i < 2; ++i) {
     busy.push_back(std::async(std::launch::async, [&] {
       httplib::Client cc("127.0.0.1", s.port());

@@ -10,10 +10,12 @@
 #include <random>
 
 #include "convert/quant.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/dequant.h"
 #include "kernels/reference_backend.h"
+#include "kernels/weight_pack.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -21,9 +23,13 @@ namespace {
 
 using test::randn;
 
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+
 struct Weight {
   std::vector<uint8_t> bytes;
   TensorView view;
+  AlignedBuffer packed;  // kRows16 copy (kernels/weight_pack.h) when the test asks for one
 };
 
 Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
@@ -36,8 +42,25 @@ Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   return w;
 }
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+// The same weight with a 16-row packed copy attached, as the model prepares it at load.
+Weight make_packed_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
+  Weight w = make_weight(dt, out, in, seed);
+  w.packed = pack_rows16(w.view);
+  w.view.packed = w.packed.data();
+  w.view.packed_layout = PackedLayout::kRows16;
+  return w;
+}
+
+// Every type, and each packable type once more with its packed copy.
+std::vector<std::pair<DType, bool>> type_cases() {
+  std::vector<std::pair<DType, bool>> v;
+  for (DType dt : kTypes) v.push_back({dt, false});
+  for (DType dt : kTypes)
+    if (rows16_packable(dt)) v.push_back({dt, true});
+  return v;
+}
+std::string case_name(DType dt, bool packed) { return std::string(dtype_name(dt)) + (packed ? " (packed)" : ""); }
+
 
 // Types a backend multiplies with int8-quantized activations (the AVX-512 VNNI kernels).
 bool integer_path(const std::string& isa, DType dt) {
@@ -71,12 +94,12 @@ class SimdKernelsTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
-  for (DType dt : kTypes) {
+  for (auto [dt, packed] : type_cases()) {
     const int64_t blk = dtype_traits(dt).block_elems;
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 1}, {5, 7, 9}, {6, 33, 41}, {9, 130, 77},
-                              {4, 5, 300}, {17, 9, 520}}) {
+                              {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}}) {
       const int64_t K = (in + blk - 1) / blk * blk;  // quantized rows need whole blocks
-      const Weight w = make_weight(dt, out, K, 100 + out);
+      const Weight w = packed ? make_packed_weight(dt, out, K, 100 + out) : make_weight(dt, out, K, 100 + out);
       const auto x = randn(n * K, 200 + n);
       std::vector<float> a(n * out), b(n * out);
       ref_.matmul(x.data(), n, w.view, a.data());
@@ -88,7 +111,7 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
           dequantize_row(dt, w.view.row(i % out), wrow.data(), K);
           tol = int8_bound(x.data() + (i / out) * K, wrow.data(), K, a[i]);
         }
-        ASSERT_NEAR(a[i], b[i], tol) << dtype_name(dt) << " n=" << n << " out=" << out << " in=" << K << " at " << i;
+        ASSERT_NEAR(a[i], b[i], tol) << case_name(dt, packed) << " n=" << n << " out=" << out << " in=" << K << " at " << i;
       }
     }
   }
@@ -112,10 +135,10 @@ TEST_P(SimdKernelsTest, DecodersAreBitExact) {
 }
 
 TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
-  for (DType dt : kTypes) {
+  for (auto [dt, packed] : type_cases()) {
     const int64_t blk = dtype_traits(dt).block_elems;
-    const int64_t out = 67, in = (203 + blk - 1) / blk * blk, n = 11;
-    const Weight w = make_weight(dt, out, in, 7);
+    const int64_t out = 67, in = (203 + blk - 1) / blk * blk, n = 19;
+    const Weight w = packed ? make_packed_weight(dt, out, in, 7) : make_weight(dt, out, in, 7);
     const auto x = randn(n * in, 8);
     std::vector<float> all(n * out), one(out);
     simd_->matmul(x.data(), n, w.view, all.data());
@@ -123,14 +146,14 @@ TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
     auto simd1 = make_backend_for(parse_isa(GetParam()), single);
     for (int64_t i = 0; i < n; ++i) {
       simd1->matmul(x.data() + i * in, 1, w.view, one.data());
-      ASSERT_EQ(std::memcmp(one.data(), all.data() + i * out, out * 4), 0) << dtype_name(dt) << " row " << i;
+      ASSERT_EQ(std::memcmp(one.data(), all.data() + i * out, out * 4), 0) << case_name(dt, packed) << " row " << i;
     }
     // Sub-batches of every size in the middle equal the same rows of the full batch (fused and
     // panel paths meet here: few tokens read the weights directly, many through panels).
-    for (int64_t len : {2, 4, 5, 8}) {
+    for (int64_t len : {2, 4, 5, 8, 9, 13}) {
       std::vector<float> mid(len * out);
       simd_->matmul(x.data() + 2 * in, len, w.view, mid.data());
-      ASSERT_EQ(std::memcmp(mid.data(), all.data() + 2 * out, mid.size() * 4), 0) << dtype_name(dt) << " len " << len;
+      ASSERT_EQ(std::memcmp(mid.data(), all.data() + 2 * out, mid.size() * 4), 0) << case_name(dt, packed) << " len " << len;
     }
   }
 }
@@ -157,6 +180,38 @@ TEST_P(SimdKernelsTest, ElementwiseOpsMatchReference) {
     simd_->rms_norm(x.data(), w.data(), 3, dim, 1e-5f, rb.data());
     for (int i = 0; i < 3 * dim; ++i) ASSERT_NEAR(ra[i], rb[i], 2e-6 * (1 + std::abs(ra[i]))) << dim << " " << i;
   }
+}
+
+// The 16-row layout holds every stored byte where weight_pack.h says (Q8_0 biased by 128),
+// zero rows past the end, and refuses what it cannot pack.
+TEST(WeightPack, LayoutPlacesEveryStoredByte) {
+  for (DType dt : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t out = 21, in = 96, blocks = 3, G = rows16_group_count(dt);
+    const Weight w = make_packed_weight(dt, out, in, 5);
+    const auto* p = static_cast<const uint8_t*>(w.view.packed);
+    const size_t sb = dt == DType::Q4_0 ? 18 : 34, unit = rows16_unit_bytes(dt), panel = rows16_panel_bytes(dt, in);
+    ASSERT_EQ(panel, 2 * unit);
+    ASSERT_EQ(w.packed.size(), 2 * panel);
+    for (int64_t r = 0; r < 32; ++r)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* u = p + (r / 16) * panel + (b / 2) * unit;
+        const uint8_t* src = r < out ? w.view.row(r) + b * sb : nullptr;
+        for (int k = 0; k < 2; ++k)
+          ASSERT_EQ(u[2 * G * 64 + (b % 2) * 32 + 2 * (r % 16) + k], src ? src[k] : 0) << r << " " << b;
+        for (int64_t g = 0; g < G; ++g)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t got = u[(b % 2) * G * 64 + g * 64 + 4 * (r % 16) + j];
+            const uint8_t want = !src ? 0 : dt == DType::Q8_0 ? src[2 + 4 * g + j] ^ 0x80 : src[2 + 4 * g + j];
+            ASSERT_EQ(got, want) << dtype_name(dt) << " row " << r << " block " << b << " group " << g;
+          }
+      }
+  }
+  const Weight f16 = make_weight(DType::F16, 4, 64, 1);
+  EXPECT_THROW(pack_rows16(f16.view), Error);
+  const Weight bad = make_weight(DType::Q4_0, 4, 64, 1);
+  TensorView v = bad.view;
+  v.shape = {2, 4, 32};
+  EXPECT_THROW(pack_rows16(v), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, SimdKernelsTest, ::testing::Values("avx2", "avx512"));

@@ -21,6 +21,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Hands the whole pages inside [p, p + n) back to the OS (they are read from the file again on
+  // the next touch): for bytes that a packed copy replaced. Ignores ranges outside the mapping.
+  void drop_pages(const void* p, size_t n) const;
 
  private:
   void release();

@@ -11,11 +11,20 @@
 
 namespace lfm {
 
+// A second copy of a matrix in a layout some kernels read faster (kernels/weight_pack.h). The
+// original `data` stays valid, so a backend that does not know the layout simply ignores it.
+enum class PackedLayout : uint8_t {
+  kNone,
+  kRows16,  // Q4_0 / Q8_0 interleaved in panels of 16 rows (int8 dot-product kernels)
+};
+
 struct TensorView {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const void* data = nullptr;
   size_t nbytes = 0;
+  PackedLayout packed_layout = PackedLayout::kNone;
+  const void* packed = nullptr;  // owned by whoever packed it (the Model), set once at load
 
   int64_t numel() const {
     int64_t n = 1;

@@ -103,6 +103,7 @@ class GgufFile {
   const Value* find(const std::string& key) const;
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(const std::string& name) const;
+  void drop_pages(const void* p, size_t n) const { file_.drop_pages(p, n); }
 
  private:
   MappedFile file_;

@@ -20,6 +20,9 @@ class TensorSource {
   virtual std::vector<std::string> names() const = 0;
   // Human-readable origin for error messages ("model.safetensors", "x.gguf").
   virtual std::string origin() const = 0;
+  // The bytes of t will rarely be read again (a packed copy serves the kernels): a file-backed
+  // source may return their pages to the OS; they stay readable (faulted in again from the file).
+  virtual void drop_pages(const TensorView& t) const { (void)t; }
 };
 
 // A TensorSource backed by a name → view map; owners keep the bytes alive.

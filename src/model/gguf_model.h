@@ -19,6 +19,7 @@ class GgufTensorSource : public MapTensorSource {
  public:
   explicit GgufTensorSource(std::shared_ptr<const GgufFile> file);
   const GgufFile& file() const { return *file_; }
+  void drop_pages(const TensorView& t) const override { file_->drop_pages(t.data, t.nbytes); }
 
  private:
   std::shared_ptr<const GgufFile> file_;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "formats/safetensors.h"
+#include "kernels/weight_pack.h"
 #include "model/gguf_model.h"
 
 namespace lfm {
@@ -23,9 +24,47 @@ std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim) {
 
 Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source) : cfg_(std::move(cfg)), source_(std::move(source)) {
   weights_ = bind_weights(cfg_, *source_);
+  pack_matrices();
   int64_t n_conv = 0, n_attn = 0;
   for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
   inv_freq_ = rope_inverse_frequencies(cfg_.rope_theta, cfg_.head_dim);
+}
+
+namespace {
+
+// Every matrix that matmul reads. The embedding table is not among them (rows are looked up as
+// stored); a tied lm_head is its own view of the same bytes and is.
+template <typename F>
+void for_each_matmul_weight(ModelWeights& w, F&& f) {
+  f(w.lm_head);
+  for (LayerWeights& l : w.layers) {
+    for (TensorView* t : {&l.conv.in_proj, &l.conv.out_proj, &l.attn.q, &l.attn.k, &l.attn.v, &l.attn.out, &l.ffn.w1,
+                          &l.ffn.w3, &l.ffn.w2, &l.moe.router})
+      f(*t);
+    for (FfnWeights& e : l.moe.experts)
+      for (TensorView* t : {&e.w1, &e.w3, &e.w2}) f(*t);
+  }
+}
+
+}  // namespace
+
+// Copies the matrices the CPU kernels read faster in another layout (kernels/weight_pack.h) and
+// lets the source drop the originals' pages, so resident memory stays about one model's worth.
+void Model::pack_matrices() {
+  const void* embed = weights_.embed.data;
+  for_each_matmul_weight(weights_, [&](TensorView& t) {
+    if (!t.data || cpu_packed_layout(t.dtype) != PackedLayout::kRows16) return;
+    packed_.push_back(pack_rows16(t));
+    t.packed = packed_.back().data();
+    t.packed_layout = PackedLayout::kRows16;
+    if (t.data != embed) source_->drop_pages(t);  // embedding lookups still read a tied table
+  });
+}
+
+size_t Model::packed_bytes() const {
+  size_t n = 0;
+  for (const AlignedBuffer& b : packed_) n += b.size();
+  return n;
 }
 
 int64_t Model::parameter_count() const {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "formats/tensor_source.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -27,11 +28,16 @@ class Model {
 
   int64_t parameter_count() const;
   size_t weight_bytes() const;
+  // Bytes of packed matrix copies the CPU kernels read instead of the stored ones (0 if none).
+  size_t packed_bytes() const;
 
  private:
+  void pack_matrices();
+
   ModelConfig cfg_;
   std::unique_ptr<TensorSource> source_;
   ModelWeights weights_;
+  std::vector<AlignedBuffer> packed_;  // kernel-layout copies the weight views point into
   std::vector<int64_t> slot_;
   std::vector<float> inv_freq_;
 };

@@ -17,6 +17,7 @@
 #include "kernels/quant_blocks.h"
 #include "kernels/reference_backend.h"
 #include "kernels/reference_ops.h"
+#include "kernels/weight_pack.h"
 
 #pragma GCC push_options
 // GCC 12's avx512fintrin.h builds some results from a deliberately undefined register, which its
@@ -35,6 +36,7 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_ops.inc"
 #define LFM_SIMD_VNNI 1
 #include "kernels/cpu/simd_q8.inc"
+#include "kernels/cpu/simd_packed.inc"
 #include "kernels/cpu/simd_backend.inc"
 }  // namespace lfm::isa_avx512
 
