@@ -6,21 +6,122 @@
 
 #include "core/error.h"
 #include "kernels/cpu_features.h"
+#include "kernels/quant_blocks.h"
 
 namespace lfm {
 
-bool rows16_packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
-int64_t rows16_group_count(DType t) { return t == DType::Q4_0 ? 4 : 8; }
-size_t rows16_unit_bytes(DType t) { return static_cast<size_t>(2 * rows16_group_count(t) * 64 + 64); }
+namespace {
+
+bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+
+// One K-quant super-block unpacked: unsigned quants and the 8 (Q6_K: 16) sub-block scales.
+struct KValues {
+  uint8_t q[quant::kQK_K];
+  uint8_t scale[16];  // Q4_K/Q5_K: 8 six-bit scales; Q6_K: 16 int8 scales (bit patterns)
+  uint8_t min[8];     // Q4_K/Q5_K
+  uint16_t d = 0, dmin = 0;
+};
+
+KValues unpack_kquant(DType t, const uint8_t* src) {
+  using namespace quant;
+  KValues v{};
+  if (t == DType::Q6_K) {
+    BlockQ6_K b;
+    std::memcpy(&b, src, sizeof b);
+    v.d = b.d;
+    std::memcpy(v.scale, b.scales, 16);
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = b.ql[64 * h + l], hi = b.ql[64 * h + l + 32], qh = b.qh[32 * h + l];
+        uint8_t* q = v.q + 128 * h;
+        q[l] = static_cast<uint8_t>((lo & 0x0F) | ((qh & 3) << 4));
+        q[l + 32] = static_cast<uint8_t>((hi & 0x0F) | (((qh >> 2) & 3) << 4));
+        q[l + 64] = static_cast<uint8_t>((lo >> 4) | (((qh >> 4) & 3) << 4));
+        q[l + 96] = static_cast<uint8_t>((hi >> 4) | (((qh >> 6) & 3) << 4));
+      }
+    return v;
+  }
+  // Q4_K and Q5_K share the head: d, dmin, 12 bytes of packed 6-bit scales and mins.
+  const bool q5 = t == DType::Q5_K;
+  BlockQ5_K b5{};
+  BlockQ4_K b4{};
+  if (q5) std::memcpy(&b5, src, sizeof b5); else std::memcpy(&b4, src, sizeof b4);
+  v.d = q5 ? b5.d : b4.d;
+  v.dmin = q5 ? b5.dmin : b4.dmin;
+  const uint8_t* scales = q5 ? b5.scales : b4.scales;
+  const uint8_t* qs = q5 ? b5.qs : b4.qs;
+  for (int j = 0; j < 8; ++j) {
+    const KScaleMin sm = unpack_k_scale(scales, j);
+    v.scale[j] = static_cast<uint8_t>(sm.scale);
+    v.min[j] = static_cast<uint8_t>(sm.min);
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t byte = qs[32 * c + l];
+      const int hb_lo = q5 && (b5.qh[l] >> (2 * c)) & 1, hb_hi = q5 && (b5.qh[l] >> (2 * c + 1)) & 1;
+      v.q[64 * c + l] = static_cast<uint8_t>((byte & 0x0F) | (hb_lo << 4));
+      v.q[64 * c + 32 + l] = static_cast<uint8_t>((byte >> 4) | (hb_hi << 4));
+    }
+  return v;
+}
+
+// Writes row i (lane) of one K-quant super-block into its packed unit.
+void pack_kquant_row(DType t, const KValues& v, int64_t i, uint8_t* unit) {
+  const size_t kb = rows16_kblock_bytes(t);
+  std::memcpy(unit + 2 * i, &v.d, 2);
+  std::memcpy(unit + 32 + 2 * i, &v.dmin, 2);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* hdr = unit + 64 + 32 * j;
+    hdr[i] = t == DType::Q6_K ? v.scale[2 * j] : v.scale[j];
+    hdr[16 + i] = t == DType::Q6_K ? v.scale[2 * j + 1] : v.min[j];
+    const uint8_t* q = v.q + 32 * j;
+    uint8_t* blk = unit + 320 + j * kb;
+    for (int g = 0; g < 4; ++g)
+      for (int b = 0; b < 4; ++b) {
+        const uint8_t lo = q[4 * g + b], hi = q[16 + 4 * g + b];
+        blk[64 * g + 4 * i + b] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
+        if (t == DType::Q5_K)
+          blk[256 + 4 * i + b] |= static_cast<uint8_t>(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
+        if (t == DType::Q6_K)
+          blk[256 + 64 * (g / 2) + 4 * i + b] |=
+              static_cast<uint8_t>(((lo >> 4) << (4 * (g % 2))) | ((hi >> 4) << (4 * (g % 2) + 2)));
+      }
+  }
+}
+
+}  // namespace
+
+bool rows16_packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || is_kquant(t); }
+int64_t rows16_group_count(DType t) { return t == DType::Q8_0 ? 8 : 4; }
+size_t rows16_kblock_bytes(DType t) { return t == DType::Q4_K ? 256 : t == DType::Q5_K ? 320 : 384; }
+size_t rows16_unit_bytes(DType t) {
+  if (is_kquant(t)) return 320 + 8 * rows16_kblock_bytes(t);
+  return static_cast<size_t>(2 * rows16_group_count(t) * 64 + 64);
+}
 size_t rows16_panel_bytes(DType t, int64_t cols) {
+  if (is_kquant(t)) return static_cast<size_t>(cols / quant::kQK_K) * rows16_unit_bytes(t);
   const int64_t blocks = cols / 32;
   return static_cast<size_t>((blocks + 1) / 2) * rows16_unit_bytes(t);
 }
 
 AlignedBuffer pack_rows16(const TensorView& w) {
   LFM_CHECK(rows16_packable(w.dtype), "weight pack: no 16-row layout for ", dtype_name(w.dtype));
-  LFM_CHECK(w.shape.size() == 2 && w.shape[1] % 32 == 0, "weight pack: expected a [rows, 32·k] matrix, got ",
-            shape_str(w.shape));
+  const int64_t blk = is_kquant(w.dtype) ? quant::kQK_K : 32;
+  LFM_CHECK(w.shape.size() == 2 && w.shape[1] % blk == 0, "weight pack: expected a [rows, ", blk,
+            "·k] matrix, got ", shape_str(w.shape));
+  if (is_kquant(w.dtype)) {
+    const int64_t M = w.shape[0], supers = w.shape[1] / quant::kQK_K, panels = (M + kPackRows - 1) / kPackRows;
+    const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
+    const size_t src_block = static_cast<size_t>(dtype_traits(w.dtype).block_bytes);
+    AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
+    std::memset(out.data(), 0, out.size());
+    auto* base = static_cast<uint8_t*>(out.data());
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t s = 0; s < supers; ++s)
+        pack_kquant_row(w.dtype, unpack_kquant(w.dtype, w.row(r) + s * src_block), r % kPackRows,
+                        base + (r / kPackRows) * panel_bytes + s * unit);
+    return out;
+  }
   const int64_t M = w.shape[0], blocks = w.shape[1] / 32, G = rows16_group_count(w.dtype);
   const int64_t panels = (M + kPackRows - 1) / kPackRows;
   const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);

@@ -14,6 +14,19 @@
 //   Rows past the matrix's end are zero. Units are 64-byte aligned (576 / 1088 bytes), so a
 //   kernel loads every group with one aligned 512-bit load and broadcasts 4 activation bytes
 //   against 16 rows at once.
+//
+// The same layout for the K-quants (Q4_K, Q5_K, Q6_K): the unit is a 256-element super-block,
+//   [header 320 bytes][8 blocks of 32 elements, each (256 + H) bytes]
+//   header: f16 d[16] | f16 dmin[16] (Q6_K: zero) | per block j: 32 bytes of 16-row scales:
+//           Q4_K/Q5_K: u8 scale[16] | u8 min[16] (the 6-bit values of block j),
+//           Q6_K: i8 scale[16] of elements 0..15 | i8 scale[16] of elements 16..31;
+//   block: the low 4 bits of each unsigned quant q in the Q4_0 arrangement above (256 bytes),
+//          then the high bits, lane i byte j (H = 0 for Q4_K):
+//           Q5_K (H = 64): bit 2g = q[4g+j] >> 4, bit 2g+1 = q[16+4g+j] >> 4, g = 0..3;
+//           Q6_K (H = 128): two 64-byte planes P = 0, 1 for groups g = 2P, 2P+1 with bits 0-1 =
+//           q[4g+j] >> 4 and 2-3 = q[16+4g+j] >> 4 for g = 2P, bits 4-5 and 6-7 for g = 2P+1.
+//   Values: Q4_K/Q5_K w = d·scale·q − dmin·min; Q6_K w = d·scale·(q − 32). Every size is a
+//   multiple of 64 bytes (units of 2368, 2880, 3392).
 #pragma once
 
 #include <cstddef>
@@ -26,12 +39,13 @@ namespace lfm {
 
 // Rows per panel and bytes per unit (two blocks of 16 rows) of the kRows16 layout.
 constexpr int64_t kPackRows = 16;
-bool rows16_packable(DType t);                 // Q4_0, Q8_0
+bool rows16_packable(DType t);                 // Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
 int64_t rows16_group_count(DType t);           // G: 4 (Q4_0) or 8 (Q8_0)
-size_t rows16_unit_bytes(DType t);             // 2 · G · 64 + 64
+size_t rows16_unit_bytes(DType t);             // Q4_0/Q8_0: 2 · G · 64 + 64; K-quants: one super-block
+size_t rows16_kblock_bytes(DType t);           // K-quants: 256 + H, one block of 32 elements
 size_t rows16_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows, all its units
 
-// Packs a [rows, cols] Q4_0 / Q8_0 matrix (cols a multiple of 32); throws lfm::Error otherwise.
+// Packs a [rows, cols] matrix of those types (cols whole blocks); throws lfm::Error otherwise.
 AlignedBuffer pack_rows16(const TensorView& w);
 
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
