@@ -366,6 +366,8 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
     std::atomic<bool>& stop;
     ~StopOnExit() { stop = true; }
   } stop_on_exit{stop};
+  // The request above has answered, but the gauges may not have caught up with its end yet.
+  ASSERT_EQ(wait_metric(c, "lfm:num_requests_running", 0), 0);
   for (int i = 0; i < 2; ++i) {
     busy.push_back(std::async(std::launch::async, [&] {
       httplib::Client cc("127.0.0.1", s.port());
@@ -386,6 +388,7 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
     }));
     ASSERT_EQ(wait_metric(c, i == 0 ? "lfm:num_requests_running" : "lfm:num_requests_waiting", 1), 1)
         << "request " << i << "; " << c.Get("/metrics")->body.substr(0, 600);
+    if (i == 0) ASSERT_EQ(wait_metric(c, "lfm:num_requests_waiting", 0), 0);
   }
   auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, body.dump(), "application/json");
   ASSERT_TRUE(r);

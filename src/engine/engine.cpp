@@ -58,6 +58,7 @@ struct Engine::Active {
 Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt)
     : model_(model), tok_(tokenizer), opt_(opt), wake_(std::make_shared<Wakeup>()) {
   LFM_CHECK(opt.batch_tokens >= 1, "engine: --batch-tokens must be at least 1, got ", opt.batch_tokens);
+  LFM_CHECK(opt.decode_step_tokens >= 0, "engine: --decode-step-tokens must be 0 or more, got ", opt.decode_step_tokens);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
   cache_ = make_state_cache(model, opt.state);
@@ -243,12 +244,21 @@ void Engine::drop_cancelled() {
 }
 
 bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts) {
+  auto decoding = [](const Active& a) { return a.n_generated > 0 && static_cast<int64_t>(a.tokens.size()) - a.n_fed == 1; };
+  int64_t decoders_left = 0;
+  for (const auto& a : running_) decoders_left += decoding(*a) ? 1 : 0;
   int64_t budget = opt_.batch_tokens;
+  if (decoders_left > 0 && opt_.decode_step_tokens > 0)
+    budget = std::min(budget, std::max(opt_.decode_step_tokens, decoders_left));
   bool preempted = false;
-  // Running requests first, oldest first: a decode token each, or the next prefill chunk.
+  // Running requests first, oldest first: a decode token each, or the next prefill chunk from
+  // what the decode tokens of the requests after it leave.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Active* a = running_[i].get();
-    const int64_t n = std::min(static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget);
+    const bool decode = decoding(*a);
+    if (decode) --decoders_left;
+    const int64_t n = decode ? 1 : std::min(static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget - decoders_left);
+    if (n <= 0) continue;
     bool self = false;
     while (!cache_->reserve(*a->seq, n)) {
       Active* victim = running_.back().get();  // the youngest, never one already in this step
@@ -325,6 +335,7 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
   for (size_t i = 0; i < batch.size(); ++i) {
     Active* a = batch[i];
     if (a->finished) continue;
+    if (a->n_generated == 0) ++a->usage.prefill_steps;
     a->n_fed += counts[i];
     totals_.computed_tokens += counts[i];
     if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, out_.row(i));

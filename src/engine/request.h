@@ -35,6 +35,7 @@ struct Usage {
   double first_token_seconds = 0;  // submit → first token
   double total_seconds = 0;        // submit → finish
   int64_t preemptions = 0;
+  int64_t prefill_steps = 0;       // steps that fed part of the prompt (chunked prefill)
 };
 
 struct Event {
