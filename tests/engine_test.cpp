@@ -140,7 +140,7 @@ TEST_P(EngineTest, StaggeredSubmissionsMatchRequestsAlone) {
 }
 
 // While a request decodes, a newcomer's prompt is prefilled in chunks that keep each step within
-// decode_step_tokens (the decoder still gets its token every step); outputs do not change.
+// prefill_chunk prompt tokens (the decoder still gets its token every step); outputs do not change.
 TEST_P(EngineTest, DecodeStepCapChunksPrefillWhileOthersDecode) {
   std::vector<int32_t> long_prompt;
   while (long_prompt.size() < 30) long_prompt.insert(long_prompt.end(), prompts_[0].begin(), prompts_[0].end());
@@ -149,7 +149,7 @@ TEST_P(EngineTest, DecodeStepCapChunksPrefillWhileOthersDecode) {
   for (int64_t cap : {int64_t{0}, int64_t{5}}) {
     EngineOptions o = options(2, 512);
     o.state.ctx_size = 2048;
-    o.decode_step_tokens = cap;
+    o.prefill_chunk = cap;
     Engine e(*model_, *backend_, nullptr, o);
     Request a = greedy(0, 2000);  // decodes all through B's prefill; cancelled afterwards
     a.prompt.resize(std::min<size_t>(a.prompt.size(), 3));
@@ -168,7 +168,7 @@ TEST_P(EngineTest, DecodeStepCapChunksPrefillWhileOthersDecode) {
       EXPECT_EQ(rb.usage.prefill_steps, 1);
       want_b = rb.tokens;
     } else {
-      EXPECT_GE(rb.usage.prefill_steps, 8);  // at most 4 of its tokens next to A's each step
+      EXPECT_GE(rb.usage.prefill_steps, 6);  // at most 5 of its tokens next to A's each step
       EXPECT_EQ(rb.tokens, want_b);
     }
     e.wait_idle();

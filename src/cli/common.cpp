@@ -60,9 +60,9 @@ void add_state_options(CLI::App& app, StateArgs& a, bool engine) {
   app.add_option("--batch-tokens", a.batch_tokens, "Most tokens per step (prefill is chunked to fit)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--decode-step-tokens", a.decode_step_tokens,
-                 "Most tokens per step while requests are decoding (bounds their inter-token latency while "
-                 "new prompts are prefilled; 0: up to --batch-tokens)")
+  app.add_option("--prefill-chunk", a.prefill_chunk,
+                 "While requests are decoding, most prompt tokens per step next to their decode tokens (bounds "
+                 "their inter-token latency while new prompts are prefilled; 0: up to --batch-tokens)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-prefix-cache", a.no_prefix_cache, "Do not keep and reuse the state of earlier prompts");
@@ -83,7 +83,7 @@ EngineOptions engine_options(const StateArgs& a, const Model& model) {
   EngineOptions e;
   e.state = state_plan(a, model.config(), &model);
   e.batch_tokens = a.batch_tokens;
-  e.decode_step_tokens = a.decode_step_tokens;
+  e.prefill_chunk = a.prefill_chunk;
   return e;
 }
 

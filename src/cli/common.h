@@ -40,7 +40,7 @@ struct StateArgs {
   int64_t parallel = 1;
   std::string kv_memory;
   int64_t batch_tokens = 512;
-  int64_t decode_step_tokens = 64;
+  int64_t prefill_chunk = 16;
   bool no_prefix_cache = false;
 };
 void add_state_options(CLI::App& app, StateArgs& args, bool engine);

@@ -58,7 +58,7 @@ struct Engine::Active {
 Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt)
     : model_(model), tok_(tokenizer), opt_(opt), wake_(std::make_shared<Wakeup>()) {
   LFM_CHECK(opt.batch_tokens >= 1, "engine: --batch-tokens must be at least 1, got ", opt.batch_tokens);
-  LFM_CHECK(opt.decode_step_tokens >= 0, "engine: --decode-step-tokens must be 0 or more, got ", opt.decode_step_tokens);
+  LFM_CHECK(opt.prefill_chunk >= 0, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
   cache_ = make_state_cache(model, opt.state);
@@ -248,8 +248,7 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
   int64_t decoders_left = 0;
   for (const auto& a : running_) decoders_left += decoding(*a) ? 1 : 0;
   int64_t budget = opt_.batch_tokens;
-  if (decoders_left > 0 && opt_.decode_step_tokens > 0)
-    budget = std::min(budget, std::max(opt_.decode_step_tokens, decoders_left));
+  int64_t prefill_left = decoders_left > 0 && opt_.prefill_chunk > 0 ? opt_.prefill_chunk : budget;
   bool preempted = false;
   // Running requests first, oldest first: a decode token each, or the next prefill chunk from
   // what the decode tokens of the requests after it leave.
@@ -257,7 +256,9 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     Active* a = running_[i].get();
     const bool decode = decoding(*a);
     if (decode) --decoders_left;
-    const int64_t n = decode ? 1 : std::min(static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget - decoders_left);
+    const int64_t n = decode ? 1
+                             : std::min({static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget - decoders_left,
+                                         prefill_left});
     if (n <= 0) continue;
     bool self = false;
     while (!cache_->reserve(*a->seq, n)) {
@@ -273,13 +274,14 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     batch.push_back(a);
     counts.push_back(n);
     budget -= n;
+    if (!decode) prefill_left -= n;
   }
   // Then waiting requests, first come first served, while slots, blocks and budget allow.
-  while (!preempted && budget > 0 && !waiting_.empty() && cache_->can_open()) {
+  while (!preempted && std::min(budget, prefill_left) > 0 && !waiting_.empty() && cache_->can_open()) {
     Active* a = waiting_.front().get();
     Sequence* seq = cache_->open(opt_.state.ctx_size);
     const int64_t reused = cache_->attach_prefix(*seq, a->tokens);
-    const int64_t n = std::min(static_cast<int64_t>(a->tokens.size()) - reused, budget);
+    const int64_t n = std::min({static_cast<int64_t>(a->tokens.size()) - reused, budget, prefill_left});
     if (!cache_->reserve(*seq, n)) {
       cache_->close(seq);
       break;
@@ -301,6 +303,7 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     batch.push_back(a);
     counts.push_back(n);
     budget -= n;
+    prefill_left -= n;
   }
   return !batch.empty();
 }

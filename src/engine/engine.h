@@ -38,10 +38,10 @@ class EngineBusy : public Error {
 struct EngineOptions {
   StatePlanOptions state;      // context size, parallel sequences, block size, cache type, memory
   int64_t batch_tokens = 512;  // most tokens in one step (decode tokens count one each)
-  // While requests are decoding, a step holds at most this many tokens (but always every decode
-  // token): prompts are then prefilled in smaller chunks, so a long prompt arriving does not
-  // stall the others' next tokens for a whole --batch-tokens step. 0: no cap below batch_tokens.
-  int64_t decode_step_tokens = 64;
+  // While requests are decoding, at most this many prompt tokens join a step next to their decode
+  // tokens: a prompt arriving is prefilled in chunks instead of stalling the others' next tokens
+  // for a whole batch_tokens step. 0: prompts fill the step up to batch_tokens.
+  int64_t prefill_chunk = 16;
   int64_t max_queued = 4096;   // submissions waiting beyond this are refused
 };
 
