@@ -10,7 +10,9 @@
 
 #include "convert/quant.h"
 #include "core/thread_pool.h"
+#include "core/aligned_buffer.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/weight_pack.h"
 
 namespace {
 
@@ -32,29 +34,36 @@ ThreadPool& pool() {
 struct Weight {
   std::vector<uint8_t> bytes;
   TensorView view;
+  AlignedBuffer packed;
 };
 
-const Weight& weight(DType dt, int64_t out, int64_t in) {
-  static std::map<std::tuple<int, int64_t, int64_t>, Weight> cache;
-  auto& w = cache[{static_cast<int>(dt), out, in}];
+// packed: with the 16-row copy the model makes at load (kernels/weight_pack.h).
+const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, Weight> cache;
+  auto& w = cache[{static_cast<int>(dt), out, in, packed}];
   if (w.bytes.empty()) {
     const auto f = randn(static_cast<size_t>(out * in), 1);
     const size_t row = dtype_row_bytes(dt, in);
     w.bytes.resize(row * static_cast<size_t>(out));
     for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
     w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
+    if (packed) {
+      w.packed = pack_rows16(w.view);
+      w.view.packed = w.packed.data();
+      w.view.packed_layout = PackedLayout::kRows16;
+    }
   }
   return w;
 }
 
-void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n) {
+void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packed) {
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
   }
   auto be = make_backend_for(isa, pool());
   const int64_t out = 8192, in = 2048;
-  const Weight& w = weight(dt, out, in);
+  const Weight& w = weight(dt, out, in, packed);
   const auto x = randn(static_cast<size_t>(n * in), 2);
   std::vector<float> y(static_cast<size_t>(n * out));
   for (auto _ : state) {
@@ -70,10 +79,13 @@ void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n) {
 void register_all() {
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
-      for (int64_t n : {1, 128}) {
-        const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + "/n" + std::to_string(n);
-        benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n)->UseRealTime()->Unit(benchmark::kMillisecond);
-      }
+      for (int64_t n : {1, 128})
+        for (bool packed : {false, true}) {
+          if (packed && (isa != Isa::kAvx512 || !rows16_packable(dt))) continue;  // only that backend reads it
+          const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +
+                                   "/n" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
+        }
 }
 
 const bool registered = (register_all(), true);
