@@ -41,7 +41,7 @@ int run_convert(int argc, char** argv) {
   opt.progress = !quiet;
   opt.threads = threads;
   LFM_CHECK(fs::absolute(model) != fs::absolute(out), "convert: the output would overwrite the input");
-  auto m = load_model(model);
+  auto m = load_model(model, /*pack=*/false);
   if (fs::is_regular_file(model)) {
     gguf::GgufFile src(model);
     opt.extra = gguf::tokenizer_metadata_from_gguf(src);

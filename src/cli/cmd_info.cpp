@@ -49,7 +49,7 @@ int run_info(int argc, char** argv) {
                            fs::exists(fs::path(model) / "model.safetensors.index.json");
   std::unique_ptr<Model> m;
   if (has_weights) {
-    m = load_model(model);
+    m = load_model(model, /*pack=*/false);
     cfg = m->config();
     params = m->parameter_count();
     bytes = m->weight_bytes();

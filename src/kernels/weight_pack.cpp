@@ -138,11 +138,12 @@ AlignedBuffer pack_rows16(const TensorView& w) {
         uint8_t* u = base + p * panel_bytes + (b / 2) * unit;
         uint8_t* quants = u + (b % 2) * G * 64;
         std::memcpy(u + 2 * G * 64 + (b % 2) * 32 + 2 * i, src, 2);
-        for (int64_t g = 0; g < G; ++g)
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t v = src[2 + 4 * g + j];
-            quants[g * 64 + 4 * i + j] = q8 ? static_cast<uint8_t>(v ^ 0x80) : v;
-          }
+        for (int64_t g = 0; g < G; ++g) {
+          uint32_t v;  // 4 stored bytes; Q8_0's signed quants + 128 (flip each byte's top bit)
+          std::memcpy(&v, src + 2 + 4 * g, 4);
+          if (q8) v ^= 0x80808080u;
+          std::memcpy(quants + g * 64 + 4 * i, &v, 4);
+        }
       }
     }
   }

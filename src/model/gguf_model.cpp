@@ -10,10 +10,10 @@
 namespace lfm {
 
 // Opens a GGUF checkpoint: its metadata as the config, its tensors under HF names.
-std::unique_ptr<Model> load_gguf_model(const std::string& path) {
+std::unique_ptr<Model> load_gguf_model(const std::string& path, bool pack) {
   auto file = std::make_shared<const gguf::GgufFile>(path);
   ModelConfig cfg = gguf::config_from_gguf(*file);
-  return std::make_unique<Model>(std::move(cfg), std::make_unique<gguf::GgufTensorSource>(file));
+  return std::make_unique<Model>(std::move(cfg), std::make_unique<gguf::GgufTensorSource>(file), pack);
 }
 
 namespace gguf {

@@ -1,6 +1,10 @@
 #include "model/model.h"
 
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 
 #include "core/error.h"
@@ -22,9 +26,10 @@ std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim) {
   return inv;
 }
 
-Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source) : cfg_(std::move(cfg)), source_(std::move(source)) {
+Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, bool pack)
+    : cfg_(std::move(cfg)), source_(std::move(source)) {
   weights_ = bind_weights(cfg_, *source_);
-  pack_matrices();
+  if (pack) pack_matrices();
   int64_t n_conv = 0, n_attn = 0;
   for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
   inv_freq_ = rope_inverse_frequencies(cfg_.rope_theta, cfg_.head_dim);
@@ -51,14 +56,37 @@ void for_each_matmul_weight(ModelWeights& w, F&& f) {
 // Copies the matrices the CPU kernels read faster in another layout (kernels/weight_pack.h) and
 // lets the source drop the originals' pages, so resident memory stays about one model's worth.
 void Model::pack_matrices() {
-  const void* embed = weights_.embed.data;
+  std::vector<TensorView*> todo;
   for_each_matmul_weight(weights_, [&](TensorView& t) {
-    if (!t.data || cpu_packed_layout(t.dtype) != PackedLayout::kRows16) return;
-    packed_.push_back(pack_rows16(t));
-    t.packed = packed_.back().data();
-    t.packed_layout = PackedLayout::kRows16;
-    if (t.data != embed) source_->drop_pages(t);  // embedding lookups still read a tied table
+    if (t.data && cpu_packed_layout(t.dtype) == PackedLayout::kRows16) todo.push_back(&t);
   });
+  packed_.resize(todo.size());
+  const void* embed = weights_.embed.data;
+  // Tensors are independent: one worker per core takes the next one, and hands the original's
+  // pages back as soon as its copy exists (resident memory stays near one model's worth).
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < todo.size();) {
+      try {
+        packed_[i] = pack_rows16(*todo[i]);
+        if (todo[i]->data != embed) source_->drop_pages(*todo[i]);  // embedding lookups read a tied table
+      } catch (...) {
+        std::lock_guard lock(error_mu);
+        error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned k = 1; k < std::max(1u, std::thread::hardware_concurrency()); ++k) threads.emplace_back(worker);
+  worker();
+  for (auto& th : threads) th.join();
+  if (error) std::rethrow_exception(error);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    todo[i]->packed = packed_[i].data();
+    todo[i]->packed_layout = PackedLayout::kRows16;
+  }
 }
 
 size_t Model::packed_bytes() const {
@@ -79,17 +107,17 @@ size_t Model::weight_bytes() const {
   return n;
 }
 
-std::unique_ptr<Model> load_model(const std::string& path) {
+std::unique_ptr<Model> load_model(const std::string& path, bool pack) {
   namespace fs = std::filesystem;
   LFM_CHECK(fs::exists(path), "model: '", path, "' does not exist");
   if (fs::is_regular_file(path)) {
     LFM_CHECK(is_gguf_path(path), "model: '", path,
               "' is a file but not a .gguf; pass a checkpoint folder or a GGUF file");
-    return load_gguf_model(path);
+    return load_gguf_model(path, pack);
   }
   ModelConfig cfg = load_model_config((fs::path(path) / "config.json").string());
   auto src = std::make_unique<SafetensorsCheckpoint>(path);
-  return std::make_unique<Model>(std::move(cfg), std::move(src));
+  return std::make_unique<Model>(std::move(cfg), std::move(src), pack);
 }
 
 }  // namespace lfm

@@ -15,7 +15,7 @@ namespace lfm {
 
 class Model {
  public:
-  Model(ModelConfig cfg, std::unique_ptr<TensorSource> source);
+  Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, bool pack = true);
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return weights_; }
@@ -42,8 +42,10 @@ class Model {
   std::vector<float> inv_freq_;
 };
 
-// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file.
-std::unique_ptr<Model> load_model(const std::string& path);
+// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file. pack: copy
+// the matrices the CPU kernels read faster in another layout (off for tools that only inspect
+// or convert the weights).
+std::unique_ptr<Model> load_model(const std::string& path, bool pack = true);
 
 // RoPE inverse frequencies as transformers computes them: 1 / theta^(2j / hd) in float32.
 std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim);
