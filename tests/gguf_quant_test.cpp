@@ -177,7 +177,8 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
       gguf::write_random_gguf(path, opt);
       auto packed = load_model(path, true);
       auto plain = load_model(path, false);
-      const bool expect_packing = cpu_packed_layout(DType::Q8_0) == PackedLayout::kRows16;
+      const DType main = ft == gguf::FileType::Q8_0 ? DType::Q8_0 : ft == gguf::FileType::Q4_0 ? DType::Q4_0 : DType::Q4_K;
+      const bool expect_packing = cpu_packed_layout(main) == PackedLayout::kRows16;
       EXPECT_EQ(packed->packed_bytes() > 0, expect_packing) << shape << " " << gguf::file_type_label(ft);
       EXPECT_EQ(plain->packed_bytes(), 0u);
       const std::vector<int32_t> ids = {1, 7, 300, 12, 99, 5, 500, 42, 8};

@@ -153,7 +153,10 @@ AlignedBuffer pack_rows16(const TensorView& w) {
 PackedLayout cpu_packed_layout(DType t) {
   const char* env = std::getenv("LFM_PACK");
   if (env && std::string(env) == "0") return PackedLayout::kNone;
-  return selected_isa() == Isa::kAvx512 && rows16_packable(t) ? PackedLayout::kRows16 : PackedLayout::kNone;
+  // AVX-512 VNNI reads every packable type; AVX2 all but Q8_0 (see simd_packed_avx2.inc).
+  const Isa isa = selected_isa();
+  const bool reads = isa == Isa::kAvx512 ? rows16_packable(t) : isa == Isa::kAvx2 && rows16_packable(t) && t != DType::Q8_0;
+  return reads ? PackedLayout::kRows16 : PackedLayout::kNone;
 }
 
 }  // namespace lfm

@@ -17,6 +17,7 @@
 #include "kernels/quant_blocks.h"
 #include "kernels/reference_backend.h"
 #include "kernels/reference_ops.h"
+#include "kernels/weight_pack.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -28,6 +29,8 @@ using V = simd::Avx2;
 #include "kernels/cpu/simd_decode.inc"
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_ops.inc"
+#define LFM_SIMD_PACKED 1
+#include "kernels/cpu/simd_packed_avx2.inc"
 #include "kernels/cpu/simd_backend.inc"
 }  // namespace lfm::isa_avx2
 
