@@ -388,7 +388,9 @@ TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
     }));
     ASSERT_EQ(wait_metric(c, i == 0 ? "lfm:num_requests_running" : "lfm:num_requests_waiting", 1), 1)
         << "request " << i << "; " << c.Get("/metrics")->body.substr(0, 600);
-    if (i == 0) ASSERT_EQ(wait_metric(c, "lfm:num_requests_waiting", 0), 0);
+    if (i == 0) {
+      ASSERT_EQ(wait_metric(c, "lfm:num_requests_waiting", 0), 0);
+    }
   }
   auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, body.dump(), "application/json");
   ASSERT_TRUE(r);
