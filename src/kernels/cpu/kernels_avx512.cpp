@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/packed_acts.h"
 #include "kernels/cpu/simd_backends.h"
 #include "kernels/dequant.h"
 #include "kernels/quant_blocks.h"
