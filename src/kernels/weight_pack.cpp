@@ -109,27 +109,21 @@ AlignedBuffer pack_rows16(const TensorView& w) {
   const int64_t blk = is_kquant(w.dtype) ? quant::kQK_K : 32;
   LFM_CHECK(w.shape.size() == 2 && w.shape[1] % blk == 0, "weight pack: expected a [rows, ", blk,
             "·k] matrix, got ", shape_str(w.shape));
+  const int64_t M = w.shape[0], panels = (M + kPackRows - 1) / kPackRows;
+  const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
+  const size_t src_block = static_cast<size_t>(dtype_traits(w.dtype).block_bytes);
+  AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
+  std::memset(out.data(), 0, out.size());  // rows past M, and the high-bit planes ORed into below
+  auto* base = static_cast<uint8_t*>(out.data());
   if (is_kquant(w.dtype)) {
-    const int64_t M = w.shape[0], supers = w.shape[1] / quant::kQK_K, panels = (M + kPackRows - 1) / kPackRows;
-    const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
-    const size_t src_block = static_cast<size_t>(dtype_traits(w.dtype).block_bytes);
-    AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
-    std::memset(out.data(), 0, out.size());
-    auto* base = static_cast<uint8_t*>(out.data());
     for (int64_t r = 0; r < M; ++r)
-      for (int64_t s = 0; s < supers; ++s)
+      for (int64_t s = 0; s < w.shape[1] / quant::kQK_K; ++s)
         pack_kquant_row(w.dtype, unpack_kquant(w.dtype, w.row(r) + s * src_block), r % kPackRows,
                         base + (r / kPackRows) * panel_bytes + s * unit);
     return out;
   }
-  const int64_t M = w.shape[0], blocks = w.shape[1] / 32, G = rows16_group_count(w.dtype);
-  const int64_t panels = (M + kPackRows - 1) / kPackRows;
-  const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
-  const size_t src_block = w.dtype == DType::Q4_0 ? 18 : 34;
+  const int64_t blocks = w.shape[1] / 32, G = rows16_group_count(w.dtype);
   const bool q8 = w.dtype == DType::Q8_0;
-  AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
-  std::memset(out.data(), 0, out.size());
-  auto* base = static_cast<uint8_t*>(out.data());
   for (int64_t p = 0; p < panels; ++p) {
     for (int64_t i = 0; i < kPackRows && p * kPackRows + i < M; ++i) {
       const uint8_t* row = w.row(p * kPackRows + i);
