@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "core/aligned_buffer.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/state_pools.h"
 #include "kernels/weight_pack.h"
 
 namespace {
@@ -76,12 +77,49 @@ void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packe
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Decode attention of one query row over `depth` cached positions, LFM2-1.2B's heads (32 query,
+// 8 KV, head_dim 64), f16 K/V in 16-token blocks; GB/s counts the K and V bytes read.
+void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows) {
+  if (!isa_supported(isa)) {
+    state.SkipWithError("CPU lacks this instruction set");
+    return;
+  }
+  auto be = make_backend_for(isa, pool());
+  const int64_t heads = 32, kv_heads = 8, hd = 64, bt = 16, n_keys = depth + rows;
+  const int64_t n_blocks = (n_keys + bt - 1) / bt;
+  KvPool kv{nullptr, nullptr, DType::F16, n_blocks, bt, kv_heads, hd};
+  const size_t bytes = static_cast<size_t>(n_blocks * bt) * kv.token_bytes();
+  std::vector<uint8_t> k(bytes), v(bytes);
+  const auto kf = randn(static_cast<size_t>(n_blocks * bt * kv_heads * hd), 3);
+  store_state_row(DType::F16, kf.data(), k.data(), static_cast<int64_t>(kf.size()));
+  store_state_row(DType::F16, kf.data(), v.data(), static_cast<int64_t>(kf.size()));
+  kv.k = k.data();
+  kv.v = v.data();
+  std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)] = static_cast<int32_t>((b * 7) % n_blocks);  // scattered
+  const SeqRun run{0, rows, depth, blocks, 0, {}};
+  const auto q = randn(static_cast<size_t>(rows * heads * hd), 4);
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    be->attention(q.data(), kv, std::span<const SeqRun>(&run, 1), heads, 0.125f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(2.0 * static_cast<double>(n_keys) * static_cast<double>(kv.token_bytes()),
+                                              benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
 void register_all() {
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
+    for (int64_t depth : {512, 8192, 32768})
+      for (int64_t rows : {1, 16}) {
+        const std::string name = std::string("Attention/") + isa_name(isa) + "/d" + std::to_string(depth) + "/rows" + std::to_string(rows);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Attention, isa, depth, rows)->UseRealTime()->Unit(benchmark::kMillisecond);
+      }
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
       for (int64_t n : {1, 128})
         for (bool packed : {false, true}) {
-          if (packed && (isa != Isa::kAvx512 || !rows16_packable(dt))) continue;  // only that backend reads it
+          if (packed && (isa == Isa::kGeneric || !rows16_packable(dt))) continue;  // the SIMD backends read it
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +
                                    "/n" + std::to_string(n);
           benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed)->UseRealTime()->Unit(benchmark::kMillisecond);

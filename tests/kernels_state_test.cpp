@@ -175,26 +175,53 @@ TEST_P(StateKernelsTest, PagedAttentionMatchesDenseForEveryTypeAndBlockSize) {
     }
 }
 
+// The head sizes the SIMD backends have dedicated tasks for (64 as in every LFM2, 128), with
+// sequences shorter and longer than the 32-key softmax tile, partial last tiles, one key, block
+// tables that cross tiles at odd places, and several steps per sequence.
+TEST_P(StateKernelsTest, PagedAttentionMatchesDenseForFastHeadSizes) {
+  const int64_t H = 6, G = 2;
+  const float scale = 0.125f;
+  for (int64_t hd : {64, 128})
+    for (DType type : kTypes)
+      for (int64_t bt : {1, 5, 16}) {
+        int64_t n_blocks = 0;
+        auto seqs = make_seqs({70, 1, 33}, H, G, hd, bt, n_blocks, 7 + bt + hd);
+        TestKv kv(type, n_blocks, bt, G, hd);
+        const auto outs = run_attention(kv, seqs, {31, 1, 38}, H, scale);
+        for (size_t s = 0; s < seqs.size(); ++s)
+          for (int64_t i = 0; i < seqs[s].n; ++i) {
+            const auto want = dense_attention(seqs[s], type, i, H, G, hd, scale);
+            for (int64_t e = 0; e < H * hd; ++e)
+              ASSERT_NEAR(outs[s][i * H * hd + e], want[e], 2e-5) << "head_dim " << hd << " " << dtype_name(type)
+                                                                   << " block " << bt << " seq " << s << " pos " << i
+                                                                   << " elem " << e;
+          }
+      }
+}
+
 TEST_P(StateKernelsTest, PagedAttentionIgnoresNeighboursChunkingAndBlockSize) {
-  const int64_t H = 4, G = 1, hd = 8;
-  for (DType type : kTypes) {
-    std::vector<std::vector<float>> reference;
-    for (int64_t bt : {1, 4, 64}) {
-      int64_t n_blocks = 0;
-      // The sequence of interest is always the first, with the same data (seed fixed per length).
-      auto seqs = make_seqs({13, 5, 9}, H, G, hd, bt, n_blocks, 7);
-      for (const std::vector<int64_t>& chunks : {std::vector<int64_t>{13}, {1, 1, 1, 1, 9}, {6, 7}}) {
-        auto alone = std::vector<Seq>{seqs[0]};
-        TestKv kv1(type, n_blocks, bt, G, hd), kv2(type, n_blocks, bt, G, hd);
-        const auto a = run_attention(kv1, alone, chunks, H, 0.5f)[0];
-        const auto b = run_attention(kv2, seqs, chunks, H, 0.5f)[0];
-        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << dtype_name(type) << " neighbours changed it";
-        if (reference.empty()) reference.push_back(a);
-        ASSERT_EQ(std::memcmp(a.data(), reference[0].data(), a.size() * 4), 0)
-            << dtype_name(type) << " block " << bt << ": chunking or block size changed it";
+  const int64_t H = 4, G = 1;
+  for (int64_t hd : {8, 64})  // the generic task and the fast one
+    for (DType type : kTypes) {
+      std::vector<std::vector<float>> reference;
+      for (int64_t bt : {1, 4, 64}) {
+        int64_t n_blocks = 0;
+        // The sequence of interest is always the first, with the same data (seed fixed per length);
+        // 45 keys: one whole 32-key tile and a partial one.
+        auto seqs = make_seqs({45, 5, 9}, H, G, hd, bt, n_blocks, 7);
+        for (const std::vector<int64_t>& chunks : {std::vector<int64_t>{45}, {1, 1, 1, 1, 41}, {6, 7, 32}}) {
+          auto alone = std::vector<Seq>{seqs[0]};
+          TestKv kv1(type, n_blocks, bt, G, hd), kv2(type, n_blocks, bt, G, hd);
+          const auto a = run_attention(kv1, alone, chunks, H, 0.5f)[0];
+          const auto b = run_attention(kv2, seqs, chunks, H, 0.5f)[0];
+          ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+              << "head_dim " << hd << " " << dtype_name(type) << " neighbours changed it";
+          if (reference.empty()) reference.push_back(a);
+          ASSERT_EQ(std::memcmp(a.data(), reference[0].data(), a.size() * 4), 0)
+              << "head_dim " << hd << " " << dtype_name(type) << " block " << bt << ": chunking or block size changed it";
+        }
       }
     }
-  }
 }
 
 TEST_P(StateKernelsTest, BadRunsAreRejected) {

@@ -16,8 +16,9 @@ void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, co
 void softmax(float* x, int64_t n);
 // Checks that a run's block table covers its positions and names only blocks of the pool.
 void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks);
-// Address of position `pos` of a sequence in a K or V pool (`base` is pool.k or pool.v).
-const uint8_t* kv_token(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos);
+// Address of KV head `head`'s row at position `pos` of a sequence in a K or V pool (`base` is
+// pool.k or pool.v).
+const uint8_t* kv_row(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head);
 // Query row i (of run `run`), head h of paged causal GQA attention; scores has room for
 // run.pos0 + i + 1 floats, kbuf for head_dim.
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,

@@ -40,10 +40,8 @@ void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks) {
               n_blocks);
 }
 
-const uint8_t* kv_token(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos) {
-  const int64_t block = blocks[pos / pool.block_tokens];
-  const int64_t slot = block * pool.block_tokens + pos % pool.block_tokens;
-  return static_cast<const uint8_t*>(base) + static_cast<size_t>(slot) * pool.token_bytes();
+const uint8_t* kv_row(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head) {
+  return static_cast<const uint8_t*>(base) + pool.row_offset(blocks[pos / pool.block_tokens], head, pos % pool.block_tokens);
 }
 
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,
@@ -54,16 +52,14 @@ void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run,
   const float* qi = q + (row * n_heads + h) * hd;
   const int64_t n_keys = run.pos0 + i + 1;
   for (int64_t j = 0; j < n_keys; ++j) {
-    load_state_row(pool.type, kv_token(pool.k, pool, run.blocks, j) + kvh * hd * dtype_traits(pool.type).block_bytes,
-                   kbuf, hd);
+    load_state_row(pool.type, kv_row(pool.k, pool, run.blocks, j, kvh), kbuf, hd);
     scores[j] = dot(qi, kbuf, hd) * scale;
   }
   softmax(scores, n_keys);
   float* o = out + (row * n_heads + h) * hd;
   std::fill(o, o + hd, 0.0f);
   for (int64_t j = 0; j < n_keys; ++j) {
-    load_state_row(pool.type, kv_token(pool.v, pool, run.blocks, j) + kvh * hd * dtype_traits(pool.type).block_bytes,
-                   kbuf, hd);
+    load_state_row(pool.type, kv_row(pool.v, pool, run.blocks, j, kvh), kbuf, hd);
     const float p = scores[j];
     for (int64_t e = 0; e < hd; ++e) o[e] += p * kbuf[e];
   }
@@ -107,15 +103,16 @@ void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int
 }  // namespace ref
 
 void ReferenceBackend::kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) {
-  const int64_t width = pool.token_elems();
+  const int64_t width = pool.token_elems(), hd = pool.head_dim;
   for (const SeqRun& r : runs) {
     ref::check_run(r, pool.block_tokens, pool.n_blocks);
     for (int64_t i = 0; i < r.n_rows; ++i) {
       const int64_t pos = r.pos0 + i;
-      store_state_row(pool.type, k + (r.row0 + i) * width, const_cast<uint8_t*>(ref::kv_token(pool.k, pool, r.blocks, pos)),
-                      width);
-      store_state_row(pool.type, v + (r.row0 + i) * width, const_cast<uint8_t*>(ref::kv_token(pool.v, pool, r.blocks, pos)),
-                      width);
+      for (int64_t g = 0; g < pool.kv_heads; ++g) {
+        const int64_t src = (r.row0 + i) * width + g * hd;
+        store_state_row(pool.type, k + src, const_cast<uint8_t*>(ref::kv_row(pool.k, pool, r.blocks, pos, g)), hd);
+        store_state_row(pool.type, v + src, const_cast<uint8_t*>(ref::kv_row(pool.v, pool, r.blocks, pos, g)), hd);
+      }
     }
   }
 }

@@ -17,7 +17,9 @@
 namespace lfm {
 
 // One attention layer's keys and values, in blocks of `block_tokens` positions:
-// k, v [n_blocks, block_tokens, kv_heads, head_dim] each.
+// k, v [n_blocks, kv_heads, block_tokens, head_dim] each. Head-major inside a block, so one KV
+// head's rows of a block are contiguous (block_tokens × head_dim values): attention reads one
+// head's keys at a time and streams them instead of taking a slice of every token.
 struct KvPool {
   void* k = nullptr;
   void* v = nullptr;
@@ -29,6 +31,11 @@ struct KvPool {
 
   int64_t token_elems() const { return kv_heads * head_dim; }
   size_t token_bytes() const { return static_cast<size_t>(token_elems()) * dtype_traits(type).block_bytes; }
+  size_t row_bytes() const { return static_cast<size_t>(head_dim) * dtype_traits(type).block_bytes; }
+  // Byte offset of KV head `head`'s row at slot `t` of block `block`.
+  size_t row_offset(int64_t block, int64_t head, int64_t t) const {
+    return static_cast<size_t>((block * kv_heads + head) * block_tokens + t) * row_bytes();
+  }
 };
 
 // One conv layer's rolling states: state [n_slots, rows, dim] (one slot per live sequence, the

@@ -35,6 +35,7 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_decode.inc"
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_ops.inc"
+#include "kernels/cpu/simd_attention.inc"
 #define LFM_SIMD_VNNI 1
 #define LFM_SIMD_PACKED 1
 #include "kernels/cpu/simd_q8.inc"
