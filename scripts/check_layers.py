@@ -14,7 +14,8 @@ The rule (also in README.md, "Layout"). Lowest first; each layer lists what it m
   model      core formats kernels cache        LFM2 config, weights, forward step
   engine     core formats kernels cache model tokenizer chat   sampling, scheduling, requests
   convert    core formats kernels model tokenizer   GGUF export, quantization, random checkpoints
-  server     everything except cli    the HTTP front end
+  server     everything except cli and hub    the HTTP front end
+  hub        core                    Hugging Face Hub references, downloads and cache
   cli        everything               the `lfm` executable
 Exit status 0 when every #include "folder/..." respects the rule, 1 otherwise (each offending
 line is printed), 2 on usage errors.
@@ -35,7 +36,8 @@ ALLOWED = {
     "engine": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat"},
     "convert": {"core", "formats", "kernels", "model", "tokenizer"},
     "server": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "engine", "convert"},
-    "cli": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "engine", "convert", "server"},
+    "hub": {"core"},
+    "cli": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "engine", "convert", "server", "hub"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl")

@@ -3,7 +3,7 @@
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev
+      nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
       python3 python3-jinja2)
 missing=()
 for p in "${PKGS[@]}"; do
