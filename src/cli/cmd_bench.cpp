@@ -62,7 +62,7 @@ int run_bench(int argc, char** argv) {
   int64_t prefix = 0;
   int reps = 5;
   StateArgs state;
-  app.add_option("-m,--model", model, "Model: Hugging Face folder or .gguf file")->required();
+  app.add_option("-m,--model", model, std::string("Model: Hugging Face folder or .gguf file") + kModelRefHelp)->required();
   app.add_option("-p,--n-prompt", prompts, "Prompt tokens of the prefill tests (0: none), e.g. 128,512")
       ->delimiter(',')
       ->capture_default_str()
@@ -97,7 +97,7 @@ int run_bench(int argc, char** argv) {
   app.add_flag_callback("--json", [&] { output = "json"; }, "Same as -o json");
   LFM_CLI_PARSE(app, argc, argv);
 
-  auto m = load_model(model);
+  auto m = load_model(resolve_model_arg(model));
   const StatePlanOptions plan = state_plan(state, m->config(), m.get());
   std::vector<BenchTest> tests;
   for (int64_t d : depths) {

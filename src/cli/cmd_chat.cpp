@@ -39,7 +39,9 @@ int run_chat(int argc, char** argv) {
   bool show_reasoning = false, show_stats = false;
   std::vector<std::string> vars;
   std::string date;
-  app.add_option("-m,--model", model, "Model: Hugging Face folder (with tokenizer files) or .gguf file")->required();
+  app.add_option("-m,--model", model,
+                 std::string("Model: Hugging Face folder (with tokenizer files) or .gguf file") + kModelRefHelp)
+      ->required();
   app.add_option("-s,--system", system_prompt, "System prompt");
   app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")
       ->capture_default_str()
@@ -66,6 +68,7 @@ int run_chat(int argc, char** argv) {
       fail("--var '", v, "': the value is not JSON: ", e.what());
     }
   }
+  model = resolve_model_arg(model);
   Runtime rt = open_runtime(model, threads);
   auto tok = load_tokenizer(model);
   LFM_CHECK(!tok->chat_template().empty(),

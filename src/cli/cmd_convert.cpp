@@ -27,7 +27,8 @@ int run_convert(int argc, char** argv) {
   std::string model, out, type = "f16", name;
   int threads = 0;
   bool quiet = false;
-  app.add_option("-m,--model", model, "Input: Hugging Face folder (config.json + safetensors) or .gguf")->required();
+  app.add_option("-m,--model", model, std::string("Input: Hugging Face folder (config.json + safetensors) or .gguf") + kModelRefHelp)
+      ->required();
   app.add_option("-o,--output", out, "Output .gguf path")->required();
   app.add_option("--type", type, "f32, f16, bf16, q8_0, q4_0 or q4_k_m")->capture_default_str();
   app.add_option("--name", name, "general.name (default: the input's name)");
@@ -40,15 +41,17 @@ int run_convert(int argc, char** argv) {
   opt.type = gguf::parse_file_type(type);
   opt.progress = !quiet;
   opt.threads = threads;
-  LFM_CHECK(fs::absolute(model) != fs::absolute(out), "convert: the output would overwrite the input");
-  auto m = load_model(model, /*pack=*/false);
-  if (fs::is_regular_file(model)) {
-    gguf::GgufFile src(model);
+  const std::string input = resolve_model_arg(model);
+  LFM_CHECK(fs::absolute(input) != fs::absolute(out), "convert: the output would overwrite the input");
+  auto m = load_model(input, /*pack=*/false);
+  if (fs::is_regular_file(input)) {
+    gguf::GgufFile src(input);
     opt.extra = gguf::tokenizer_metadata_from_gguf(src);
     if (const gguf::Value* v = src.find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
   } else {
-    opt.extra = gguf::tokenizer_metadata_from_folder(model, m->config().vocab_size);
-    opt.name = fs::path(model).lexically_normal().filename().string();
+    opt.extra = gguf::tokenizer_metadata_from_folder(input, m->config().vocab_size);
+    // A Hub snapshot folder is named by its commit: name the output after the repository instead.
+    opt.name = fs::path(input == model ? model : model.substr(0, model.find_first_of(":@"))).lexically_normal().filename().string();
     if (opt.name.empty()) opt.name = fs::absolute(model).parent_path().filename().string();
   }
   if (!name.empty()) opt.name = name;

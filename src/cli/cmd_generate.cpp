@@ -24,7 +24,7 @@ int run_generate(int argc, char** argv) {
   StateArgs state;
   bool json_out = false, no_special = false;
   std::vector<std::string> stops;
-  app.add_option("-m,--model", model, "Model: Hugging Face folder or .gguf file")->required();
+  app.add_option("-m,--model", model, std::string("Model: Hugging Face folder or .gguf file") + kModelRefHelp)->required();
   auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "Prompt as comma-separated token ids, e.g. 1,17,200");
   auto* text_opt = app.add_option("-p,--prompt", prompt_text,
                                   "Prompt text (tokenized with the model's tokenizer, BOS added as it specifies)");
@@ -48,6 +48,7 @@ int run_generate(int argc, char** argv) {
   }
   finish_sampling_options(req.sampling, seed);
 
+  model = resolve_model_arg(model);
   Runtime rt = open_runtime(model, threads);
   std::unique_ptr<Tokenizer> tok;
   if (!prompt_text.empty() || !stops.empty()) tok = load_tokenizer(model);

@@ -34,12 +34,16 @@ int run_info(int argc, char** argv) {
   bool json_out = false;
   StateArgs state;
   state.ctx_size = 0;
-  app.add_option("-m,--model", model, "Model: Hugging Face folder (config.json is enough) or .gguf file")->required();
+  app.add_option("-m,--model", model,
+                 std::string("Model: Hugging Face folder (config.json is enough) or .gguf file") + kModelRefHelp +
+                     " (only config.json is fetched for a safetensors repository)")
+      ->required();
   add_state_options(app, state, /*engine=*/true);
   app.get_option("--ctx-size")->description("Context size for the state pool report (default: the model's)");
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);
 
+  model = resolve_model_arg(model, hub::Need::kConfig);
   namespace fs = std::filesystem;
   ModelConfig cfg;
   int64_t params = 0;

@@ -19,7 +19,7 @@ int run_logits(int argc, char** argv) {
   int threads = 0;
   bool json_out = false;
   StateArgs state;
-  app.add_option("-m,--model", model, "Model: Hugging Face folder or .gguf file")->required();
+  app.add_option("-m,--model", model, std::string("Model: Hugging Face folder or .gguf file") + kModelRefHelp)->required();
   app.add_option("--ids", ids_arg, "Token ids, comma-separated")->required();
   app.add_option("--prefill", prefill,
                  "Run the first N ids as one prefill, then the rest one token at a time through the cache")
@@ -39,7 +39,7 @@ int run_logits(int argc, char** argv) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (prefill < 0) prefill = n;
   LFM_CHECK(prefill <= n, "--prefill ", prefill, " exceeds the number of ids (", n, ")");
-  Runtime rt = open_runtime(model, threads);
+  Runtime rt = open_runtime(resolve_model_arg(model), threads);
   const int64_t vocab = rt.model->config().vocab_size;
   state.ctx_size = n;
   auto cache = make_state_cache(*rt.model, state_plan(state, rt.model->config(), rt.model.get()));

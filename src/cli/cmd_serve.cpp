@@ -25,7 +25,9 @@ int run_serve(int argc, char** argv) {
   state.parallel = 4;
   int threads = 0;
   int64_t max_queue = 256;
-  app.add_option("-m,--model", model, "Model: Hugging Face folder (with tokenizer files) or .gguf file")->required();
+  app.add_option("-m,--model", model,
+                 std::string("Model: Hugging Face folder (with tokenizer files) or .gguf file") + kModelRefHelp)
+      ->required();
   app.add_option("--host", so.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", so.port, "Port (0: any free port, printed at start)")
       ->capture_default_str()
@@ -61,6 +63,7 @@ int run_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
+  model = resolve_model_arg(model);  // after the name is taken from what the user wrote
   Runtime rt = open_runtime(model, threads);
   std::unique_ptr<Tokenizer> tok;
   try {

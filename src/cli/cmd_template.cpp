@@ -37,7 +37,9 @@ int run_template(int argc, char** argv) {
   std::string model, messages_path, tools_path, date;
   std::vector<std::string> vars;
   bool no_generation_prompt = false;
-  app.add_option("-m,--model", model, "Model folder (chat_template.jinja or tokenizer_config.json)")->required();
+  app.add_option("-m,--model", model,
+                 std::string("Model folder (chat_template.jinja or tokenizer_config.json)") + kModelRefHelp)
+      ->required();
   app.add_option("--messages", messages_path, "JSON file with the list of messages")->required();
   app.add_option("--tools", tools_path, "JSON file with the list of tool definitions");
   app.add_flag("--no-generation-prompt", no_generation_prompt, "Do not append the assistant generation prompt");
@@ -67,7 +69,7 @@ int run_template(int argc, char** argv) {
     }
   }
 
-  const ChatTemplate tpl(load_chat_template_source(model));
+  const ChatTemplate tpl(load_chat_template_source(resolve_model_arg(model, hub::Need::kTokenizer)));
   const std::string out = tpl.render(messages, tools, !no_generation_prompt, extra,
                                      date.empty() ? std::nullopt : std::optional<std::string>(date));
   std::fwrite(out.data(), 1, out.size(), stdout);

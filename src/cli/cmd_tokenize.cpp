@@ -27,7 +27,8 @@ int run_tokenize(int argc, char** argv) {
   configure_app(app);
   std::string model, text, file;
   bool json_out = false, no_special = false;
-  app.add_option("-m,--model", model, "Model folder holding tokenizer.json, or a .gguf file")->required();
+  app.add_option("-m,--model", model, std::string("Model folder holding tokenizer.json, or a .gguf file") + kModelRefHelp)
+      ->required();
   auto* text_opt = app.add_option("text", text, "Text to tokenize");
   auto* file_opt = app.add_option("-f,--file", file, "Tokenize the exact bytes of this file instead");
   text_opt->excludes(file_opt);
@@ -39,7 +40,7 @@ int run_tokenize(int argc, char** argv) {
     return 2;
   }
 
-  const auto tokenizer = load_tokenizer(model);
+  const auto tokenizer = load_tokenizer(resolve_model_arg(model, hub::Need::kTokenizer));
   const std::string input = file_opt->count() ? read_exact_bytes(file) : text;
   const std::vector<int32_t> ids = tokenizer->encode(input, !no_special);
   if (json_out) {
@@ -63,13 +64,14 @@ int run_detokenize(int argc, char** argv) {
   configure_app(app);
   std::string model, id_list;
   bool skip_special = false;
-  app.add_option("-m,--model", model, "Model folder holding tokenizer.json, or a .gguf file")->required();
+  app.add_option("-m,--model", model, std::string("Model folder holding tokenizer.json, or a .gguf file") + kModelRefHelp)
+      ->required();
   app.add_option("ids", id_list, "Comma-separated token ids, e.g. 1,17,200")->required();
   app.add_flag("--skip-special", skip_special, "Drop special tokens such as <|startoftext|>");
   LFM_CLI_PARSE(app, argc, argv);
 
   const std::vector<int32_t> ids = parse_id_list(id_list, "detokenize");
-  const auto tokenizer = load_tokenizer(model);
+  const auto tokenizer = load_tokenizer(resolve_model_arg(model, hub::Need::kTokenizer));
   std::cout << tokenizer->decode(ids, skip_special) << std::flush;
   return 0;
 }

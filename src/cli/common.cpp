@@ -3,6 +3,8 @@
 #include <charconv>
 
 #include "core/error.h"
+#include "hub/resolve.h"
+#include "hub/settings.h"
 #include "kernels/cpu_backend.h"
 
 namespace lfm::cli {
@@ -25,6 +27,10 @@ std::vector<int32_t> parse_id_list(const std::string& s, const char* what) {
     i = j + 1;
   }
   return ids;
+}
+
+std::string resolve_model_arg(const std::string& model, hub::Need need) {
+  return hub::resolve_model_arg(model, need, hub::settings_from_env());
 }
 
 void configure_app(CLI::App& app) {

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "hub/file_select.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "model/state_plan.h"
@@ -18,6 +19,15 @@ namespace lfm::cli {
 
 // "1,2, 3" → {1, 2, 3}; throws lfm::Error naming the bad entry.
 std::vector<int32_t> parse_id_list(const std::string& s, const char* what);
+
+// What -m accepts, for option help texts.
+inline constexpr const char* kModelRefHelp =
+    " or a Hugging Face Hub reference: owner/name, owner/name:QUANT or owner/name/FILE.gguf, with an optional "
+    "@revision (downloaded once into the Hugging Face cache)";
+
+// The -m argument as a local path: an existing path is used as it is; a Hub reference is looked up
+// in the cache or downloaded (what `need` says: the whole model, or only its config or tokenizer files).
+std::string resolve_model_arg(const std::string& model, hub::Need need = hub::Need::kModel);
 
 // A CLI::App that prints the full usage on a parse error (and exits non-zero).
 void configure_app(CLI::App& app);
