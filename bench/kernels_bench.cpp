@@ -38,7 +38,7 @@ struct Weight {
   AlignedBuffer packed;
 };
 
-// packed: with the 16-row copy the model makes at load (kernels/weight_pack.h).
+// packed: with the copy the model makes at load (kernels/weight_pack.h).
 const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
   static std::map<std::tuple<int, int64_t, int64_t, bool>, Weight> cache;
   auto& w = cache[{static_cast<int>(dt), out, in, packed}];
@@ -49,9 +49,10 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
     for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
     w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
     if (packed) {
-      w.packed = pack_rows16(w.view);
+      const PackedLayout layout = dt == DType::BF16 ? PackedLayout::kPairs16 : PackedLayout::kRows16;
+      w.packed = pack_weight(layout, w.view);
       w.view.packed = w.packed.data();
-      w.view.packed_layout = PackedLayout::kRows16;
+      w.view.packed_layout = layout;
     }
   }
   return w;
@@ -119,7 +120,8 @@ void register_all() {
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
       for (int64_t n : {1, 128})
         for (bool packed : {false, true}) {
-          if (packed && (isa == Isa::kGeneric || !rows16_packable(dt))) continue;  // the SIMD backends read it
+          // The SIMD backends read the 16-row panels; AVX-512 (with its BF16 extension) the BF16 pairs.
+          if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || (dt == DType::BF16 && isa == Isa::kAvx512)))) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +
                                    "/n" + std::to_string(n);
           benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -164,7 +164,7 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
   ThreadPool pool(2);
   auto be = make_cpu_backend(pool);
   for (const char* shape : {"tiny", "tiny-moe"}) {
-    for (gguf::FileType ft : {gguf::FileType::Q8_0, gguf::FileType::Q4_0, gguf::FileType::Q4_K_M}) {
+    for (gguf::FileType ft : {gguf::FileType::Q8_0, gguf::FileType::Q4_0, gguf::FileType::Q4_K_M, gguf::FileType::BF16}) {
       // MoE with K-quants: float vs int8 activations can flip a near-tie in expert selection,
       // which changes a token's output wholesale (not a kernel error; the kernels are compared
       // with the reference in simd_kernels_test).
@@ -177,8 +177,11 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
       gguf::write_random_gguf(path, opt);
       auto packed = load_model(path, true);
       auto plain = load_model(path, false);
-      const DType main = ft == gguf::FileType::Q8_0 ? DType::Q8_0 : ft == gguf::FileType::Q4_0 ? DType::Q4_0 : DType::Q4_K;
-      const bool expect_packing = cpu_packed_layout(main) == PackedLayout::kRows16;
+      const DType main = ft == gguf::FileType::Q8_0   ? DType::Q8_0
+                         : ft == gguf::FileType::Q4_0 ? DType::Q4_0
+                         : ft == gguf::FileType::BF16 ? DType::BF16
+                                                      : DType::Q4_K;
+      const bool expect_packing = cpu_packed_layout(main) != PackedLayout::kNone;
       EXPECT_EQ(packed->packed_bytes() > 0, expect_packing) << shape << " " << gguf::file_type_label(ft);
       EXPECT_EQ(plain->packed_bytes(), 0u);
       const std::vector<int32_t> ids = {1, 7, 300, 12, 99, 5, 500, 42, 8};

@@ -29,7 +29,7 @@ const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DTyp
 struct Weight {
   std::vector<uint8_t> bytes;
   TensorView view;
-  AlignedBuffer packed;  // kRows16 copy (kernels/weight_pack.h) when the test asks for one
+  AlignedBuffer packed;  // packed copy (kernels/weight_pack.h) when the test asks for one
 };
 
 Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
@@ -42,12 +42,15 @@ Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   return w;
 }
 
-// The same weight with a 16-row packed copy attached, as the model prepares it at load.
+// The same weight with a packed copy attached, as the model prepares it at load: 16-row panels
+// for the integer kernels, column pairs for BF16.
+PackedLayout test_layout(DType dt) { return dt == DType::BF16 ? PackedLayout::kPairs16 : PackedLayout::kRows16; }
+bool test_packable(DType dt) { return dt == DType::BF16 || rows16_packable(dt); }
 Weight make_packed_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   Weight w = make_weight(dt, out, in, seed);
-  w.packed = pack_rows16(w.view);
+  w.packed = pack_weight(test_layout(dt), w.view);
   w.view.packed = w.packed.data();
-  w.view.packed_layout = PackedLayout::kRows16;
+  w.view.packed_layout = test_layout(dt);
   return w;
 }
 
@@ -56,7 +59,7 @@ std::vector<std::pair<DType, bool>> type_cases() {
   std::vector<std::pair<DType, bool>> v;
   for (DType dt : kTypes) v.push_back({dt, false});
   for (DType dt : kTypes)
-    if (rows16_packable(dt)) v.push_back({dt, true});
+    if (test_packable(dt)) v.push_back({dt, true});
   return v;
 }
 std::string case_name(DType dt, bool packed) { return std::string(dtype_name(dt)) + (packed ? " (packed)" : ""); }
@@ -111,7 +114,7 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
         if (integer_path(GetParam(), dt, packed)) {
           dequantize_row(dt, w.view.row(i % out), wrow.data(), K);
           tol = int8_bound(x.data() + (i / out) * K, wrow.data(), K, a[i]);
-        }
+        }  // packed BF16 (the AMX path where the CPU has it): float tolerance, see bf16_pairs.h
         ASSERT_NEAR(a[i], b[i], tol) << case_name(dt, packed) << " n=" << n << " out=" << out << " in=" << K << " at " << i;
       }
     }
@@ -136,9 +139,11 @@ TEST_P(SimdKernelsTest, DecodersAreBitExact) {
 }
 
 TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
+  // 203 columns, and 224 (whole 32-column blocks: the AMX tile path for packed BF16).
+  for (int64_t cols : {203, 224})
   for (auto [dt, packed] : type_cases()) {
     const int64_t blk = dtype_traits(dt).block_elems;
-    const int64_t out = 67, in = (203 + blk - 1) / blk * blk, n = 19;
+    const int64_t out = 67, in = (cols + blk - 1) / blk * blk, n = 19;
     const Weight w = packed ? make_packed_weight(dt, out, in, 7) : make_weight(dt, out, in, 7);
     const auto x = randn(n * in, 8);
     std::vector<float> all(n * out), one(out);
@@ -181,6 +186,26 @@ TEST_P(SimdKernelsTest, ElementwiseOpsMatchReference) {
     simd_->rms_norm(x.data(), w.data(), 3, dim, 1e-5f, rb.data());
     for (int i = 0; i < 3 * dim; ++i) ASSERT_NEAR(ra[i], rb[i], 2e-6 * (1 + std::abs(ra[i]))) << dim << " " << i;
   }
+}
+
+// The column-pair layout holds every stored BF16 value where weight_pack.h says: row r in lane
+// r % 16 of panel r / 16, columns 2c and 2c+1 in pair c; zeros past the last row and column.
+TEST(WeightPack, PairsLayoutPlacesEveryValue) {
+  const int64_t out = 19, in = 7;
+  const Weight w = make_packed_weight(DType::BF16, out, in, 3);
+  const auto* p = static_cast<const uint8_t*>(w.view.packed);
+  const size_t panel = pairs16_panel_bytes(in);
+  ASSERT_EQ(panel, 4u * 64);
+  ASSERT_EQ(w.packed.size(), 2 * panel);
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t k = 0; k < 8; ++k) {
+      uint16_t got, want = 0;
+      std::memcpy(&got, p + (r / 16) * panel + (k / 2) * 64 + 4 * (r % 16) + 2 * (k % 2), 2);
+      if (r < out && k < in) std::memcpy(&want, w.view.row(r) + 2 * k, 2);
+      ASSERT_EQ(got, want) << "row " << r << " column " << k;
+    }
+  const Weight f16 = make_weight(DType::F16, 4, 64, 1);
+  EXPECT_THROW(pack_pairs16(f16.view), Error);
 }
 
 // The 16-row layout holds every stored byte where weight_pack.h says (Q8_0 biased by 128),

@@ -15,7 +15,8 @@ namespace lfm {
 // original `data` stays valid, so a backend that does not know the layout simply ignores it.
 enum class PackedLayout : uint8_t {
   kNone,
-  kRows16,  // Q4_0 / Q8_0 interleaved in panels of 16 rows (int8 dot-product kernels)
+  kRows16,  // Q4_0 / Q8_0 / K-quants interleaved in panels of 16 rows (int8 dot-product kernels)
+  kPairs16, // BF16 column pairs in panels of 16 rows (the AMX tile unit)
 };
 
 struct TensorView {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu_features.h"
 #include "kernels/quant_blocks.h"
 
@@ -144,11 +145,45 @@ AlignedBuffer pack_rows16(const TensorView& w) {
   return out;
 }
 
+size_t pairs16_panel_bytes(int64_t cols) { return static_cast<size_t>((cols + 1) / 2) * 64; }
+
+AlignedBuffer pack_pairs16(const TensorView& w) {
+  LFM_CHECK(w.dtype == DType::BF16, "weight pack: no column-pair layout for ", dtype_name(w.dtype));
+  LFM_CHECK(w.shape.size() == 2, "weight pack: expected a matrix, got ", shape_str(w.shape));
+  const int64_t M = w.shape[0], K = w.shape[1], panels = (M + kPackRows - 1) / kPackRows;
+  const size_t panel_bytes = pairs16_panel_bytes(K);
+  AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
+  std::memset(out.data(), 0, out.size());
+  auto* base = static_cast<uint8_t*>(out.data());
+  for (int64_t r = 0; r < M; ++r) {
+    const uint8_t* row = w.row(r);
+    uint8_t* lane = base + (r / kPackRows) * panel_bytes + 4 * (r % kPackRows);
+    for (int64_t c = 0; c < K / 2; ++c) std::memcpy(lane + c * 64, row + 4 * c, 4);  // one column pair
+    if (K % 2) std::memcpy(lane + (K / 2) * 64, row + 2 * (K - 1), 2);
+  }
+  return out;
+}
+
+PackedLayout cpu_packed_layout(const TensorView& w) {
+  const PackedLayout l = cpu_packed_layout(w.dtype);
+  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1]))) return PackedLayout::kNone;
+  return l;
+}
+
+AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w) {
+  switch (layout) {
+    case PackedLayout::kRows16: return pack_rows16(w);
+    case PackedLayout::kPairs16: return pack_pairs16(w);
+    default: throw Error("weight pack: no layout to pack into");
+  }
+}
+
 PackedLayout cpu_packed_layout(DType t) {
   const char* env = std::getenv("LFM_PACK");
   if (env && std::string(env) == "0") return PackedLayout::kNone;
-  // AVX-512 VNNI reads every packable type; AVX2 all but Q8_0 (see simd_packed_avx2.inc).
   const Isa isa = selected_isa();
+  if (t == DType::BF16) return isa == Isa::kAvx512 && bf16_pairs::available() ? PackedLayout::kPairs16 : PackedLayout::kNone;
+  // AVX-512 VNNI reads every packable type; AVX2 all but Q8_0 (see simd_packed_avx2.inc).
   const bool reads = isa == Isa::kAvx512 ? rows16_packable(t) : isa == Isa::kAvx2 && rows16_packable(t) && t != DType::Q8_0;
   return reads ? PackedLayout::kRows16 : PackedLayout::kNone;
 }

@@ -27,6 +27,12 @@
 //           q[4g+j] >> 4 and 2-3 = q[16+4g+j] >> 4 for g = 2P, bits 4-5 and 6-7 for g = 2P+1.
 //   Values: Q4_K/Q5_K w = d·scale·q − dmin·min; Q6_K w = d·scale·(q − 32). Every size is a
 //   multiple of 64 bytes (units of 2368, 2880, 3392).
+//
+// PackedLayout::kPairs16 (BF16), for the AMX tile unit (TDPBF16PS, kernels/cpu/bf16_pairs.h): panels of 16
+//   rows; per column pair c (columns 2c, 2c+1) 64 bytes whose lane i (bytes 4i..4i+3) holds
+//   row i's two stored values, column 2c in the low half. An odd last column pairs with zero;
+//   rows past the end are zero. The copy costs as much memory as the matrix (whose mapped pages
+//   the model then releases), and holds the stored values bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -48,9 +54,19 @@ size_t rows16_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows, all 
 // Packs a [rows, cols] matrix of those types (cols whole blocks); throws lfm::Error otherwise.
 AlignedBuffer pack_rows16(const TensorView& w);
 
+// One panel of 16 BF16 rows of `cols` columns in the kPairs16 layout.
+size_t pairs16_panel_bytes(int64_t cols);
+// Packs a [rows, cols] BF16 matrix; throws lfm::Error for other types or shapes.
+AlignedBuffer pack_pairs16(const TensorView& w);
+// pack_rows16 or pack_pairs16, as `layout` says.
+AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
+
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
 // than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and,
-// Q8_0 excepted, on AVX2. LFM_PACK=0 in the environment turns packing off.
+// Q8_0 excepted, on AVX2; kPairs16 for BF16 where the AMX tile unit is usable
+// (kernels/cpu/bf16_pairs.h). LFM_PACK=0 in the environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
+// The same for one matrix: also kNone where its shape does not suit the layout's kernel.
+PackedLayout cpu_packed_layout(const TensorView& w);
 
 }  // namespace lfm

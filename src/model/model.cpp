@@ -58,7 +58,7 @@ void for_each_matmul_weight(ModelWeights& w, F&& f) {
 void Model::pack_matrices() {
   std::vector<TensorView*> todo;
   for_each_matmul_weight(weights_, [&](TensorView& t) {
-    if (t.data && cpu_packed_layout(t.dtype) == PackedLayout::kRows16) todo.push_back(&t);
+    if (t.data && cpu_packed_layout(t) != PackedLayout::kNone) todo.push_back(&t);
   });
   packed_.resize(todo.size());
   const void* embed = weights_.embed.data;
@@ -70,7 +70,7 @@ void Model::pack_matrices() {
   auto worker = [&] {
     for (size_t i; (i = next++) < todo.size();) {
       try {
-        packed_[i] = pack_rows16(*todo[i]);
+        packed_[i] = pack_weight(cpu_packed_layout(*todo[i]), *todo[i]);
         if (todo[i]->data != embed) source_->drop_pages(*todo[i]);  // embedding lookups read a tied table
       } catch (...) {
         std::lock_guard lock(error_mu);
@@ -85,7 +85,7 @@ void Model::pack_matrices() {
   if (error) std::rethrow_exception(error);
   for (size_t i = 0; i < todo.size(); ++i) {
     todo[i]->packed = packed_[i].data();
-    todo[i]->packed_layout = PackedLayout::kRows16;
+    todo[i]->packed_layout = cpu_packed_layout(*todo[i]);
   }
 }
 

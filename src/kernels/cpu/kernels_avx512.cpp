@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu/packed_acts.h"
 #include "kernels/cpu/simd_backends.h"
 #include "kernels/dequant.h"
@@ -38,6 +39,7 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_attention.inc"
 #define LFM_SIMD_VNNI 1
 #define LFM_SIMD_PACKED 1
+#define LFM_SIMD_BF16_PAIRS 1
 #include "kernels/cpu/simd_q8.inc"
 #include "kernels/cpu/simd_packed.inc"
 #include "kernels/cpu/simd_backend.inc"

@@ -1,0 +1,40 @@
+// Matmul over BF16 weights in the kPairs16 layout (kernels/weight_pack.h) on the AMX tile unit
+// (Sapphire Rapids and later): TDPBF16PS multiplies 16 tokens × 32 columns of bf16 activations by
+// 32 columns × 16 rows of bf16 weights into 16 × 16 fp32 sums in one instruction. A B tile is 16
+// consecutive column pairs of one panel: 1 KiB, contiguous.
+//
+// Exactness: each float32 activation is split into three bf16 terms, x = h + m + l with
+// h = bf16(x), m = bf16(x − h), l = bf16(x − h − m) (each subtraction exact in fp32), which keeps
+// 24 significant bits: as many as x has. The weights are exactly bf16 and every product of two
+// bf16 values is exact in fp32, so y differs from the float32 product only by the order of its
+// fp32 additions (the float tolerance of the other kernels), at a third of the tile unit's rate.
+// Every output's sum runs over the columns in order, whatever the tiling or thread split (batch
+// invariance).
+//
+// Compiled for AMX and AVX-512 BF16 in its own translation unit (kernels_amx.cpp); callers check
+// available() first.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace lfm::bf16_pairs {
+
+// Whether the CPU has AMX-BF16 and AVX-512 BF16 and the OS granted this process the tile state
+// (asked once). LFM_AMX=0 in the environment says no.
+bool available();
+// Whether a BF16 matrix of that width can take this path (whole 32-column blocks).
+inline bool fits(int64_t cols) { return cols > 0 && cols % 32 == 0; }
+
+constexpr int kTerms = 3;
+// Rows of the activation planes for n tokens: whole 16-row tiles.
+inline int64_t act_rows(int64_t n) { return (n + 15) / 16 * 16; }
+// Activations x [n, K] → planes [kTerms][rows][K] of bf16 (h, m, l above) for rows t < n; the
+// caller zeroes rows n .. rows.
+void split_acts(const float* x, int64_t n, int64_t K, uint16_t* planes, int64_t rows);
+// y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed kPairs16).
+void matmul_panels(const uint16_t* planes, int64_t rows, int64_t n, const TensorView& w, int64_t p0, int64_t p1,
+                   float* y);
+
+}  // namespace lfm::bf16_pairs
