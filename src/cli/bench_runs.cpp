@@ -131,10 +131,19 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
     BenchResult r;
     r.test = t;
     r.n_threads = pool.size();
-    if (t.n_gen > 0)
-      r.bytes_per_step = static_cast<double>(model.weight_bytes()) +
-                         static_cast<double>(sb.kv_per_token) * static_cast<double>(t.n_seqs) *
-                             (static_cast<double>(t.n_depth) + static_cast<double>(t.n_gen) / 2.0);
+    if (t.n_gen > 0) {
+      // Weights read per step: all but the routed experts, and of those the share a step's
+      // tokens select (expected distinct experts per layer for b tokens routed at random to k
+      // of E: E · (1 − (1 − k/E)^b)); plus the KV cache.
+      double weights = static_cast<double>(model.weight_bytes());
+      if (cfg.is_moe()) {
+        const double k = static_cast<double>(cfg.n_experts_used), e = static_cast<double>(cfg.n_experts);
+        const double share = 1.0 - std::pow(1.0 - k / e, static_cast<double>(t.n_seqs));
+        weights -= static_cast<double>(model.expert_bytes()) * (1.0 - share);
+      }
+      r.bytes_per_step = weights + static_cast<double>(sb.kv_per_token) * static_cast<double>(t.n_seqs) *
+                                       (static_cast<double>(t.n_depth) + static_cast<double>(t.n_gen) / 2.0);
+    }
     for (int rep = 0; rep < reps; ++rep) {
       if (t.n_prompt > 0) {
         Sequence* s = start(t.n_depth);

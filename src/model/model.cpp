@@ -107,6 +107,13 @@ size_t Model::weight_bytes() const {
   return n;
 }
 
+size_t Model::expert_bytes() const {
+  size_t n = 0;
+  for (const LayerWeights& l : weights_.layers)
+    for (const FfnWeights& e : l.moe.experts) n += e.w1.nbytes + e.w3.nbytes + e.w2.nbytes;
+  return n;
+}
+
 std::unique_ptr<Model> load_model(const std::string& path, bool pack) {
   namespace fs = std::filesystem;
   LFM_CHECK(fs::exists(path), "model: '", path, "' does not exist");

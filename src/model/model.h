@@ -28,6 +28,9 @@ class Model {
 
   int64_t parameter_count() const;
   size_t weight_bytes() const;
+  // Bytes of the routed experts' matrices (0 for dense models): a decode step reads only the
+  // experts its tokens select.
+  size_t expert_bytes() const;
   // Bytes of packed matrix copies the CPU kernels read instead of the stored ones (0 if none).
   size_t packed_bytes() const;
 
