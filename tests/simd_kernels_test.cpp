@@ -101,7 +101,7 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
   for (auto [dt, packed] : type_cases()) {
     const int64_t blk = dtype_traits(dt).block_elems;
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 1}, {5, 7, 9}, {6, 33, 41}, {9, 130, 77},
-                              {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}}) {
+                              {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}, {40, 100, 128}}) {
       const int64_t K = (in + blk - 1) / blk * blk;  // quantized rows need whole blocks
       const Weight w = packed ? make_packed_weight(dt, out, K, 100 + out) : make_weight(dt, out, K, 100 + out);
       const auto x = randn(n * K, 200 + n);
@@ -117,6 +117,41 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
         }  // packed BF16 (the AMX path where the CPU has it): float tolerance, see bf16_pairs.h
         ASSERT_NEAR(a[i], b[i], tol) << case_name(dt, packed) << " n=" << n << " out=" << out << " in=" << K << " at " << i;
       }
+    }
+  }
+}
+
+// matmul_shared (one input preparation, one parallel pass) gives bit for bit what separate
+// matmul calls give: matrices of one packed type and different heights (q/k/v), mixed types
+// (a Q4_K_M file's w1/w3 may differ), unpacked ones, and batches of 1 and 19 tokens.
+TEST_P(SimdKernelsTest, SharedInputMatmulsEqualSeparateOnes) {
+  const int64_t K = 256;
+  for (auto [types, packed] : std::vector<std::pair<std::vector<DType>, bool>>{
+           {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, true},
+           {{DType::Q4_K, DType::Q6_K}, true},
+           {{DType::BF16, DType::BF16}, true},
+           {{DType::Q8_0, DType::Q8_0}, true},
+           {{DType::F32, DType::F16}, false}}) {
+    std::vector<Weight> ws;
+    const int64_t heights[] = {67, 16, 33};
+    for (size_t i = 0; i < types.size(); ++i)
+      ws.push_back(packed ? make_packed_weight(types[i], heights[i], K, 50 + i) : make_weight(types[i], heights[i], K, 50 + i));
+    for (int64_t n : {1, 19}) {
+      const auto x = randn(n * K, 60 + n);
+      std::vector<const TensorView*> views;
+      std::vector<std::vector<float>> shared(ws.size()), alone(ws.size());
+      std::vector<float*> outs;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        views.push_back(&ws[i].view);
+        shared[i].assign(n * heights[i], -1.0f);
+        alone[i].resize(n * heights[i]);
+        outs.push_back(shared[i].data());
+        simd_->matmul(x.data(), n, ws[i].view, alone[i].data());
+      }
+      simd_->matmul_shared(x.data(), n, views, outs);
+      for (size_t i = 0; i < ws.size(); ++i)
+        ASSERT_EQ(std::memcmp(shared[i].data(), alone[i].data(), alone[i].size() * 4), 0)
+            << case_name(types[i], packed) << " matrix " << i << " n=" << n;
     }
   }
 }

@@ -27,6 +27,13 @@ class Backend {
   // y[n, W.rows] = x[n, W.cols] · Wᵀ, W stored [out, in] in any supported dtype.
   virtual void matmul(const float* x, int64_t n, const TensorView& w, float* y) = 0;
 
+  // ys[i] = x · ws[i]ᵀ for matrices that read the same input (q/k/v, the FFN's w1/w3): bit for
+  // bit what separate matmul calls give, but a backend may prepare the input once (quantize,
+  // convert) and run all of them in one parallel pass.
+  virtual void matmul_shared(const float* x, int64_t n, std::span<const TensorView* const> ws, std::span<float* const> ys) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, n, *ws[i], ys[i]);
+  }
+
   // out[i, :] = row ids[i] of table [V, d] as float32.
   virtual void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) = 0;
 

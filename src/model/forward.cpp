@@ -158,9 +158,9 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer) {
   tmp_.resize(T_ * H * hd);   // q, later the attention output
   tmp2_.resize(T_ * G * hd);  // k
   tmp3_.resize(T_ * G * hd);  // v
-  be_.matmul(a_.data(), T_, aw.q, tmp_.data());
-  be_.matmul(a_.data(), T_, aw.k, tmp2_.data());
-  be_.matmul(a_.data(), T_, aw.v, tmp3_.data());
+  const TensorView* qkv[] = {&aw.q, &aw.k, &aw.v};
+  float* qkv_out[] = {tmp_.data(), tmp2_.data(), tmp3_.data()};
+  be_.matmul_shared(a_.data(), T_, qkv, qkv_out);
   observe(layer, ".self_attn.q_proj", tmp_.data(), T_, H * hd);
   observe(layer, ".self_attn.k_proj", tmp2_.data(), T_, G * hd);
   observe(layer, ".self_attn.v", tmp3_.data(), T_, G * hd);
@@ -187,8 +187,9 @@ void Forward::dense_ffn(const FfnWeights& w, const float* in, int64_t rows, floa
   const int64_t F = w.w1.shape[0];
   ffn_gate_.resize(rows * F);
   ffn_up_.resize(rows * F);
-  be_.matmul(in, rows, w.w1, ffn_gate_.data());
-  be_.matmul(in, rows, w.w3, ffn_up_.data());
+  const TensorView* gate_up[] = {&w.w1, &w.w3};
+  float* gate_up_out[] = {ffn_gate_.data(), ffn_up_.data()};
+  be_.matmul_shared(in, rows, gate_up, gate_up_out);
   be_.swiglu(ffn_gate_.data(), ffn_up_.data(), rows * F, ffn_gate_.data());
   be_.matmul(ffn_gate_.data(), rows, w.w2, out);
 }

@@ -48,12 +48,15 @@ bool available() {
 namespace lfm::bf16_pairs {
 namespace {
 
-// Tiles: 0-2 accumulators (C: 16 tokens × 16 rows fp32, one per activation term), 3-5 the
-// terms' activations (A: 16 tokens × 32 columns bf16), 6-7 weights (B: 16 column pairs × 16 rows
-// × 2) for even and odd column blocks. Separate registers for everything in flight: a tile
-// register is not renamed, so reloading one waits for the instruction still reading it. Each
-// term has its own accumulator (three independent chains even for one token), and every output
-// is (Σ h·w + Σ m·w) + Σ l·w whatever the batch.
+// Every output accumulates, per 32-column block in order, h·w then m·w then l·w into one fp32
+// sum: the same arithmetic for every tiling below, so results never depend on the batch.
+//
+// Tile registers are not renamed (reloading one waits for the instruction still reading it),
+// so each variant keeps everything in flight in its own registers:
+//   one token tile (any batch of at most 16 tokens, e.g. decode) × NP panels:
+//     C 0..NP-1, the three terms' A 2, 3, 4, B 5, 6 — five loads per 3·NP products;
+//   two token tiles × NP panels: C 0..2·NP-1 (C[m·NP + p]), A 4, 5 (token tiles, reloaded per
+//     term), B 6, 7 — each B serves two token tiles, each A NP panels.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -61,11 +64,11 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// rows: tokens per A and C tile (fewer than 16 when the whole batch is smaller: a decode step
-// then loads only its own activation rows).
+// rows: tokens per tile when the whole batch is smaller than 16 (a decode step then loads only
+// its own activation rows; only the one-token-tile variant runs, whose B tiles are 5 and 6).
 void configure_tiles(int rows) {
   TileConfig c;
-  for (int i = 0; i < 8; ++i) c.colsb[i] = 64, c.rows[i] = static_cast<uint8_t>(i >= 6 ? 16 : rows);
+  for (int i = 0; i < 8; ++i) c.colsb[i] = 64, c.rows[i] = static_cast<uint8_t>(i >= 5 ? 16 : rows);
   _tile_loadconfig(&c);
 }
 
@@ -73,42 +76,87 @@ void configure_tiles(int rows) {
 inline __m256i to_bf16(__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); }
 inline __m512 from_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
-constexpr int64_t kOutLd = 16;  // floats per row of the per-term result buffers
-
 constexpr int64_t kPrefetchBlocks = 16;
 
-// Column block kb with weight tile B (6 or 7): C_s += A_s · B for the three terms.
-template <int B>
-inline void block_step(const uint16_t* a, int64_t plane, size_t lda, const uint8_t* panel, int64_t kb) {
-  // A tile load does not wake the hardware prefetcher the way vector loads do: ask for the
-  // weights kPrefetchBlocks ahead (decode streams them from memory once).
-  for (int line = 0; line < 16; ++line)
-    _mm_prefetch(reinterpret_cast<const char*>(panel + (kb + kPrefetchBlocks) * 1024 + line * 64), _MM_HINT_T1);
-  _tile_loadd(B, panel + kb * 1024, 64);
-  _tile_loadd(3, a + kb * 32, lda);
-  _tile_loadd(4, a + plane + kb * 32, lda);
-  _tile_loadd(5, a + 2 * plane + kb * 32, lda);
-  _tile_dpbf16ps(0, 3, B);
-  _tile_dpbf16ps(1, 4, B);
-  _tile_dpbf16ps(2, 5, B);
+// A tile load does not wake the hardware prefetcher the way vector loads do: ask for the weights
+// kPrefetchBlocks ahead (decode streams them from memory once).
+inline void prefetch_block(const uint8_t* p) {
+  for (int line = 0; line < 16; ++line) _mm_prefetch(reinterpret_cast<const char*>(p + line * 64), _MM_HINT_T1);
 }
 
-// One token tile × one panel: per-term sums into out[term][16 tokens][16 rows].
-void tile_block(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel, float* out) {
+// One token tile × NP panels → out [16 tokens][NP·16 rows] (ld NP·16).
+template <int NP>
+void one_tile(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel, size_t pb, float* out) {
   const size_t lda = static_cast<size_t>(K) * 2;
   _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  const int64_t kblocks = K / 32;
-  int64_t kb = 0;
-  for (; kb + 2 <= kblocks; kb += 2) {
-    block_step<6>(a, plane, lda, panel, kb);
-    block_step<7>(a, plane, lda, panel, kb + 1);
+  if constexpr (NP == 2) _tile_zero(1);
+  for (int64_t kb = 0; kb < K / 32; ++kb) {
+    const uint8_t* b0 = panel + kb * 1024;
+    prefetch_block(b0 + kPrefetchBlocks * 1024);
+    _tile_loadd(2, a + kb * 32, lda);
+    _tile_loadd(3, a + plane + kb * 32, lda);
+    _tile_loadd(4, a + 2 * plane + kb * 32, lda);
+    _tile_loadd(5, b0, 64);
+    if constexpr (NP == 2) {
+      prefetch_block(b0 + pb + kPrefetchBlocks * 1024);
+      _tile_loadd(6, b0 + pb, 64);
+      _tile_dpbf16ps(0, 2, 5);
+      _tile_dpbf16ps(1, 2, 6);
+      _tile_dpbf16ps(0, 3, 5);
+      _tile_dpbf16ps(1, 3, 6);
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_dpbf16ps(1, 4, 6);
+    } else {
+      _tile_dpbf16ps(0, 2, 5);
+      _tile_dpbf16ps(0, 3, 5);
+      _tile_dpbf16ps(0, 4, 5);
+    }
   }
-  if (kb < kblocks) block_step<6>(a, plane, lda, panel, kb);
-  _tile_stored(0, out, kOutLd * sizeof(float));
-  _tile_stored(1, out + 16 * kOutLd, kOutLd * sizeof(float));
-  _tile_stored(2, out + 32 * kOutLd, kOutLd * sizeof(float));
+  constexpr size_t ldo = NP * 16 * sizeof(float);
+  _tile_stored(0, out, ldo);
+  if constexpr (NP == 2) _tile_stored(1, out + 16, ldo);
+}
+
+// Two token tiles × NP panels → out [32 tokens][NP·16 rows] (ld NP·16).
+template <int NP>
+void two_tiles(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel, size_t pb, float* out) {
+  const size_t lda = static_cast<size_t>(K) * 2;
+  const int64_t second = 16 * K;  // the second token tile's first row
+  _tile_zero(0);
+  _tile_zero(1);
+  if constexpr (NP == 2) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t kb = 0; kb < K / 32; ++kb) {
+    const uint8_t* b0 = panel + kb * 1024;
+    _tile_loadd(6, b0, 64);
+    if constexpr (NP == 2) _tile_loadd(7, b0 + pb, 64);
+    for (int s = 0; s < kTerms; ++s) {
+      const uint16_t* as = a + s * plane + kb * 32;
+      _tile_loadd(4, as, lda);
+      _tile_loadd(5, as + second, lda);
+      if constexpr (NP == 2) {  // C[m·2 + p]
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      } else {  // C[m]
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 5, 6);
+      }
+    }
+  }
+  constexpr size_t ldo = NP * 16 * sizeof(float);
+  if constexpr (NP == 2) {
+    _tile_stored(0, out, ldo);
+    _tile_stored(1, out + 16, ldo);
+    _tile_stored(2, out + 16 * 32, ldo);
+    _tile_stored(3, out + 16 * 32 + 16, ldo);
+  } else {
+    _tile_stored(0, out, ldo);
+    _tile_stored(1, out + 16 * 16, ldo);
+  }
 }
 
 }  // namespace
@@ -137,25 +185,25 @@ void matmul_panels(const uint16_t* planes, int64_t rows, int64_t n, const Tensor
   const int64_t plane = rows * K;
   const auto* base = static_cast<const uint8_t*>(w.packed);
   configure_tiles(static_cast<int>(std::min<int64_t>(16, n)));
-  alignas(64) float out[kTerms * 16 * kOutLd];
+  alignas(64) float out[32 * 32];
   // Panels per pass over the activations: ~512 KiB of weights that stay in L2 while every
-  // 16-token tile streams over them.
-  const int64_t group = std::max<int64_t>(1, 512 * 1024 / static_cast<int64_t>(pb));
+  // 32-token block streams over them.
+  const int64_t group = std::max<int64_t>(2, (512 * 1024 / static_cast<int64_t>(pb)) / 2 * 2);
   for (int64_t g0 = p0; g0 < p1; g0 += group) {
     const int64_t g1 = std::min(p1, g0 + group);
-    for (int64_t t = 0; t < n; t += 16) {
+    for (int64_t t = 0; t < n; t += 32) {
+      const bool two = n - t > 16;
       const uint16_t* a = planes + t * K;
-      const int64_t nr = std::min<int64_t>(16, n - t);
-      for (int64_t p = g0; p < g1; ++p) {
-        tile_block(a, plane, K, base + p * pb, out);
-        const int64_t cols = std::min<int64_t>(16, M - p * 16);
-        const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-        for (int64_t r = 0; r < nr; ++r) {
-          const float* o = out + r * kOutLd;
-          const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(o), _mm512_load_ps(o + 16 * kOutLd)),
-                                           _mm512_load_ps(o + 32 * kOutLd));
-          _mm512_mask_storeu_ps(y + (t + r) * M + p * 16, m, sum);
-        }
+      for (int64_t p = g0; p < g1; p += 2) {
+        const int np = p + 1 < g1 ? 2 : 1;
+        const uint8_t* panel = base + p * pb;
+        if (two && np == 2) two_tiles<2>(a, plane, K, panel, pb, out);
+        else if (two) two_tiles<1>(a, plane, K, panel, pb, out);
+        else if (np == 2) one_tile<2>(a, plane, K, panel, pb, out);
+        else one_tile<1>(a, plane, K, panel, pb, out);
+        const int64_t nr = std::min<int64_t>(32, n - t), cols = std::min<int64_t>(np * 16, M - p * 16);
+        for (int64_t r = 0; r < nr; ++r)
+          std::memcpy(y + (t + r) * M + p * 16, out + r * np * 16, static_cast<size_t>(cols) * sizeof(float));
       }
     }
   }
