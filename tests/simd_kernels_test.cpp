@@ -67,7 +67,7 @@ std::string case_name(DType dt, bool packed) { return std::string(dtype_name(dt)
 
 // Types a backend multiplies with int8-quantized activations (the AVX-512 VNNI kernels).
 bool integer_path(const std::string& isa, DType dt, bool packed = false) {
-  if (isa == "avx2") return packed && rows16_packable(dt) && dt != DType::Q8_0;  // simd_packed_avx2.inc
+  if (isa == "avx2") return packed && rows16_packable(dt);  // simd_packed_avx2.inc
   return isa == "avx512" && (dt == DType::Q4_0 || dt == DType::Q8_0 || (packed && rows16_packable(dt)));
 }
 

@@ -183,8 +183,8 @@ PackedLayout cpu_packed_layout(DType t) {
   if (env && std::string(env) == "0") return PackedLayout::kNone;
   const Isa isa = selected_isa();
   if (t == DType::BF16) return isa == Isa::kAvx512 && bf16_pairs::available() ? PackedLayout::kPairs16 : PackedLayout::kNone;
-  // AVX-512 VNNI reads every packable type; AVX2 all but Q8_0 (see simd_packed_avx2.inc).
-  const bool reads = isa == Isa::kAvx512 ? rows16_packable(t) : isa == Isa::kAvx2 && rows16_packable(t) && t != DType::Q8_0;
+  // AVX-512 VNNI and AVX2 read every packable type (simd_packed.inc, simd_packed_avx2.inc).
+  const bool reads = (isa == Isa::kAvx512 || isa == Isa::kAvx2) && rows16_packable(t);
   return reads ? PackedLayout::kRows16 : PackedLayout::kNone;
 }
 

@@ -62,8 +62,8 @@ AlignedBuffer pack_pairs16(const TensorView& w);
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
 
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
-// than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and,
-// Q8_0 excepted, on AVX2; kPairs16 for BF16 where the AMX tile unit is usable
+// than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and
+// AVX2; kPairs16 for BF16 where the AMX tile unit is usable
 // (kernels/cpu/bf16_pairs.h). LFM_PACK=0 in the environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
 // The same for one matrix: also kNone where its shape does not suit the layout's kernel.
