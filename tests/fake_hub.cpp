@@ -38,6 +38,7 @@ FakeHub::FakeHub() {
     Logged logged(this, req, res);
     const std::string id = std::string(req.matches[1]) + "/" + std::string(req.matches[2]);
     const std::string rev = req.matches[3];
+    if (redirect_alias(req, res, id)) return;
     const auto it = repos_.find(id);
     if (it == repos_.end()) return error(res, 404, "RepoNotFound", "Repository not found");
     const Repo& r = it->second;
@@ -56,6 +57,7 @@ FakeHub::FakeHub() {
     Logged logged(this, req, res);
     const std::string id = std::string(req.matches[1]) + "/" + std::string(req.matches[2]);
     const std::string rev = req.matches[3], path = req.matches[4];
+    if (redirect_alias(req, res, id)) return;
     const auto it = repos_.find(id);
     if (it == repos_.end()) return error(res, 404, "RepoNotFound", "Repository not found");
     const Repo& r = it->second;
@@ -146,6 +148,20 @@ void FakeHub::serve_bytes(const httplib::Request& req, httplib::Response& res, c
                              }
                              return !cut;  // false drops the connection mid-body
                            });
+}
+
+bool FakeHub::redirect_alias(const httplib::Request& req, httplib::Response& res, const std::string& id) {
+  const auto a = aliases_.find(id);
+  if (a == aliases_.end()) return false;
+  std::string target = req.target;  // path and query as sent
+  target.replace(target.find(id), id.size(), a->second);
+  res.set_redirect(target, 307);
+  return true;
+}
+
+void FakeHub::add_alias(const std::string& old_id, const std::string& current_id) {
+  std::lock_guard<std::mutex> g(mu_);
+  aliases_[old_id] = current_id;
 }
 
 void FakeHub::add_repo(const std::string& id, Repo repo) {

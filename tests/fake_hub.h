@@ -40,6 +40,10 @@ class FakeHub {
   void add_folder(const std::string& id, const std::filesystem::path& dir, const std::string& commit,
                   const std::map<std::string, std::string>& extra = {});
 
+  // A renamed repository: requests for `old` answer 307 with a relative Location under `current`,
+  // as the Hub does.
+  void add_alias(const std::string& old_id, const std::string& current_id);
+
   // Files at least this large, and every .safetensors/.gguf, are LFS files (redirected to /cdn/).
   static constexpr size_t kLfsThreshold = 10 * 1024;
   static bool is_lfs(const std::string& path, const std::string& bytes);
@@ -72,12 +76,15 @@ class FakeHub {
   };
   void serve_bytes(const httplib::Request& req, httplib::Response& res, const std::string& path, const std::string& bytes);
   bool check_access(const httplib::Request& req, httplib::Response& res, const Repo& repo);
+  // Answers a request for a renamed repository with a redirect; false when `id` is no alias.
+  bool redirect_alias(const httplib::Request& req, httplib::Response& res, const std::string& id);
 
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
   mutable std::mutex mu_;
   std::map<std::string, Repo> repos_;
+  std::map<std::string, std::string> aliases_;  // old id → current id
   std::map<std::string, Blob> cdn_;                          // sha256 → file
   std::map<std::string, std::pair<size_t, int>> cuts_;       // path → (after, times left)
   std::map<std::string, bool> corrupt_;

@@ -330,6 +330,16 @@ TEST_F(HubDownload, ACacheFilledByHuggingfaceHubIsUsedAsIs) {
   EXPECT_EQ(resolve(make_ref("acme/tiny"), Need::kModel, s_).path, r.path);
 }
 
+TEST_F(HubDownload, RenamedRepositoriesFollowTheHubsRelativeRedirects) {
+  hub_.add_alias("oldname/tiny", "acme/tiny");
+  const Resolved r = resolve(make_ref("oldname/tiny"), Need::kModel, s_);
+  // Stored under the name asked for, as huggingface_hub stores it.
+  EXPECT_EQ(r.path, repo_cache("oldname/tiny").snapshot(kCommit).string());
+  EXPECT_EQ(test::read_file(fs::path(r.path) / "config.json"), file_bytes("config.json"));
+  EXPECT_GT(hub_.count("HEAD", "/oldname/tiny/resolve/"), 0);
+  EXPECT_GT(hub_.count("HEAD", "/acme/tiny/resolve/"), 0);
+}
+
 TEST_F(HubDownload, LocalPathsWinOverReferences) {
   s_.endpoint = "http://127.0.0.1:" + std::to_string(closed_port());
   EXPECT_EQ(resolve_model_arg(model_->str(), Need::kModel, s_), model_->str());

@@ -22,7 +22,7 @@ std::vector<int32_t> parse_id_list(const std::string& s, const char* what);
 
 // What -m accepts, for option help texts.
 inline constexpr const char* kModelRefHelp =
-    " or a Hugging Face Hub reference: owner/name, owner/name:QUANT or owner/name/FILE.gguf, with an optional "
+    "; or a Hugging Face Hub reference owner/name, owner/name:QUANT or owner/name/FILE.gguf, optionally "
     "@revision (downloaded once into the Hugging Face cache)";
 
 // The -m argument as a local path: an existing path is used as it is; a Hub reference is looked up
