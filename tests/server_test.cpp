@@ -318,6 +318,28 @@ TEST_F(ServerTest, ErrorsUseOpenAiShapeAndStatus) {
   EXPECT_EQ(c.Get("/health")->status, 200);  // still serving
 }
 
+// Bodies nested ~100k levels deep (the whole body, and a tool call's arguments string) are 400s
+// naming the limit; the server keeps serving.
+TEST_F(ServerTest, DeeplyNestedJsonIs400) {
+  auto c = text_->client();
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = c.Post("/v1/chat/completions", R"({"messages": )" + deep + "}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("nesting deeper than 128 levels"), std::string::npos) << r->body;
+  const json body = {{"messages",
+                      json::array({{{"role", "user"}, {"content", "x"}},
+                                   {{"role", "assistant"},
+                                    {"tool_calls", json::array({{{"type", "function"},
+                                                                 {"function", {{"name", "f"}, {"arguments", deep}}}}})}},
+                                   {{"role", "user"}, {"content", "y"}}})}};
+  r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("messages[1].tool_calls[0].function.arguments"), std::string::npos) << r->body;
+  EXPECT_EQ(c.Get("/health")->status, 200);
+}
+
 // The official `openai` npm client (pinned in tools/server-tests/package-lock.json, installed by
 // scripts/setup.sh) against both servers.
 TEST_F(ServerTest, OfficialOpenAiClient) {

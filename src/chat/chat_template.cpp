@@ -8,6 +8,7 @@
 
 #include "chat/jinja_eval.h"
 #include "core/error.h"
+#include "core/json_guard.h"
 
 namespace lfm {
 namespace {
@@ -25,7 +26,7 @@ std::optional<std::string> token_text(const nlohmann::ordered_json& cfg, const c
   const auto& t = cfg[key];
   if (t.is_string()) return t.get<std::string>();
   if (t.is_object() && t.contains("content") && t["content"].is_string()) return t["content"].get<std::string>();
-  fail("chat template: tokenizer_config.json '", key, "' is neither a string nor {\"content\": ...}: ", t.dump());
+  fail("chat template: tokenizer_config.json '", key, "' is neither a string nor {\"content\": ...}: ", json_excerpt(t));
 }
 
 // Pinned date for strftime_now, validated as YYYY-MM-DD.
@@ -95,7 +96,9 @@ ChatTemplateSource load_chat_template_source(const std::string& model_path) {
   const fs::path cfg_path = dir / "tokenizer_config.json";
   if (fs::exists(cfg_path)) {
     try {
-      cfg = nlohmann::ordered_json::parse(read_file(cfg_path));
+      const std::string text = read_file(cfg_path);
+      check_json_depth(text, cat("chat template: ", cfg_path.string()));
+      cfg = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       fail("chat template: cannot parse ", cfg_path.string(), ": ", e.what());
     }
@@ -152,7 +155,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
   LFM_CHECK(tools.is_null() || tools.is_array(), "chat template: tools must be a list of tool schemas, got ", tools.type_name());
   if (tools.is_array())
     for (const auto& t : tools)
-      LFM_CHECK(t.is_object(), "chat template: each tool must be a JSON object (a JSON schema), got ", t.dump());
+      LFM_CHECK(t.is_object(), "chat template: each tool must be a JSON object (a JSON schema), got ", json_excerpt(t));
   std::optional<std::tm> pinned;
   if (date) pinned = pinned_tm(*date);
 

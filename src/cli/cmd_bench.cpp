@@ -66,29 +66,29 @@ int run_bench(int argc, char** argv) {
   app.add_option("-p,--n-prompt", prompts, "Prompt tokens of the prefill tests (0: none), e.g. 128,512")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("-n,--n-gen", gens, "Tokens of the decode tests (0: none)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("-d,--n-depth", depths, "Context tokens already in the state before each test, e.g. 0,8192")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("-b,--batch", batches, "Sequences decoded together in the tg tests, e.g. 1,4,16")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("-t,--threads", threads, "Thread counts to test, e.g. 1,2 (0: all cores)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("-r,--repetitions", reps, "Repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(non_negative_number());
+  app.add_option("-r,--repetitions", reps, "Repetitions of each test")->capture_default_str()->check(positive_number());
   app.add_option("-o,--output", output, "Output format: md or json")->capture_default_str()->check(CLI::IsMember({"md", "json"}));
   app.add_option("--prefix", prefix,
                  "Prefix-cache test: time to first token of a prompt whose first N tokens are cached, vs cold (0: skip)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("--kv-type", state.kv_type, "Storage of K/V and conv states: f32, f16, bf16 or auto")
       ->capture_default_str();
   app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")

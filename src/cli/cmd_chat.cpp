@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "core/json_guard.h"
 #include "engine/engine.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -45,12 +46,12 @@ int run_chat(int argc, char** argv) {
   app.add_option("-s,--system", system_prompt, "System prompt");
   app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_sampling_options(app, sp, seed);
   add_state_options(app, state, /*engine=*/true);
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("--var", vars, "Extra template variable name=JSON (e.g. keep_past_thinking=true); repeatable");
   app.add_option("--date", date, "Pin strftime_now to YYYY-MM-DD");
   app.add_flag("--show-reasoning", show_reasoning, "Print <think> reasoning (dimmed) as well as the answer");
@@ -62,6 +63,7 @@ int run_chat(int argc, char** argv) {
   for (const auto& v : vars) {
     const auto eq = v.find('=');
     LFM_CHECK(eq != std::string::npos && eq > 0, "--var '", v, "' is not name=JSON");
+    check_json_depth(std::string_view(v).substr(eq + 1), cat("chat: --var '", v.substr(0, eq), "'"));
     try {
       extra[v.substr(0, eq)] = nlohmann::ordered_json::parse(v.substr(eq + 1));
     } catch (const nlohmann::json::exception& e) {

@@ -32,7 +32,7 @@ int run_convert(int argc, char** argv) {
   app.add_option("-o,--output", out, "Output .gguf path")->required();
   app.add_option("--type", type, "f32, f16, bf16, q8_0, q4_0 or q4_k_m")->capture_default_str();
   app.add_option("--name", name, "general.name (default: the input's name)");
-  app.add_option("-t,--threads", threads, "Quantization threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "Quantization threads (0: all cores)")->capture_default_str()->check(non_negative_number());
   app.add_flag("-q,--quiet", quiet, "No progress bar or summary");
   LFM_CLI_PARSE(app, argc, argv);
 

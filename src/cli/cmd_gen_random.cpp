@@ -29,7 +29,7 @@ int run_gen_random(int argc, char** argv) {
   app.add_option("--type", type,
                  "Storage type: f32, f16, bf16 (default) for folders; also q8_0, q4_0, q4_k_m for GGUF");
   app.add_option("--seed", seed, "Random seed")->capture_default_str();
-  app.add_option("-t,--threads", threads, "Threads for quantizing GGUF output (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "Threads for quantizing GGUF output (0: all cores)")->check(non_negative_number());
   app.add_flag("--config-only", config_only, "Write only config.json (e.g. for `lfm info` on a real size)");
   app.add_flag("-q,--quiet", quiet, "No progress output");
   LFM_CLI_PARSE(app, argc, argv);

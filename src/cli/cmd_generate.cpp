@@ -32,13 +32,13 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--no-special", no_special, "With -p: do not add the BOS token");
   app.add_option("-n,--max-new-tokens", max_new, "Tokens to generate")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   add_sampling_options(app, req.sampling, seed);
   app.add_option("--stop", stops, "Stop when the text contains this string (repeatable; needs a tokenizer)");
   add_state_options(app, state, /*engine=*/true);
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_flag("--ignore-eos", req.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);

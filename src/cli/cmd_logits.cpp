@@ -23,10 +23,10 @@ int run_logits(int argc, char** argv) {
   app.add_option("--ids", ids_arg, "Token ids, comma-separated")->required();
   app.add_option("--prefill", prefill,
                  "Run the first N ids as one prefill, then the rest one token at a time through the cache")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("--kv-type", state.kv_type, "Storage of K/V and conv states: f32, f16, bf16 or auto")
       ->capture_default_str();
   app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")

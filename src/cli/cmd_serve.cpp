@@ -37,17 +37,17 @@ int run_serve(int argc, char** argv) {
   add_state_options(app, state, /*engine=*/true);
   app.add_option("--max-queue", max_queue, "Requests that may wait; beyond, 429 with Retry-After")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("--http-threads", so.http_threads, "Connections served at once (each stream holds one)")
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
   app.add_option("--max-body", so.max_body_bytes, "Largest request body in bytes (larger: 413)")->capture_default_str();
   app.add_option("--shutdown-grace", so.shutdown_grace_s, "Seconds in-flight requests get after SIGINT/SIGTERM")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("-t,--threads", threads, "Compute threads (0: all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   LFM_CLI_PARSE(app, argc, argv);
   if (so.model_name == "lfm") {
     std::string name = model;

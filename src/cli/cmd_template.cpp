@@ -1,8 +1,6 @@
 // lfm template: renders a model's chat template for a conversation, byte-identical to
 // transformers' apply_chat_template(tokenize=False), and writes it to stdout unchanged.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "core/json_guard.h"
 
 namespace lfm::cli {
 namespace {
@@ -19,16 +18,10 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // Parses a JSON file keeping object key order (tojson must print keys as given).
+// A directory or missing file is named as such; nesting is bounded (core/json_guard.h).
 ojson read_json_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  LFM_CHECK(in, "template: cannot open ", what, " file '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  try {
-    return ojson::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail("template: ", what, " file '", path, "' is not valid JSON: ", e.what());
-  }
+  const std::string text = read_text_file(path, cat("template: ", what, " file"));
+  return parse_ordered_json(text, cat("template: ", what, " file '", path, "'"));
 }
 
 int run_template(int argc, char** argv) {
@@ -61,6 +54,7 @@ int run_template(int argc, char** argv) {
     const size_t eq = v.find('=');
     LFM_CHECK(eq != std::string::npos && eq > 0, "template: --var '", v, "' is not name=JSON");
     const std::string name = v.substr(0, eq);
+    check_json_depth(std::string_view(v).substr(eq + 1), cat("template: --var '", name, "'"));
     try {
       extra[name] = ojson::parse(v.substr(eq + 1));
     } catch (const nlohmann::json::exception&) {

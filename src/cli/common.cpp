@@ -1,6 +1,8 @@
 #include "cli/common.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "hub/resolve.h"
@@ -33,6 +35,27 @@ std::string resolve_model_arg(const std::string& model, hub::Need need) {
   return hub::resolve_model_arg(model, need, hub::settings_from_env());
 }
 
+namespace {
+
+CLI::Validator number_check(bool strict, const char* name) {
+  return CLI::Validator(
+      [strict](std::string& input) -> std::string {
+        const char* begin = input.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(begin, &end);
+        if (end == begin || *end != '\0' || std::isnan(v)) return "'" + input + "' is not a number";
+        if (strict && !(v > 0)) return "'" + input + "' must be greater than 0";
+        if (!strict && !(v >= 0)) return "'" + input + "' must be 0 or more";
+        return "";
+      },
+      strict ? "POSITIVE" : "NONNEGATIVE", name);
+}
+
+}  // namespace
+
+CLI::Validator non_negative_number() { return number_check(false, "NONNEGATIVE"); }
+CLI::Validator positive_number() { return number_check(true, "POSITIVE"); }
+
 void configure_app(CLI::App& app) {
   app.failure_message(CLI::FailureMessage::help);
   app.get_formatter()->column_width(34);
@@ -49,7 +72,7 @@ Runtime open_runtime(const std::string& model_path, int threads) {
 void add_state_options(CLI::App& app, StateArgs& a, bool engine) {
   app.add_option("-c,--ctx-size", a.ctx_size, "Context size: most tokens per sequence")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("--kv-type", a.kv_type,
                  "Storage of K/V and conv states: f32, f16, bf16, or auto (the checkpoint's: bf16/f16 safetensors "
                  "keep their dtype, GGUF f16, f32 checkpoints f32)")
@@ -65,12 +88,12 @@ void add_state_options(CLI::App& app, StateArgs& a, bool engine) {
                  "KV pool budget (e.g. 2G, 512M); default: enough for --ctx-size x --parallel tokens");
   app.add_option("--batch-tokens", a.batch_tokens, "Most tokens per step (prefill is chunked to fit)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("--prefill-chunk", a.prefill_chunk,
                  "While requests are decoding, most prompt tokens per step next to their decode tokens (bounds "
                  "their inter-token latency while new prompts are prefilled; 0: up to --batch-tokens)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_flag("--no-prefix-cache", a.no_prefix_cache, "Do not keep and reuse the state of earlier prompts");
 }
 
@@ -99,7 +122,7 @@ void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", sp.top_k, "Keep the k most likely tokens (0: off)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("--top-p", sp.top_p, "Nucleus sampling mass (1: off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));

@@ -32,6 +32,11 @@ std::string resolve_model_arg(const std::string& model, hub::Need need = hub::Ne
 // A CLI::App that prints the full usage on a parse error (and exits non-zero).
 void configure_app(CLI::App& app);
 
+// Option checks that say their bound in words. CLI11's NonNegativeNumber / PositiveNumber print
+// the largest double in full ("not in range 0.000000 to 1797693…", 309 digits).
+CLI::Validator non_negative_number();  // "--threads: '-1' must be 0 or more"
+CLI::Validator positive_number();      // "--ctx-size: '0' must be greater than 0"
+
 // A model plus the machinery to run it.
 struct Runtime {
   std::unique_ptr<Model> model;

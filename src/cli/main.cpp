@@ -1,5 +1,6 @@
 // `lfm`: the command-line front end. Dispatches to self-registered subcommands.
 #include <cstdio>
+#include <new>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
       return c.run(argc - 1, argv + 1);
     } catch (const lfm::Error& e) {
       std::fprintf(stderr, "lfm %s: error: %s\n", name.c_str(), e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      // Not a bug in lfm: the input (or the options) asked for more memory than there is.
+      std::fprintf(stderr, "lfm %s: error: out of memory (the model, context or input needs more than is available)\n",
+                   name.c_str());
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "lfm %s: internal error: %s\n", name.c_str(), e.what());

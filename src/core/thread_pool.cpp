@@ -27,23 +27,40 @@ inline void run_chunk(void (*call)(void*, int64_t, int64_t), void* fn, int64_t n
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : ThreadPool(n_threads, [](std::function<void()> body) { return std::thread(std::move(body)); }) {}
+
+ThreadPool::ThreadPool(int n_threads, const Spawner& spawn) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  n_threads_ = n_threads;
+  n_threads = std::min(n_threads, kMaxThreads);
+  // Reserved first: a reallocation failing after a thread started would leave it unowned.
+  workers_.reserve(static_cast<size_t>(n_threads - 1));
   try {
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < n_threads; ++i) {
+      std::thread t = spawn([this, i] { worker_loop(i); });
+      if (!t.joinable()) break;  // no thread: counting it would make run() wait for it forever
+      workers_.push_back(std::move(t));
+    }
   } catch (const std::system_error&) {
-    n_threads_ = static_cast<int>(workers_.size()) + 1;  // run with the threads we got
+    // The OS refused a thread (process or memory limits): run with the workers we got. Workers
+    // never read n_threads_; run() counts only the workers that exist.
+  } catch (...) {
+    stop_and_join();
+    throw;
   }
+  n_threads_ = static_cast<int>(workers_.size()) + 1;
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
 }
 
 void ThreadPool::run(int64_t n, int64_t grain, Job job) {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -20,7 +21,15 @@ namespace lfm {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads = 0);  // 0: hardware concurrency
+  // Starts one worker thread running `body`; std::thread by default. Tests substitute one that
+  // throws std::system_error, which is what std::thread does when the OS refuses a thread.
+  using Spawner = std::function<std::thread(std::function<void()> body)>;
+  static constexpr int kMaxThreads = 1024;  // requests above this are clamped
+
+  // 0: hardware concurrency. When the OS refuses a thread the pool runs with the workers it got
+  // (size() says how many); it never waits for a worker that does not exist.
+  explicit ThreadPool(int n_threads = 0);
+  ThreadPool(int n_threads, const Spawner& spawn);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -43,6 +52,7 @@ class ThreadPool {
   };
   void run(int64_t n, int64_t grain, Job job);
   void worker_loop(int index);
+  void stop_and_join();
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_guard.h"
 
 namespace lfm {
 
@@ -45,12 +46,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   const uint8_t* data = file_.data() + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
 
-  json header;
-  try {
-    header = json::parse(file_.data() + 8, file_.data() + 8 + header_len);
-  } catch (const json::exception& e) {
-    fail("safetensors: '", path, "' header is not valid JSON: ", e.what());
-  }
+  const json header = parse_json(
+      std::string_view(reinterpret_cast<const char*>(file_.data()) + 8, static_cast<size_t>(header_len)),
+      cat("safetensors: '", path, "' header"));
   LFM_CHECK(header.is_object(), "safetensors: '", path, "' header is not a JSON object");
 
   struct Range {
@@ -75,15 +73,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     LFM_CHECK(jd.is_string(), "safetensors: tensor '", name, "' dtype is not a string");
     LFM_CHECK(js.is_array(), "safetensors: tensor '", name, "' shape is not a list");
     LFM_CHECK(jo.is_array() && jo.size() == 2 && jo[0].is_number_unsigned() && jo[1].is_number_unsigned(),
-              "safetensors: tensor '", name, "' data_offsets must be two non-negative integers, got ", jo.dump());
+              "safetensors: tensor '", name, "' data_offsets must be two non-negative integers, got ", json_excerpt(jo));
     TensorView v;
     v.dtype = parse_dtype(jd.get<std::string>(), name, path);
     uint64_t numel = 1;
     for (const auto& d : js) {
-      LFM_CHECK(d.is_number_unsigned(), "safetensors: tensor '", name, "' has a bad dimension ", d.dump());
+      LFM_CHECK(d.is_number_unsigned(), "safetensors: tensor '", name, "' has a bad dimension ", json_excerpt(d));
       const uint64_t dim = d.get<uint64_t>();
       LFM_CHECK(dim == 0 || numel <= (1ull << 48) / dim,
-                "safetensors: tensor '", name, "' shape ", js.dump(), " is absurdly large");
+                "safetensors: tensor '", name, "' shape ", json_excerpt(js), " is absurdly large");
       numel *= dim;
       v.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -121,13 +119,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : origin_(d
     return;
   }
   LFM_CHECK(fs::exists(index), "checkpoint: '", dir, "' has neither model.safetensors nor model.safetensors.index.json");
-  json j;
-  try {
-    std::ifstream in(index);
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail("checkpoint: '", index.string(), "' is not valid JSON: ", e.what());
-  }
+  json j = parse_json(read_text_file(index.string(), "checkpoint:"), cat("checkpoint: '", index.string(), "'"));
   LFM_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "checkpoint: '",
             index.string(), "' has no weight_map object");
   std::map<std::string, SafetensorsFile*> by_file;

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/json_guard.h"
 #include "hub/hub_error.h"
 
 namespace lfm::hub {
@@ -160,6 +162,7 @@ Selection select_files(const std::vector<std::string>& listing, const ModelRef& 
 }
 
 std::vector<std::string> index_shards(const std::string& index_json, const std::string& origin) {
+  check_json_depth(index_json, cat("hub: '", origin, "'"));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(index_json);

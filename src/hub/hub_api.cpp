@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/json_guard.h"
 #include "hub/cache_layout.h"
 #include "hub/hub_error.h"
 
@@ -72,6 +74,7 @@ RepoInfo fetch_repo_info(const HttpClient& http, const Settings& s, const std::s
   const HttpResponse r = http.get(url);
   if (r.status != 200) throw_http_error(r, s, repo, revision, "");
   RepoInfo info;
+  check_json_depth(r.body, cat("hub: the revision API's answer for ", repo));
   try {
     const json j = json::parse(r.body);
     info.commit = j.at("sha").get<std::string>();

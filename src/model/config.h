@@ -62,6 +62,11 @@ struct ModelConfig {
 ModelConfig parse_model_config(const nlohmann::json& j);
 ModelConfig load_model_config(const std::string& config_json_path);
 
+// Checks every size and token id of a normalised config against lfm's limits (core/limits.h);
+// throws lfm::Error "<origin>: <field> = <value> exceeds lfm's limit of <max>". parse_model_config
+// checks each key as it reads it; GGUF metadata goes through this before the config is used.
+void check_config_limits(const ModelConfig& c, const std::string& origin);
+
 // The auto-adjust FFN width rule of dense LFM2 (LFM2_SPEC.md §1.3).
 int64_t lfm2_effective_ffn_dim(int64_t raw, bool auto_adjust, double multiplier, bool has_multiplier,
                                int64_t multiple_of);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "model/gguf_names.h"
 #include "model/model.h"
 
@@ -32,6 +33,10 @@ GgufTensorSource::GgufTensorSource(std::shared_ptr<const GgufFile> file) : file_
     LFM_CHECK(t.ne.size() == 3, "gguf: '", origin_, "': expert tensor '", t.name,
               "' must be 3-D {in, out, experts}, has ", t.ne.size(), " dims");
     const int64_t n_expert = t.ne[2];
+    // One view per expert: bound the count before creating them (a hostile ne[2] of 2^30 would
+    // otherwise fill memory with views).
+    LFM_CHECK(n_expert >= 1 && n_expert <= limits::kMaxExperts, "gguf: '", origin_, "': expert tensor '", t.name,
+              "' holds ", n_expert, " experts (lfm's limit is ", limits::kMaxExperts, ")");
     const size_t per_expert = t.nbytes / static_cast<size_t>(n_expert);
     for (int64_t e = 0; e < n_expert; ++e) {
       const std::string name = expert_name(m->hf, e);
@@ -82,7 +87,9 @@ void positive(int64_t v, const char* what) { LFM_CHECK(v > 0, "gguf: ", what, " 
 
 }  // namespace
 
-ModelConfig config_from_gguf(const GgufFile& f) {
+namespace {
+
+ModelConfig config_from_metadata(const GgufFile& f) {
   const Value* av = f.find("general.architecture");
   LFM_CHECK(av, "gguf: '", f.path(), "' lacks general.architecture");
   const std::string arch = av->as_string("general.architecture");
@@ -105,7 +112,10 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.n_layers = m.integer("block_count");
   positive(c.hidden_size, "embedding_length");
   positive(c.n_layers, "block_count");
-  LFM_CHECK(c.n_layers <= 4096, "gguf: block_count ", c.n_layers, " is absurd");
+  LFM_CHECK(c.n_layers <= limits::kMaxLayers, "gguf: '", f.path(), "': ", arch, ".block_count = ", c.n_layers,
+            " exceeds lfm's limit of ", limits::kMaxLayers);
+  LFM_CHECK(c.hidden_size <= limits::kMaxHiddenSize, "gguf: '", f.path(), "': ", arch, ".embedding_length = ",
+            c.hidden_size, " exceeds lfm's limit of ", limits::kMaxHiddenSize);
   const std::vector<int64_t> heads = m.per_layer("attention.head_count", c.n_layers);
   c.n_heads = *std::max_element(heads.begin(), heads.end());
   positive(c.n_heads, "attention.head_count");
@@ -184,18 +194,40 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   }
   LFM_CHECK(c.ffn_dim > 0, "gguf: '", f.path(), "' lacks ", arch, ".feed_forward_length");
 
-  if (const Value* v = f.find("tokenizer.ggml.bos_token_id"))
-    c.bos_token_id = static_cast<int32_t>(v->as_int("bos_token_id"));
+  // Token ids are range-checked as int64 before they become int32 (never silently cut);
+  // llama.cpp writes -1 / UINT32_MAX for "none", kept as -1.
+  auto token_id = [&](const Value& v, const char* key) {
+    const int64_t id = v.as_int(key);
+    if (id == -1 || id == 0xffffffffLL) return int32_t{-1};
+    LFM_CHECK(id >= 0 && id < limits::kMaxVocabSize, "gguf: '", f.path(), "': ", key, " = ", id, " is outside [0, ",
+              limits::kMaxVocabSize, ")");
+    return static_cast<int32_t>(id);
+  };
+  if (const Value* v = f.find("tokenizer.ggml.bos_token_id")) c.bos_token_id = token_id(*v, "tokenizer.ggml.bos_token_id");
   if (const Value* v = f.find("tokenizer.ggml.padding_token_id"))
-    c.pad_token_id = static_cast<int32_t>(v->as_int("padding_token_id"));
+    c.pad_token_id = token_id(*v, "tokenizer.ggml.padding_token_id");
   if (const Value* v = f.find("tokenizer.ggml.eos_token_id")) {
-    c.eos_token_ids = {static_cast<int32_t>(v->as_int("eos_token_id"))};
+    c.eos_token_ids = {token_id(*v, "tokenizer.ggml.eos_token_id")};
     if (const Value* t = f.find("tokenizer.ggml.eot_token_id")) {
-      const auto eot = static_cast<int32_t>(t->as_int("eot_token_id"));
+      const int32_t eot = token_id(*t, "tokenizer.ggml.eot_token_id");
       if (eot != c.eos_token_ids[0]) c.eos_token_ids.push_back(eot);
     }
   }
+  check_config_limits(c, "gguf: '" + f.path() + "'");
   return c;
+}
+
+}  // namespace
+
+ModelConfig config_from_gguf(const GgufFile& f) {
+  try {
+    return config_from_metadata(f);
+  } catch (const Error& e) {
+    // Value accessors name only the key; say which file it came from.
+    const std::string msg = e.what();
+    if (msg.find(f.path()) != std::string::npos) throw;
+    fail(msg, " (in '", f.path(), "')");
+  }
 }
 
 }  // namespace gguf

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <filesystem>
 
@@ -79,7 +80,13 @@ void Model::pack_matrices() {
     }
   };
   std::vector<std::thread> threads;
-  for (unsigned k = 1; k < std::max(1u, std::thread::hardware_concurrency()); ++k) threads.emplace_back(worker);
+  const unsigned n_threads = std::max(1u, std::thread::hardware_concurrency());
+  threads.reserve(n_threads - 1);
+  try {
+    for (unsigned k = 1; k < n_threads; ++k) threads.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // The OS refused a thread: the ones started (and this one) share the work.
+  }
   worker();
   for (auto& th : threads) th.join();
   if (error) std::rethrow_exception(error);

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "core/error.h"
+#include "core/json_guard.h"
+
 namespace lfm::server {
 
 using json = nlohmann::json;
@@ -192,7 +195,15 @@ ChatParams parse_chat_request(const json& body, int64_t vocab) {
         ojson args = ojson::object();
         if (f.contains("arguments") && !f["arguments"].is_null()) {
           try {
-            args = f["arguments"].is_string() ? ojson::parse(f["arguments"].get<std::string>()) : ojson(f["arguments"]);
+            if (f["arguments"].is_string()) {
+              const std::string& text = f["arguments"].get_ref<const std::string&>();
+              check_json_depth(text, q + ".function.arguments");
+              args = ojson::parse(text);
+            } else {
+              args = ojson(f["arguments"]);
+            }
+          } catch (const lfm::Error&) {
+            bad(q + ".function.arguments", "nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels (the limit)");
           } catch (const std::exception&) {
             bad(q + ".function.arguments", "must be a JSON object (or a string holding one)");
           }

@@ -1,8 +1,10 @@
 #include "server/server.h"
 
+#include <new>
 #include <optional>
 
 #include "core/error.h"
+#include "core/json_guard.h"
 #include "server/server_impl.h"
 
 namespace lfm::server {
@@ -27,6 +29,12 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 }
 
 json parse_json_body(const httplib::Request& req) {
+  // Nesting is bounded before parsing: the handlers walk and copy the value recursively.
+  try {
+    check_json_depth(req.body, "the request body");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
   try {
     return json::parse(req.body);
   } catch (const json::exception& e) {
@@ -93,6 +101,11 @@ void Server::Impl::register_routes() {
       res.set_header("Retry-After", "1");
     } catch (const Error& e) {
       send_error(res, 400, e.what());
+    } catch (const std::bad_alloc&) {
+      send_error(res, 500, "out of memory while handling the request");
+    } catch (const nlohmann::json::exception& e) {
+      // A JSON value of an unexpected type that no validation step caught: still the client's input.
+      send_error(res, 400, std::string("malformed request: ") + e.what());
     } catch (const std::exception& e) {
       send_error(res, 500, std::string("internal error: ") + e.what());
     } catch (...) {

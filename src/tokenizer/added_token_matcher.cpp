@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <memory>
 
 #include "tokenizer/regex_splitter.h"
 #include "core/utf8.h"
@@ -52,37 +51,46 @@ char32_t first_code_point(std::string_view s) {
 }  // namespace
 
 AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) {
-  // Build a map-based trie first, then flatten it into sorted edge lists.
+  // Build a map-based trie first, then flatten it into sorted edge lists. The build nodes live in
+  // one vector and refer to their children by index: a chain of owning pointers would be freed
+  // recursively, one stack frame per byte, and a single added token of ~1 MB (one trie level per
+  // byte) would overflow the stack when the builder is destroyed.
   struct BuildNode {
-    std::map<unsigned char, std::unique_ptr<BuildNode>> children;
+    std::map<unsigned char, uint32_t> children;  // byte → index into `build`
     int token = -1;
   };
-  BuildNode root;
+  std::vector<BuildNode> build(1);
   for (const AddedToken& t : tokens) {
     if (t.content.empty()) continue;  // HF ignores empty added tokens
-    BuildNode* n = &root;
+    uint32_t n = 0;
     for (unsigned char b : t.content) {
-      auto& child = n->children[b];
-      if (!child) child = std::make_unique<BuildNode>();
-      n = child.get();
+      auto [it, inserted] = build[n].children.try_emplace(b, 0);
+      if (inserted) {
+        it->second = static_cast<uint32_t>(build.size());
+        build.emplace_back();  // invalidates `it` and references into `build`; n is an index
+      }
+      n = build[n].children.at(b);
     }
-    if (n->token < 0) {  // a duplicate content keeps its first token
-      n->token = static_cast<int>(tokens_.size());
+    if (build[n].token < 0) {  // a duplicate content keeps its first token
+      build[n].token = static_cast<int>(tokens_.size());
       tokens_.push_back(t);
       starts_token_[static_cast<unsigned char>(t.content[0])] = true;
     }
   }
   // Breadth-first flattening keeps each node's edges contiguous.
-  std::vector<const BuildNode*> order{&root};
+  std::vector<uint32_t> order{0};
+  order.reserve(build.size());
+  nodes_.reserve(build.size());
+  edges_.reserve(build.size() - 1);
   nodes_.push_back({});
   for (size_t i = 0; i < order.size(); ++i) {
-    const BuildNode* b = order[i];
-    nodes_[i].token = b->token;
+    const BuildNode& b = build[order[i]];
+    nodes_[i].token = b.token;
     nodes_[i].first_edge = static_cast<uint32_t>(edges_.size());
-    nodes_[i].edge_count = static_cast<uint32_t>(b->children.size());
-    for (const auto& [byte, child] : b->children) {
+    nodes_[i].edge_count = static_cast<uint32_t>(b.children.size());
+    for (const auto& [byte, child] : b.children) {
       edges_.push_back({byte, static_cast<uint32_t>(order.size())});
-      order.push_back(child.get());
+      order.push_back(child);
       nodes_.push_back({});
     }
   }

@@ -31,9 +31,7 @@ int32_t token_id(const gguf::GgufFile& f, const char* key, int64_t n_tokens) {
   return static_cast<int32_t>(id);
 }
 
-}  // namespace
-
-TokenizerSpec tokenizer_spec_from_gguf(const std::string& path) {
+TokenizerSpec spec_from_file(const std::string& path) {
   const gguf::GgufFile f(path);
   const gguf::Value* model = f.find("tokenizer.ggml.model");
   LFM_CHECK(model, "tokenizer: '", path, "' has no tokenizer (no tokenizer.ggml.model)");
@@ -99,6 +97,19 @@ TokenizerSpec tokenizer_spec_from_gguf(const std::string& path) {
   LFM_CHECK(!spec.add_eos || spec.eos_id >= 0, "tokenizer: '", path, "' asks to add an EOS token but has no eos_token_id");
   if (const gguf::Value* v = f.find("tokenizer.chat_template")) spec.chat_template = v->as_string("tokenizer.chat_template");
   return spec;
+}
+
+}  // namespace
+
+TokenizerSpec tokenizer_spec_from_gguf(const std::string& path) {
+  try {
+    return spec_from_file(path);
+  } catch (const Error& e) {
+    // Value accessors name only the key; say which file it came from.
+    const std::string msg = e.what();
+    if (msg.find(path) != std::string::npos) throw;
+    fail(msg, " (in '", path, "')");
+  }
 }
 
 }  // namespace lfm

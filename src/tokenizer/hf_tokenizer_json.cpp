@@ -4,6 +4,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_guard.h"
+#include "core/limits.h"
 
 namespace lfm {
 namespace {
@@ -19,10 +21,21 @@ std::string type_of(const json& j) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "<no type>";
 }
 
+// A token id from JSON: an integer in [0, kMaxVocabSize), checked before it becomes an int32 or
+// sizes a table (an id of 2^40 must not be cut to 32 bits, one of 2^31 - 1 must not size the vocab).
+int32_t token_id(const json& v, const std::string& what) {
+  const bool ok = v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() < uint64_t(limits::kMaxVocabSize)
+                                                                    : v.get<int64_t>() >= 0 &&
+                                                                          v.get<int64_t>() < limits::kMaxVocabSize);
+  LFM_CHECK(ok, what, " has invalid id ", json_excerpt(v),
+            v.is_number_integer() ? cat(" (outside [0, ", limits::kMaxVocabSize, "), lfm's vocabulary limit)") : "");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 bool flag(const json& j, const char* key, bool fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  LFM_CHECK(it->is_boolean(), "tokenizer.json: '", key, "' must be true or false, got ", it->dump());
+  LFM_CHECK(it->is_boolean(), "tokenizer.json: '", key, "' must be true or false, got ", json_excerpt(*it));
   return it->get<bool>();
 }
 
@@ -73,7 +86,7 @@ void read_pre_tokenizer(const json& j, TokenizerSpec& spec) {
       } else if (pat.contains("String")) {
         spec.pretokenizer_regex = quote_regex(pat.at("String").get<std::string>());
       } else {
-        fail("tokenizer.json: Split pattern must hold 'Regex' or 'String', got ", pat.dump());
+        fail("tokenizer.json: Split pattern must hold 'Regex' or 'String', got ", json_excerpt(pat));
       }
       LFM_CHECK(!spec.pretokenizer_regex.empty(), "tokenizer.json: Split pattern is empty");
     } else if (type == "ByteLevel") {
@@ -119,14 +132,14 @@ void read_post_processor(const json& j, TokenizerSpec& spec, const std::unordere
         seen_sequence = true;
         continue;
       }
-      LFM_CHECK(piece.contains("SpecialToken"), "tokenizer.json: unsupported TemplateProcessing piece ", piece.dump());
+      LFM_CHECK(piece.contains("SpecialToken"), "tokenizer.json: unsupported TemplateProcessing piece ", json_excerpt(piece));
       const std::string name = piece["SpecialToken"].at("id").get<std::string>();
       // The template's special_tokens table gives the ids; fall back to the vocabulary.
       int32_t id = -1;
       if (auto st = p.find("special_tokens"); st != p.end() && st->contains(name)) {
         const json& ids_json = (*st)[name].at("ids");
         LFM_CHECK(ids_json.size() == 1, "tokenizer.json: TemplateProcessing token '", name, "' must map to one id");
-        id = ids_json[0].get<int32_t>();
+        id = token_id(ids_json[0], "tokenizer.json: TemplateProcessing token '" + name + "'");
       } else if (auto it = ids.find(name); it != ids.end()) {
         id = it->second;
       }
@@ -150,7 +163,7 @@ void read_model(const json& m, TokenizerSpec& spec, std::unordered_map<std::stri
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = m.find(key);
     LFM_CHECK(it == m.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()),
-              "tokenizer.json: BPE option '", key, "' = ", it->dump(), " is not supported");
+              "tokenizer.json: BPE option '", key, "' = ", json_excerpt(*it), " is not supported");
   }
   LFM_CHECK(!flag(m, "byte_fallback", false), "tokenizer.json: BPE byte_fallback = true is not supported");
   spec.ignore_merges = flag(m, "ignore_merges", false);
@@ -158,11 +171,8 @@ void read_model(const json& m, TokenizerSpec& spec, std::unordered_map<std::stri
   const json& vocab = m.at("vocab");
   LFM_CHECK(vocab.is_object(), "tokenizer.json: model.vocab must be an object of token → id");
   int32_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    LFM_CHECK(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 && it.value().get<int64_t>() < (1 << 30),
-              "tokenizer.json: vocab entry '", it.key(), "' has invalid id ", it.value().dump());
-    max_id = std::max(max_id, it.value().get<int32_t>());
-  }
+  for (auto it = vocab.begin(); it != vocab.end(); ++it)
+    max_id = std::max(max_id, token_id(it.value(), "tokenizer.json: vocab entry '" + it.key() + "'"));
   spec.vocab.assign(static_cast<size_t>(max_id + 1), std::string());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const auto id = it.value().get<int32_t>();
@@ -185,7 +195,7 @@ void read_model(const json& m, TokenizerSpec& spec, std::unordered_map<std::stri
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"]
       spec.merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
     } else {
-      fail("tokenizer.json: merge ", i, " must be \"a b\" or [\"a\", \"b\"], got ", e.dump());
+      fail("tokenizer.json: merge ", i, " must be \"a b\" or [\"a\", \"b\"], got ", json_excerpt(e));
     }
     const auto& [a, b] = spec.merges.back();
     for (const std::string& tok : {a, b, a + b}) {
@@ -195,16 +205,15 @@ void read_model(const json& m, TokenizerSpec& spec, std::unordered_map<std::stri
   }
 }
 
-AddedToken read_added_token(const json& t) {
+AddedToken read_added_token(const json& t, const char* source) {
   AddedToken a;
-  a.id = t.at("id").get<int32_t>();
   a.content = t.at("content").get<std::string>();
+  a.id = token_id(t.at("id"), cat(source, ": added token '", a.content.substr(0, 80), "'"));
   a.special = flag(t, "special", false);
   a.lstrip = flag(t, "lstrip", false);
   a.rstrip = flag(t, "rstrip", false);
   a.normalized = flag(t, "normalized", !a.special);
   a.single_word = flag(t, "single_word", false);
-  LFM_CHECK(a.id >= 0, "tokenizer.json: added token '", a.content, "' has negative id ", a.id);
   return a;
 }
 
@@ -229,7 +238,7 @@ TokenizerSpec parse_tokenizer_json(const json& j) {
     read_decoder(j.value("decoder", json()));
     if (auto added = j.find("added_tokens"); added != j.end() && !added->is_null()) {
       for (const json& t : *added) {
-        spec.added_tokens.push_back(read_added_token(t));
+        spec.added_tokens.push_back(read_added_token(t, "tokenizer.json"));
         place_added_token(spec, spec.added_tokens.back());
         ids.emplace(spec.added_tokens.back().content, spec.added_tokens.back().id);
       }
@@ -243,6 +252,7 @@ TokenizerSpec parse_tokenizer_json(const json& j) {
 }
 
 TokenizerSpec parse_tokenizer_json_text(const std::string& text) {
+  check_json_depth(text, "tokenizer.json");
   json j;
   try {
     j = json::parse(text);
@@ -270,8 +280,14 @@ void apply_tokenizer_config(TokenizerSpec& spec, const json& config) {
     if (auto dec = config.find("added_tokens_decoder"); dec != config.end() && dec->is_object()) {
       for (auto it = dec->begin(); it != dec->end(); ++it) {
         json t = it.value();
-        t["id"] = std::stoi(it.key());
-        const AddedToken a = read_added_token(t);
+        LFM_CHECK(t.is_object(), "tokenizer_config.json: added_tokens_decoder entry '", it.key(), "' is not an object");
+        // Keys are decimal ids; parsed strictly (std::stoi would accept "12abc" and report "stoi").
+        const std::string& key = it.key();
+        LFM_CHECK(!key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos,
+                  "tokenizer_config.json: added_tokens_decoder key '", key.substr(0, 40),
+                  "' is not a token id (a decimal integer below ", limits::kMaxVocabSize, ")");
+        t["id"] = std::stoll(key);
+        const AddedToken a = read_added_token(t, "tokenizer_config.json");
         auto same = std::find_if(spec.added_tokens.begin(), spec.added_tokens.end(), [&](const AddedToken& x) { return x.id == a.id; });
         if (same == spec.added_tokens.end()) {
           spec.added_tokens.push_back(a);
@@ -309,8 +325,6 @@ void apply_tokenizer_config(TokenizerSpec& spec, const json& config) {
     if (!tmpl.empty()) spec.chat_template = tmpl;
   } catch (const json::exception& e) {
     fail("tokenizer_config.json: malformed content: ", e.what());
-  } catch (const std::logic_error& e) {  // std::stoi on a non-numeric added_tokens_decoder key
-    fail("tokenizer_config.json: malformed added_tokens_decoder key: ", e.what());
   }
 }
 

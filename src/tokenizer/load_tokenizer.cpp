@@ -1,12 +1,11 @@
 #include "tokenizer/load_tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_guard.h"
 #include "formats/gguf_reader.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -16,13 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  LFM_CHECK(in, "tokenizer: cannot open '", p.string(), "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const fs::path& p) { return read_text_file(p.string(), "tokenizer:"); }
 
 }  // namespace
 
@@ -38,9 +31,11 @@ TokenizerSpec load_tokenizer_spec(const std::string& path) {
     spec = parse_tokenizer_json_text(read_file(json_path));
     const fs::path config_path = dir / "tokenizer_config.json";
     if (fs::exists(config_path)) {
+      const std::string text = read_file(config_path);
+      check_json_depth(text, "tokenizer_config.json");
       nlohmann::json config;
       try {
-        config = nlohmann::json::parse(read_file(config_path));
+        config = nlohmann::json::parse(text);
       } catch (const nlohmann::json::parse_error& e) {
         fail("tokenizer_config.json: invalid JSON: ", e.what());
       }

@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "tokenizer/added_token_matcher.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
@@ -25,6 +26,8 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)), impl_(std::ma
   LFM_CHECK(!spec_.pretokenizer_regex.empty(), "tokenizer: no pre-tokenizer regex");
   Impl& im = *impl_;
   const size_t n = spec_.vocab.size();
+  LFM_CHECK(n <= static_cast<size_t>(limits::kMaxVocabSize), "tokenizer: vocabulary of ", n,
+            " entries exceeds lfm's limit of ", limits::kMaxVocabSize);
   im.kind.assign(n, 0);
   im.text_of.assign(n, nullptr);
   im.token_ids.reserve(n + spec_.added_tokens.size());
@@ -35,9 +38,11 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)), impl_(std::ma
   }
   std::vector<AddedToken> raw, normalized;
   for (const AddedToken& a : spec_.added_tokens) {
-    LFM_CHECK(a.id >= 0 && static_cast<size_t>(a.id) < n, "tokenizer: added token '", a.content, "' has id ", a.id,
-              " outside the vocabulary of ", n);
+    LFM_CHECK(a.id >= 0 && static_cast<size_t>(a.id) < n, "tokenizer: added token '", a.content.substr(0, 80),
+              "' has id ", a.id, " outside the vocabulary of ", n);
     LFM_CHECK(!a.content.empty(), "tokenizer: added token ", a.id, " has empty content");
+    LFM_CHECK(a.content.size() <= limits::kMaxAddedTokenBytes, "tokenizer: added token ", a.id, " is ",
+              a.content.size(), " bytes long, beyond lfm's limit of ", limits::kMaxAddedTokenBytes);
     LFM_CHECK(find_invalid_utf8(a.content) == std::string::npos, "tokenizer: added token ", a.id, " is not valid UTF-8");
     im.kind[a.id] = a.special ? 2 : 1;
     im.text_of[a.id] = &a.content;

@@ -1,0 +1,85 @@
+#include "core/json_guard.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "core/error.h"
+
+namespace lfm {
+
+void check_json_depth(std::string_view text, std::string_view what) {
+  // Mirrors the lexer of valid JSON: brackets count only outside strings, and a backslash inside a
+  // string escapes the next byte. For invalid text the parser fails on its own; this scan only has
+  // to be exact where the parser would go on building values.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        fail(what, ": JSON nesting deeper than ", kMaxJsonDepth, " levels (limit ", kMaxJsonDepth, ") at byte ", i);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+namespace {
+
+template <typename J>
+J parse_checked(std::string_view text, std::string_view what) {
+  check_json_depth(text, what);
+  try {
+    return J::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    fail(what, " is not valid JSON: ", e.what());
+  }
+}
+
+template <typename J>
+std::string excerpt(const J& j, size_t max_chars) {
+  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() <= max_chars) return s;
+  size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole code points
+  s.resize(cut);
+  return s + "…";
+}
+
+}  // namespace
+
+nlohmann::json parse_json(std::string_view text, std::string_view what) {
+  return parse_checked<nlohmann::json>(text, what);
+}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view what) {
+  return parse_checked<nlohmann::ordered_json>(text, what);
+}
+
+std::string read_text_file(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  LFM_CHECK(!ec && fs::exists(st), what, " '", path, "' does not exist");
+  LFM_CHECK(!fs::is_directory(st), what, " '", path, "' is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  LFM_CHECK(in, what, " '", path, "' cannot be opened");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  LFM_CHECK(!in.bad(), what, " '", path, "' could not be read");
+  return ss.str();
+}
+
+std::string json_excerpt(const nlohmann::json& j, size_t max_chars) { return excerpt(j, max_chars); }
+std::string json_excerpt(const nlohmann::ordered_json& j, size_t max_chars) { return excerpt(j, max_chars); }
+
+}  // namespace lfm
