@@ -91,6 +91,52 @@ TEST(JinjaLimits, DeepJsonInputIsRejected) {
   EXPECT_THROW(from_json(j), lfm::Error);
 }
 
+// Issue 12: sizes are checked before anything is built, without wrapping; every intermediate
+// counts, not only the output.
+TEST(JinjaLimits, RepetitionSizeChecksDoNotWrap) {
+  // 4 x 2^62 wraps to 0 in 64 bits: the old check passed and the loop ran (practically) forever.
+  expect_error("{{ 'abcd' * 4611686018427387904 }}", "string size limit exceeded");
+  expect_error("{{ [1, 2, 3, 4] * 4611686018427387904 }}", "list size limit exceeded");
+  // Empty sequences repeat in no time.
+  EXPECT_EQ(render("{{ ('' * 4611686018427387904)|length }}{{ ([] * 4611686018427387904)|length }}"), "00");
+}
+
+TEST(JinjaLimits, IntermediateStringsAreBounded) {
+  expect_error("{{ 'x'.zfill(10**12)|length }}", "str.zfill() would build a string of 1000000000000 bytes");
+  expect_error("{{ 'x'|indent(10**12) }}", "|indent width");
+  expect_error("{{ ('a\n' * 1000000)|indent(100) }}", "|indent would build");
+  expect_error("{{ ('x' * 1000000)|replace('', 'abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789')|length }}",
+               "replace() would build");
+  expect_error("{{ ('x' * 1000000).replace('x', 'y' * 100)|length }}", "replace() would build");
+  expect_error("{{ (['x' * 1000000] * 100)|join|length }}", "|join would build");
+  expect_error("{{ ''.join(['x' * 1000000] * 100)|length }}", "str.join() would build");
+  expect_error("{% set s = 'x' * 40000000 %}{{ '{}{}'.format(s, s)|length }}", "str.format() would build");
+  // Under the limits the results are unchanged.
+  EXPECT_EQ(render("{{ '-5'.zfill(4) }}|{{ 'a\nb'|indent(2, true) }}|{{ 'aXa'.replace('a', 'bb') }}|{{ ['a', 'b']|join(', ') }}"),
+            "-005|  a\n  b|bbXbb|a, b");
+}
+
+TEST(JinjaLimits, WorkIsBoundedWhenEveryStepBuildsALot) {
+  // 100 steps of 60 MB each: each step is legal, the total work is not.
+  expect_error("{% for i in range(100) %}{{ ('x' * 60000000)|length }}{% endfor %}", "work limit exceeded");
+  RenderLimits lim;
+  lim.max_built_bytes = 1 << 20;
+  expect_error("{% for i in range(2000) %}{{ 'y' * 1000 }}{% endfor %}", "work limit exceeded", lim);
+  EXPECT_EQ(render("{% for i in range(3) %}{{ 'y' * 2 }}{% endfor %}", lim), "yyyyyy");
+}
+
+TEST(JinjaLimits, FormatWidthsAndFieldsFailCleanly) {
+  // Width digits used to overflow int64 (undefined behaviour) before the width check.
+  expect_error("{{ '%99999999999999999999999d' % 1 }}", "width/precision above 4096");
+  expect_error("{{ '%.99999999999999999999999f' % 1.5 }}", "width/precision above 4096");
+  // std::stoul threw std::out_of_range past the template's error handling.
+  expect_error("{{ '{99999999999999999999}'.format(1) }}", "str.format field");
+  expect_error("{{ '{1a}'.format(1, 2) }}", "str.format field");
+  EXPECT_EQ(render("{{ '{1}{0}'.format('a', 'b') }}"), "ba");
+  // A long digit run in an attribute path is a (missing) key, not an exception.
+  EXPECT_EQ(render("{{ [{'a': 1}]|map(attribute='99999999999999999999')|select('defined')|list|length }}"), "0");
+}
+
 TEST(JinjaLimits, MalformedSourceFailsCleanly) {
   for (const char* src : {"{{", "{%", "{#", "{{ 'unterminated }}", "{% for %}", "{% for x in %}{% endfor %}",
                           "{{ a[ }}", "{{ (1, }}", "{% macro %}", "{% set = 1 %}", "{{ 1 ++ }}", "{{ } }}",

@@ -149,6 +149,7 @@ class Evaluator {
   void append(std::string& out, const std::string& s) {
     if (out.size() + s.size() > lim_.max_output_bytes)
       template_fail("jinja: output exceeds ", lim_.max_output_bytes, " bytes");
+    check_string_bytes(out.size() + s.size(), "output", s.size());  // charged to the work meter
     out += s;
   }
 
@@ -529,6 +530,12 @@ Template::Template(const std::string& source) {
 }
 
 std::string Template::render(const VarList& vars, const VarList& globals, const RenderLimits& limits) const {
+  // The work meter is per thread; restored afterwards so renders never share a budget.
+  struct MeterScope {
+    WorkMeter saved = t_work_meter;
+    explicit MeterScope(uint64_t limit) { t_work_meter = {limit, limit}; }
+    ~MeterScope() { t_work_meter = saved; }
+  } meter(limits.max_built_bytes);
   Evaluator ev(vars, globals, limits);
   return ev.run(*ast_);
 }

@@ -20,6 +20,9 @@ struct RenderLimits {
   int max_call_depth = 100;        // nested macro / caller invocations
   int max_eval_depth = 1500;       // nested statement + expression evaluation frames
   uint64_t max_steps = 20'000'000;  // statements executed + loop iterations
+  // Bytes of strings built in total (every intermediate; output included): bounds the work a
+  // render does when single steps build large strings. Real templates build well under 1 MB.
+  uint64_t max_built_bytes = uint64_t(1) << 30;
 };
 
 using VarList = std::vector<std::pair<std::string, Value>>;

@@ -20,7 +20,8 @@ std::function<Value(const Value&)> attrgetter(const Value& attribute, bool lower
   if (attribute.is_string()) {
     for (const auto& p : py_split(attribute.str(), std::string("."), -1)) {
       const bool digits = !p.empty() && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
-      parts.push_back(digits ? Value::integer(std::stoll(p)) : Value::string(p));
+      // Up to 18 digits fit int64; a longer run of digits can match no item (and std::stoll would throw).
+      parts.push_back(digits && p.size() <= 18 ? Value::integer(std::stoll(p)) : Value::string(p));
     }
   } else if (!attribute.is_undefined() && !attribute.is_none()) {
     parts.push_back(attribute);
@@ -170,9 +171,14 @@ Value do_tojson(const Value& in, const CallArgs& a) {
 Value do_indent(const Value& in, const CallArgs& a) {
   a.check("indent", 3, {"width", "first", "blank"});
   const Value width = a.get(0, "width", Value::integer(4));
-  const std::string ind = width.is_string() ? width.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, to_index(width, "width"))), ' ');
+  const int64_t n_spaces = width.is_string() ? 0 : std::max<int64_t>(0, to_index(width, "width"));
+  check_string_bytes(static_cast<uint64_t>(n_spaces), "|indent width");
+  const std::string ind = width.is_string() ? width.str() : std::string(static_cast<size_t>(n_spaces), ' ');
   const bool first = truthy(a.get(1, "first")), blank = truthy(a.get(2, "blank"));
-  const std::vector<std::string> lines = py_splitlines(to_str(in) + "\n", false);
+  const std::string text = to_str(in);
+  const std::vector<std::string> lines = py_splitlines(text + "\n", false);
+  // At most one indent per line plus the first: sized before anything is built.
+  check_string_bytes(sat_mul_add(ind.size(), lines.size() + 1, text.size() + lines.size()), "|indent");
   std::string rv;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
@@ -257,8 +263,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     m["replace"] = [](const Value& in, const CallArgs& a) {
       a.check("replace", 3, {"old", "new", "count"});
       const Value cnt = a.get(2, "count", Value::none());
-      return Value::string(py_replace(to_str(in), to_str(a.get(0, "old")), to_str(a.get(1, "new")),
-                                      cnt.is_none() ? -1 : to_index(cnt, "count")));
+      return Value::string(py_replace_bounded(to_str(in), to_str(a.get(0, "old")), to_str(a.get(1, "new")),
+                                              cnt.is_none() ? -1 : to_index(cnt, "count")));
     };
     m["first"] = [](const Value& in, const CallArgs&) {
       const ValueList items = in.is_generator() ? in.take_generator(1) : iterate(in);
@@ -276,9 +282,13 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       const auto get = attrgetter(a.get(1, "attribute"), false);
       std::string out;
       bool first = true;
+      const std::string sep_text = to_str(sep);
       for (const auto& v : iterate(in)) {
-        if (!first) out += to_str(sep);
-        out += to_str(get(v));
+        const std::string text = to_str(get(v));
+        const size_t piece = (first ? 0 : sep_text.size()) + text.size();
+        check_string_bytes(out.size() + piece, "|join", piece);
+        if (!first) out += sep_text;
+        out += text;
         first = false;
       }
       return Value::string(std::move(out));

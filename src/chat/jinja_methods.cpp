@@ -1,4 +1,5 @@
 // Python methods of str, dict and list/tuple as seen through jinja2's immutable sandbox.
+#include <algorithm>
 #include <unordered_set>
 
 #include "chat/jinja_builtins.h"
@@ -94,7 +95,11 @@ Value str_format(const std::string& fmt, const CallArgs& a) {
       template_fail("unsupported: str.format field '{", field, "}' (format specs and conversions)");
     const Value* v = nullptr;
     if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
-      const size_t idx = field.empty() ? auto_idx++ : std::stoul(field);
+      // Digits only, parsed without std::stoul ("1a" must not read as 1, 30 digits must not throw
+      // out_of_range past the template's error handling).
+      if (field.size() > 9 || field.find_first_not_of("0123456789") != std::string::npos)
+        template_fail("unsupported: str.format field '{", field, "}'");
+      const size_t idx = field.empty() ? auto_idx++ : static_cast<size_t>(std::stoul(field));
       if (idx >= a.pos.size()) template_fail("Replacement index ", idx, " out of range for positional args tuple");
       v = &a.pos[idx];
     } else {
@@ -103,7 +108,9 @@ Value str_format(const std::string& fmt, const CallArgs& a) {
       if (!v) template_fail("'", field, "'");
     }
     if (v->is_undefined()) template_fail(undefined_message(*v));
-    out += to_str(*v);
+    const std::string text = to_str(*v);
+    check_string_bytes(out.size() + text.size(), "str.format()", text.size());
+    out += text;
     i = close;
   }
   return Value::string(std::move(out));
@@ -132,8 +139,8 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
   }
   if (name == "replace") {
     a.check("replace", 3, {"count"});
-    return Value::string(py_replace(s, need_str(arg(0, "old"), "replace"), need_str(arg(1, "new"), "replace"),
-                                    opt_int(arg(2, "count"), -1)));
+    return Value::string(py_replace_bounded(s, need_str(arg(0, "old"), "replace"), need_str(arg(1, "new"), "replace"),
+                                            opt_int(arg(2, "count"), -1)));
   }
   if (name == "lower") return Value::string(py_lower(s));
   if (name == "upper") return Value::string(py_upper(s));
@@ -155,6 +162,8 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
     bool first = true;
     for (const auto& v : iterate(arg(0, "iterable"))) {
       if (!v.is_string()) template_fail("sequence item: expected str instance, ", v.type_name(), " found");
+      const size_t piece = (first ? 0 : s.size()) + v.str().size();
+      check_string_bytes(out.size() + piece, "str.join()", piece);
       if (!first) out += s;
       out += v.str();
       first = false;
@@ -203,6 +212,7 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
     const int64_t width = to_index(arg(0, "width"), "zfill width");
     const int64_t len = static_cast<int64_t>(utf8_length(s));
     if (len >= width) return Value::string(s);
+    check_string_bytes(sat_mul_add(1, static_cast<uint64_t>(width - len), s.size()), "str.zfill()");
     const std::string pad(static_cast<size_t>(width - len), '0');
     if (!s.empty() && (s[0] == '-' || s[0] == '+')) return Value::string(s.substr(0, 1) + pad + s.substr(1));
     return Value::string(pad + s);
@@ -279,6 +289,14 @@ std::optional<Value> bound_method(const Value& obj, const std::string& name) {
     }
     default: return std::nullopt;
   }
+}
+
+std::string py_replace_bounded(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
+  // Python inserts `repl` at every code point boundary when `old` is empty.
+  uint64_t n = old.empty() ? utf8_length(s) + 1 : static_cast<uint64_t>(py_count(s, old));
+  if (count >= 0) n = std::min<uint64_t>(n, static_cast<uint64_t>(count));
+  if (repl.size() > old.size()) check_string_bytes(sat_mul_add(n, repl.size() - old.size(), s.size()), "replace()");
+  return py_replace(s, old, repl, count);
 }
 
 }  // namespace lfm::jinja

@@ -1,4 +1,5 @@
 // Python operators and jinja2's sandboxed attribute/item access. See jinja_builtins.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,15 +33,17 @@ int64_t checked(bool overflow, int64_t v) {
 
 Value repeat(const Value& seq, int64_t n) {
   if (n < 0) n = 0;
+  // Sizes are multiplied without wrapping, and an empty sequence repeats in no time (not 2^62 loops).
   if (seq.is_string()) {
-    if (n > 0 && seq.str().size() * static_cast<size_t>(n) > kMaxStringBytes)
-      template_fail("jinja: string repetition result too large (limit ", kMaxStringBytes, " bytes)");
+    if (seq.str().empty()) return Value::string("");
+    check_string_bytes(sat_mul_add(seq.str().size(), static_cast<uint64_t>(n)), "string repetition");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return Value::string(std::move(out));
   }
-  if (n > 0 && seq.items().size() * static_cast<size_t>(n) > kMaxListItems)
-    template_fail("jinja: list repetition result too large (limit ", kMaxListItems, " items)");
+  if (seq.items().empty()) return Value::list({}, seq.is_tuple());
+  if (sat_mul_add(seq.items().size(), static_cast<uint64_t>(n)) > kMaxListItems)
+    template_fail("jinja: list repetition result too large: list size limit exceeded (", kMaxListItems, " items)");
   ValueList out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::list(std::move(out), seq.is_tuple());
@@ -88,11 +91,13 @@ Value percent_format(const std::string& fmt, const Value& arg) {
     while (i < fmt.size() && std::strchr("-+ #0", fmt[i]) && fmt[i]) flags.push_back(fmt[i++]);
     int64_t width = 0, prec = -1;
     if (i < fmt.size() && fmt[i] == '*') template_fail("unsupported: '*' width in string % formatting");
-    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width = width * 10 + (fmt[i++] - '0');
+    // Digits accumulate saturated (a 30-digit width must not overflow before the check below).
+    auto digit = [](int64_t v, char d) { return std::min<int64_t>(v * 10 + (d - '0'), 1'000'000); };
+    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width = digit(width, fmt[i++]);
     if (i < fmt.size() && fmt[i] == '.') {
       prec = 0;
       ++i;
-      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) prec = prec * 10 + (fmt[i++] - '0');
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) prec = digit(prec, fmt[i++]);
     }
     while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
     if (i >= fmt.size()) template_fail("incomplete format");
@@ -160,7 +165,12 @@ int64_t to_index(const Value& v, const char* what) {
 }
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value::string(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string l = to_str(a);
+    const std::string r = to_str(b);
+    check_string_bytes(l.size() + r.size(), "~ concatenation");
+    return Value::string(std::move(l) + r);
+  }
   check_defined(a);
   check_defined(b);
   const bool nums = a.is_number() && b.is_number();
@@ -175,8 +185,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (a.is_string() && b.is_string()) {
       check_not_markup(a, "+");
       check_not_markup(b, "+");
-      if (a.str().size() + b.str().size() > kMaxStringBytes)
-        template_fail("jinja: string result too large (limit ", kMaxStringBytes, " bytes)");
+      check_string_bytes(a.str().size() + b.str().size(), "string + (result too large)");
       return Value::string(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && a.view_kind() == Value::NoView &&
