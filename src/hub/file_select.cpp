@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -27,9 +26,18 @@ std::string basename(const std::string& p) {
 
 bool is_gguf(const std::string& p) { return p.size() > 5 && lower(p.substr(p.size() - 5)) == ".gguf"; }
 
-const std::regex& split_suffix() {
-  static const std::regex re("-[0-9]{5}-of-[0-9]{5}\\.gguf$", std::regex::icase);
-  return re;
+// Length of a split-GGUF suffix "-NNNNN-of-NNNNN.gguf" (any case) ending `name`, or 0. (Plain
+// code rather than std::regex: GCC 12's <regex> trips its own -Wmaybe-uninitialized.)
+size_t split_suffix_length(const std::string& name) {
+  static const std::string pattern = "-#####-of-#####.gguf";  // '#': a digit
+  if (name.size() < pattern.size()) return 0;
+  const size_t start = name.size() - pattern.size();
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[start + i]);
+    const bool ok = pattern[i] == '#' ? std::isdigit(c) != 0 : std::tolower(c) == pattern[i];
+    if (!ok) return 0;
+  }
+  return pattern.size();
 }
 
 // Files a safetensors model may come with; fetched when present, never required.
@@ -96,13 +104,13 @@ std::string choose_gguf(const std::vector<std::string>& ggufs, const ModelRef& r
 
 std::string gguf_quant_tag(const std::string& filename) {
   std::string stem = basename(filename);
-  stem = std::regex_replace(stem, split_suffix(), ".gguf");
+  if (const size_t n = split_suffix_length(stem)) stem = stem.substr(0, stem.size() - n) + ".gguf";
   if (is_gguf(stem)) stem = stem.substr(0, stem.size() - 5);
   const size_t cut = stem.find_last_of("-.");
   return cut == std::string::npos ? stem : stem.substr(cut + 1);
 }
 
-bool is_split_gguf(const std::string& filename) { return std::regex_search(basename(filename), split_suffix()); }
+bool is_split_gguf(const std::string& filename) { return split_suffix_length(basename(filename)) > 0; }
 
 Selection select_files(const std::vector<std::string>& listing, const ModelRef& ref, Need need) {
   const std::set<std::string> have(listing.begin(), listing.end());
