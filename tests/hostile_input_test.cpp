@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat/output_parser.h"
 #include "core/error.h"
 #include "core/json_guard.h"
 #include "core/limits.h"
@@ -310,6 +311,32 @@ TEST(HostileMessages, CliRangeErrorsAreInWords) {
   r = test::run_lfm("generate -m /nonexistent -p hi --ctx-size=0");
   EXPECT_NE(r.code, 0);
   EXPECT_HAS(r.out, "'0' must be greater than 0");
+}
+
+// ---- fuzz findings --------------------------------------------------------------------------
+
+// Every input in fuzz/regressions/output_parser (each once crashed fuzz_output_parser) parses
+// one-shot and streamed to the same result, printable with the server's replacing dump.
+TEST(FuzzRegressions, OutputParserInputs) {
+  const std::filesystem::path dir = std::filesystem::path(LFM_SOURCE_DIR) / "fuzz/regressions/output_parser";
+  ASSERT_TRUE(std::filesystem::is_directory(dir));
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string bytes = test::read_file(entry.path());
+    ASSERT_FALSE(bytes.empty()) << entry.path();
+    const std::string_view text = std::string_view(bytes).substr(1);  // byte 0: the harness's chunk size
+    const size_t chunk = 1 + static_cast<unsigned char>(bytes[0]) % 7;
+    const chat::ParsedOutput whole = chat::parse_assistant_output(text);
+    chat::StreamingOutputParser stream;
+    chat::ParsedOutput pieces;
+    for (size_t i = 0; i < text.size(); i += chunk) chat::append_events(pieces, stream.feed(text.substr(i, chunk)));
+    chat::append_events(pieces, stream.finish());
+    auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+    EXPECT_EQ(pieces.content, whole.content) << entry.path();
+    EXPECT_EQ(dump(pieces.tool_calls), dump(whole.tool_calls)) << entry.path();
+    ++n;
+  }
+  EXPECT_GE(n, 1);
 }
 
 // ---- threads ----------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ int run_chat(int argc, char** argv) {
         } else if (e.kind == chat::StreamEvent::Kind::kReasoning) {
           if (show_reasoning) std::cout << (tty ? "\033[2m" : "") << e.text << (tty ? "\033[0m" : "");
         } else {
-          std::cout << "\n[tool call] " << e.tool_call.dump() << "\n";
+          std::cout << "\n[tool call] " << e.tool_call.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
         }
       }
       std::cout << std::flush;

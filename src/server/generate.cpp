@@ -164,7 +164,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
       for (const auto& e : events) {
         if (e.kind == chat::StreamEvent::Kind::kContent) content += e.text;
         if (e.kind == chat::StreamEvent::Kind::kReasoning) reasoning += e.text;
-        if (e.kind == chat::StreamEvent::Kind::kToolCall) tool_calls.push_back(json::parse(e.tool_call.dump()));
+        if (e.kind == chat::StreamEvent::Kind::kToolCall) tool_calls.push_back(json::parse(e.tool_call.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)));
       }
     };
     Event ev;
@@ -226,7 +226,8 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
     for (const auto& e : events) {
       if (e.kind == chat::StreamEvent::Kind::kToolCall) {
         if (!flush_delta(nullptr)) return false;
-        json call = json::parse(e.tool_call.dump());
+        // Replace, not throw, on invalid UTF-8 the model may have put in a name (found by fuzz_output_parser).
+        json call = json::parse(e.tool_call.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
         call["index"] = (*n_calls)++;
         if (!sse(sink, chunk({{"tool_calls", json::array({call})}}, nullptr, nullptr))) return false;
         continue;

@@ -16,7 +16,10 @@ BpeModel::BpeModel(const TokenIdMap& token_ids, const std::vector<std::pair<std:
   }
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [left, right] = merges[rank];
+    // Plain references, not a structured binding: clang before 16 cannot capture bindings in the
+    // lambda below (the fuzzing build uses clang 14).
+    const std::string& left = merges[rank].first;
+    const std::string& right = merges[rank].second;
     auto find = [&](const std::string& tok) {
       auto it = token_ids_.find(tok);
       LFM_CHECK(it != token_ids_.end(), "tokenizer: merge ", rank, " ('", left, "' '", right, "') uses token '", tok,

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Fuzzes lfm's parsers with libFuzzer (clang, ASan + UBSan). Usage:
+#   scripts/fuzz.sh [TARGET|all] [SECONDS]   (default: all, 30 s each)
+# TARGET: gguf safetensors config tokenizer jinja output_parser http.
+# Builds build-fuzz/ (-DLFM_FUZZ=ON with clang++), seeds a working corpus per target from
+# tests/data and fuzz/regressions/TARGET (every crash found so far, kept as a regression input),
+# and runs each harness for SECONDS with a 10 s per-input timeout and a 2 GB RSS limit. A crash
+# leaves its input in build-fuzz/findings/TARGET/ and makes the script exit non-zero; copy it to
+# fuzz/regressions/TARGET/ once fixed. The last lines of each run (executions, coverage) are
+# printed; full logs are in build-fuzz/logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TARGETS=(gguf safetensors config tokenizer jinja output_parser http)
+which=${1:-all}
+seconds=${2:-30}
+if [ "$which" != all ]; then
+  [[ " ${TARGETS[*]} " == *" $which "* ]] || { echo "fuzz.sh: unknown target '$which' (${TARGETS[*]})" >&2; exit 2; }
+  TARGETS=("$which")
+fi
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (Debian: apt-get install clang)" >&2; exit 2; }
+
+B=build-fuzz
+jobs=${FUZZ_JOBS:-$(nproc)}
+if [ ! -f $B/CMakeCache.txt ]; then
+  cmake -S . -B $B -DLFM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" \
+    -DLFM_BUILD_TESTS=OFF -DLFM_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build $B -j"$jobs" --target $(printf 'fuzz_%s ' "${TARGETS[@]}")
+
+# Seed inputs from the test data (copied, so libFuzzer can add to the working corpus freely).
+seed() {
+  local t=$1 dir=$B/corpus/$1
+  mkdir -p "$dir"
+  case $t in
+    gguf) cp tests/data/gguf_llamacpp/*.gguf "$dir"/ ;;
+    safetensors)
+      # Small files (the fixtures' are 1.3 MB, which slows every execution): a synthetic one, and
+      # each fixture's real header with its data section cut to 64 bytes.
+      python3 - "$dir" <<'EOF'
+import glob, json, os, struct, sys
+h = json.dumps({"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}).encode()
+open(os.path.join(sys.argv[1], "synthetic"), "wb").write(struct.pack("<Q", len(h)) + h + bytes(22))
+for f in glob.glob("tests/data/hf/*/model.safetensors"):
+    b = open(f, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    open(os.path.join(sys.argv[1], os.path.basename(os.path.dirname(f))), "wb").write(b[:8 + n + 64])
+EOF
+      ;;
+    config)
+      for f in tests/data/hf/*/config.json tests/data/assets/lfm2/*/config.json; do
+        cp "$f" "$dir/$(basename "$(dirname "$f")").json"
+      done ;;
+    tokenizer)
+      # tokenizer.json, NUL, tokenizer_config.json (the harness splits there).
+      { cat tests/data/tokenizer/tokenizer.json; printf '\0'; cat tests/data/tokenizer/tokenizer_config.json; } > "$dir/pair"
+      cp tests/data/tokenizer/tokenizer.json "$dir/alone"
+      # A minimal one (the real pair is 300 KB and slow to load per execution).
+      printf '%s\0%s' '{"added_tokens": [{"id": 0, "content": "<s>", "special": true}, {"id": 5, "content": "<|im_end|>", "special": true, "lstrip": true}], "normalizer": null, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{L}+|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]}, "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1, "b": 2, "c": 3, "ab": 4}, "merges": ["a b"]}}' '{"bos_token": "<s>", "add_bos_token": true, "added_tokens_decoder": {"5": {"content": "<|im_end|>", "special": true}}}' > "$dir/minimal" ;;
+    jinja)
+      for f in tests/data/assets/lfm2/chat_templates/*.jinja tests/data/assets/lfm2/*/chat_template.jinja; do
+        [ -f "$f" ] && cp "$f" "$dir/$(basename "$(dirname "$f")")_$(basename "$f")"
+      done
+      python3 - "$dir" <<'EOF'
+import json, sys, os
+data = json.load(open("tests/data/chat/jinja_snippets.json"))
+for key in ("snippets", "refused"):
+    for i, src in enumerate(data.get(key, [])):
+        if isinstance(src, str) and src:
+            open(os.path.join(sys.argv[1], f"{key}_{i}"), "w").write(src)
+EOF
+      ;;
+    output_parser)
+      printf '\x03<think>plan</think>Answer <|tool_call_start|>[f(x=1, y=[1, {"a": None}])]<|tool_call_end|> done' > "$dir/pythonic"
+      printf '\x01<|tool_call_start|>[{"name": "f", "arguments": {"a": [1, 2]}}]<|tool_call_end|>' > "$dir/json"
+      printf '\x05plain text <|tool_call_start|>[g(' > "$dir/unterminated" ;;
+    http)
+      printf '%s' '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto", "max_tokens": 5, "logit_bias": {"1": 2}, "stop": ["x"], "logprobs": true, "top_logprobs": 2}' > "$dir/chat"
+      printf '%s' '{"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0.5, "seed": 7, "logprobs": 2}' > "$dir/completion" ;;
+  esac
+}
+
+dict_of() {
+  case $1 in
+    gguf) echo fuzz/dict/gguf.dict ;;
+    jinja) echo fuzz/dict/jinja.dict ;;
+    output_parser) echo "" ;;
+    *) echo fuzz/dict/json.dict ;;
+  esac
+}
+
+status=0
+mkdir -p $B/logs
+for t in "${TARGETS[@]}"; do
+  seed "$t"
+  mkdir -p "$B/findings/$t" "fuzz/regressions/$t"
+  d=$(dict_of "$t")
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=1400000
+        -artifact_prefix="$B/findings/$t/" -print_final_stats=1)
+  [ -n "$d" ] && args+=(-dict="$d")
+  echo "== fuzz_$t for ${seconds}s" >&2
+  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      "$B/fuzz/fuzz_$t" "${args[@]}" "$B/corpus/$t" "fuzz/regressions/$t" >"$B/logs/$t.log" 2>&1; then
+    echo "fuzz_$t: FAILED (see $B/logs/$t.log, input in $B/findings/$t/)" >&2
+    status=1
+  fi
+  grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|cov:" "$B/logs/$t.log" | tail -n 2 >&2 || true
+done
+exit $status
