@@ -339,6 +339,31 @@ TEST(FuzzRegressions, OutputParserInputs) {
   EXPECT_GE(n, 1);
 }
 
+// Every input in fuzz/regressions/tokenizer (tokenizer.json, NUL, tokenizer_config.json) is
+// accepted or refused with an lfm::Error; nothing else escapes (a number overflow once did).
+TEST(FuzzRegressions, TokenizerInputs) {
+  const std::filesystem::path dir = std::filesystem::path(LFM_SOURCE_DIR) / "fuzz/regressions/tokenizer";
+  ASSERT_TRUE(std::filesystem::is_directory(dir));
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string bytes = test::read_file(entry.path());
+    const size_t nul = bytes.find('\0');
+    try {
+      TokenizerSpec spec = parse_tokenizer_json_text(bytes.substr(0, nul));
+      if (nul != std::string::npos) apply_tokenizer_config(spec, parse_json(bytes.substr(nul + 1), "config"));
+      Tokenizer t(std::move(spec));
+    } catch (const Error&) {
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+  EXPECT_HAS(error_of([] { parse_tokenizer_json_text(R"({"model": 13851e308})"); }), "tokenizer.json: invalid JSON");
+  test::TempDir d;
+  d.write("tokenizer.json", minimal_tokenizer().dump());
+  d.write("tokenizer_config.json", R"({"x": 1e999})");
+  EXPECT_HAS(error_of([&] { load_tokenizer_spec(d.str()); }), "tokenizer_config.json: invalid JSON");
+}
+
 // ---- threads ----------------------------------------------------------------------------------
 
 TEST(HostileThreads, PoolRunsWithTheThreadsItGot) {

@@ -36,7 +36,7 @@ TokenizerSpec load_tokenizer_spec(const std::string& path) {
       nlohmann::json config;
       try {
         config = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond double
         fail("tokenizer_config.json: invalid JSON: ", e.what());
       }
       apply_tokenizer_config(spec, config);
