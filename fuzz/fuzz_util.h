@@ -25,6 +25,7 @@ inline const std::string& write_temp_file(std::string_view bytes, const char* su
   if (path.empty()) {
     const char* dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     path = std::string(dir) + "/lfm_fuzz_" + std::to_string(getpid()) + suffix;
+    std::atexit([] { unlink(path.c_str()); });  // libFuzzer ends with exit(); a crash leaves it behind
   }
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) std::abort();
