@@ -16,6 +16,10 @@
 
 namespace lfm::test {
 
+// A loopback port nothing listens on (bound, then closed): an unreachable Hub.
+int closed_port();
+
+
 class FakeHub {
  public:
   struct Repo {

@@ -24,18 +24,6 @@ namespace fs = std::filesystem;
 
 const std::string kCommit = "fedcba9876543210fedcba9876543210fedcba98";
 
-int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // The result of `generate --json` without its timings.
 nlohmann::json result(const test::RunResult& r) {
   if (r.code != 0) return {{"exit code", r.code}, {"output", r.out}};
@@ -102,7 +90,7 @@ TEST_F(HubCli, GenerateByRepoNameMatchesTheLocalFolder) {
   EXPECT_EQ(hub_.requests().size(), 1u);
   // Offline, and with the Hub unreachable: the cache alone.
   hub_.clear_requests();
-  const std::string gone = "http://127.0.0.1:" + std::to_string(closed_port());
+  const std::string gone = "http://127.0.0.1:" + std::to_string(test::closed_port());
   EXPECT_EQ(result(lfm("generate -m acme/tiny" + args + " --json", false, "HF_HUB_OFFLINE=1", gone)), result(local));
   const auto fallback = lfm("generate -m acme/tiny" + args, true, "", gone);
   EXPECT_EQ(fallback.code, 0) << fallback.out;
@@ -213,7 +201,7 @@ TEST_F(HubCli, ErrorsSayWhatToDo) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("'acme/missing' was not found"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no local path 'acme/missing'"), std::string::npos) << r.out;
-  r = lfm("generate -m acme/tiny -p hi", true, "", "http://127.0.0.1:" + std::to_string(closed_port()));
+  r = lfm("generate -m acme/tiny -p hi", true, "", "http://127.0.0.1:" + std::to_string(test::closed_port()));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("cannot reach"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("HF_HUB_OFFLINE=1"), std::string::npos) << r.out;

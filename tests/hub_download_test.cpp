@@ -25,19 +25,6 @@ namespace fs = std::filesystem;
 
 const std::string kCommit = "0123456789abcdef0123456789abcdef01234567";
 
-// A port nothing listens on: bound, then closed.
-int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 ModelRef make_ref(const std::string& s) {
   std::string why;
   const auto r = parse_model_ref(s, &why);
@@ -155,13 +142,13 @@ TEST_F(HubDownload, PartialFetchesGrowAndOfflineKnowsWhatIsMissing) {
 }
 
 TEST_F(HubDownload, AnUnreachableHubFallsBackToTheCache) {
-  s_.endpoint = "http://127.0.0.1:" + std::to_string(closed_port());
+  s_.endpoint = "http://127.0.0.1:" + std::to_string(test::closed_port());
   std::string e = error_of("acme/tiny", ErrorKind::kNetwork);
   EXPECT_NE(e.find("cannot reach http://127.0.0.1"), std::string::npos) << e;
   EXPECT_NE(e.find("HF_HUB_OFFLINE=1"), std::string::npos) << e;
   s_.endpoint = hub_.endpoint();
   resolve(make_ref("acme/tiny"), Need::kModel, s_);
-  s_.endpoint = "http://127.0.0.1:" + std::to_string(closed_port());
+  s_.endpoint = "http://127.0.0.1:" + std::to_string(test::closed_port());
   const Resolved r = resolve(make_ref("acme/tiny"), Need::kModel, s_);
   EXPECT_TRUE(r.from_cache_only);
   EXPECT_NE(r.note.find("using the cached snapshot " + kCommit.substr(0, 12)), std::string::npos) << r.note;
@@ -341,7 +328,7 @@ TEST_F(HubDownload, RenamedRepositoriesFollowTheHubsRelativeRedirects) {
 }
 
 TEST_F(HubDownload, LocalPathsWinOverReferences) {
-  s_.endpoint = "http://127.0.0.1:" + std::to_string(closed_port());
+  s_.endpoint = "http://127.0.0.1:" + std::to_string(test::closed_port());
   EXPECT_EQ(resolve_model_arg(model_->str(), Need::kModel, s_), model_->str());
   EXPECT_EQ(resolve_model_arg("/nonexistent/model", Need::kModel, s_), "/nonexistent/model");
   EXPECT_EQ(resolve_model_arg("plainname", Need::kModel, s_), "plainname");
