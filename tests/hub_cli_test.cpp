@@ -5,10 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 

@@ -3,9 +3,6 @@
 // the 401/403/404/network errors. Nothing here reaches the internet.
 #include <gtest/gtest.h>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <unistd.h>
 
 #include <filesystem>
 
