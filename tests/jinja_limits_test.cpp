@@ -125,6 +125,110 @@ TEST(JinjaLimits, WorkIsBoundedWhenEveryStepBuildsALot) {
   EXPECT_EQ(render("{% for i in range(3) %}{{ 'y' * 2 }}{% endfor %}", lim), "yyyyyy");
 }
 
+// Issue 12, part 3: lists, dicts, scopes and scans are charged to the same work meter as strings,
+// so that what a render builds, retains and scans is bounded (RenderLimits::max_built_bytes).
+TEST(JinjaLimits, ContainerDoublingViaNamespaceIsBounded) {
+  expect_error("{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+               "limit exceeded");
+  // Growing by one item per step is quadratic work, stopped by the meter before the steps.
+  RenderLimits lim;
+  lim.max_built_bytes = 64 << 20;
+  expect_error("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
+               "work limit exceeded", lim);
+}
+
+TEST(JinjaLimits, NestedRepetitionOfSharedListsIsCharged) {
+  // `[a] * n` shares `a` but holds n items: each such list costs its items, whatever `a` holds.
+  expect_error("{% set a = [0] * 1000000 %}{% for i in range(100) %}{% set b = [a] * 4000000 %}{% endfor %}",
+               "work limit exceeded");
+  expect_error("{% set a = [0] * 1000 %}{{ ([a] * 5000000)|length }}", "list size limit exceeded");
+}
+
+TEST(JinjaLimits, DictGrowthInALoopIsBounded) {
+  RenderLimits lim;
+  lim.max_built_bytes = 64 << 20;
+  expect_error("{% set ns = namespace(d={}) %}{% for i in range(100000) %}"
+               "{% set ns.d = dict(ns.d|items|list + [(i, i)]) %}{% endfor %}{{ ns.d|length }}",
+               "work limit exceeded", lim);
+  expect_error("{% for i in range(100000) %}{% set d = dict(range(100000)|batch(2)) %}{% endfor %}",
+               "work limit exceeded");
+}
+
+TEST(JinjaLimits, RepeatedFiltersOverBigRangesAreBounded) {
+  expect_error("{% for i in range(100000) %}{% set x = range(100000)|map('string')|list|sort %}{% endfor %}",
+               "work limit exceeded");
+  expect_error("{% set big = range(100000)|list %}{% for i in range(100000) %}{% set x = big|select|list %}"
+               "{% set y = big|unique|list %}{% endfor %}",
+               "work limit exceeded");
+  expect_error("{% set d = dict(range(2000)|batch(2)) %}{% for i in range(100000) %}{% set x = d|dictsort %}"
+               "{% set y = d.items()|list %}{% endfor %}",
+               "work limit exceeded");
+}
+
+TEST(JinjaLimits, PrintingSharedStructuresIsBounded) {
+  // Small in memory, exponentially large when printed.
+  const std::string shared = "{% set s = 'x' * 1000 %}{% set l = [s] * 1000 %}{% set l2 = [l] * 1000 %}";
+  expect_error(shared + "{{ l2|tojson|length }}", "string size limit exceeded");
+  expect_error(shared + "{{ (l2 ~ '')|length }}", "string size limit exceeded");
+  const std::string empties = "{% set l = [[]] * 1000 %}{% set l2 = [l] * 1000 %}{% set l3 = [l2] * 1000 %}";
+  expect_error(empties + "{{ l3|tojson(indent=2)|length }}", "limit exceeded");
+  expect_error(empties + "{% for i in range(100) %}{{ l2|string|length }}{% endfor %}", "work limit exceeded");
+  // Comparing two such structures visits every shared element.
+  expect_error("{% set a = [1] * 1000 %}{% set b = [1] * 1000 %}{% set a3 = [[a] * 1000] * 1000 %}"
+               "{% set b3 = [[b] * 1000] * 1000 %}{{ a3 == b3 }}",
+               "work limit exceeded");
+  // The same object compares equal at once (CPython's identity shortcut).
+  EXPECT_EQ(render(empties + "{{ l3 == l3 }}"), "True");
+}
+
+TEST(JinjaLimits, StringFiltersAndScansInLoopsAreBounded) {
+  const std::string big = "{% set s = 'ab' * 10000000 %}";
+  RenderLimits lim;  // a smaller budget keeps the test fast; 1 GiB takes about a second per case
+  lim.max_built_bytes = 256 << 20;
+  expect_error(big + "{% for i in range(1000) %}{% set t = s|upper %}{% endfor %}", "work limit exceeded", lim);
+  expect_error(big + "{% for i in range(1000) %}{% set t = s|trim|escape %}{% endfor %}", "work limit exceeded", lim);
+  // Steps that build nothing but read the whole string.
+  expect_error(big + "{% for i in range(100000) %}{% if 'zz' in s %}{% endif %}{% endfor %}", "work limit exceeded");
+  expect_error(big + "{% for i in range(100000) %}{{ s|length }}{% endfor %}", "work limit exceeded");
+  expect_error(big + "{% for i in range(100000) %}{{ s[-1] }}{% endfor %}", "work limit exceeded");
+  expect_error(big + "{% for i in range(100000) %}{% set p = s.split('b') %}{% endfor %}", "limit exceeded");
+  // Substring search is linear: no O(n*m) on 'a' * N searched for 'a' * M + 'b'.
+  EXPECT_EQ(render("{% set h = 'a' * 20000000 %}{% set n = 'a' * 100000 + 'b' %}{{ n in h }} {{ h.find(n) }} "
+                   "{{ h.rfind(n) }} {{ h.count(n) }} {{ h.split(n)|length }} {{ h.rsplit(n, 1)|length }}"),
+            "False -1 -1 0 1 1");
+  EXPECT_EQ(render("{{ 'a-b-c'.rsplit('-', 1) }} {{ 'abcabc'.rfind('bc') }} {{ 'abc'.rfind('') }} "
+                   "{{ 'a-b'.rpartition('-') }} {{ 'aaaa'.count('aa') }} {{ 'xaay'.replace('a', 'b') }}"),
+            "['a-b', 'c'] 4 3 ('a', '-', 'b') 2 xbby");
+}
+
+TEST(JinjaLimits, RetentionByScopesLoopsAndNamespacesIsBounded) {
+  RenderLimits lim;
+  lim.max_built_bytes = 64 << 20;
+  // Each macro keeps its iteration's scope alive until the render ends.
+  expect_error("{% for i in range(100000) %}{% for j in range(100) %}{% macro m() %}{{ i }}{% endmacro %}"
+               "{% endfor %}{% endfor %}",
+               "work limit exceeded", lim);
+  expect_error("{% for i in range(100000) %}{% for j in range(100) %}{% set ns = namespace(a=i) %}{% endfor %}{% endfor %}",
+               "work limit exceeded", lim);
+  expect_error("{% for i in range(100000) %}{% for j in range(100) %}{% for k in [] %}{% endfor %}{% endfor %}{% endfor %}",
+               "work limit exceeded", lim);
+  // A namespace made from a long dict is not rebuilt quadratically.
+  EXPECT_EQ(render("{% set ns = namespace(dict(range(20000)|map('string')|batch(2))) %}{{ ns['19998'] }}"), "19999");
+}
+
+TEST(JinjaLimits, OrdinaryTemplatesFitASmallBudget) {
+  RenderLimits lim;
+  lim.max_built_bytes = 1 << 20;
+  const std::string src =
+      "{% for m in messages %}{{ '<|' + m.role + '|>' }}{{ m.content|trim }}{{ '\n' if not loop.last }}"
+      "{% endfor %}{{ messages|map(attribute='role')|join(',') }}|{{ messages|tojson }}";
+  const auto msgs = from_json(nlohmann::ordered_json::parse(
+      R"([{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo"}])"));
+  EXPECT_EQ(render(src, lim, {{"messages", msgs}}),
+            "<|user|>hi\n<|assistant|>yo"
+            "user,assistant|[{\"role\": \"user\", \"content\": \" hi \"}, {\"role\": \"assistant\", \"content\": \"yo\"}]");
+}
+
 TEST(JinjaLimits, FormatWidthsAndFieldsFailCleanly) {
   // Width digits used to overflow int64 (undefined behaviour) before the width check.
   expect_error("{{ '%99999999999999999999999d' % 1 }}", "width/precision above 4096");

@@ -10,40 +10,28 @@
 
 namespace lfm::jinja {
 
-// Largest string or list a template may build (keeps hostile templates from eating memory).
-constexpr size_t kMaxStringBytes = size_t(64) << 20;
+// Largest list a template may build (kMaxStringBytes, for strings, is in jinja_value.h).
 constexpr size_t kMaxListItems = size_t(1) << 22;
 
-// a * b + c, saturating at UINT64_MAX: sizes are computed without wrapping before anything is built.
-inline uint64_t sat_mul_add(uint64_t a, uint64_t b, uint64_t c = 0) {
-  uint64_t r;
-  if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r)) return UINT64_MAX;
-  return r;
-}
-
-// Bytes of strings the current render may still build (RenderLimits::max_built_bytes), set by
-// Template::render on its thread. The step budget counts statements and iterations; this meter
-// makes the cost of a step proportional to the bytes it builds, so the render's time is bounded
-// whatever each step does.
-struct WorkMeter {
-  uint64_t left = UINT64_MAX;
-  uint64_t limit = UINT64_MAX;
-};
-inline thread_local WorkMeter t_work_meter;
-
-// Fails before a string of `bytes` is built. Every intermediate counts (repetition, zfill, indent,
-// replace, join, format, concatenation), not only the final output: a template must not reach
-// multi-GB strings on the way to a small result, nor build small ones forever. Builders that grow
-// a string piece by piece pass its new total as `bytes` and only the piece as `added` (charged).
-inline void check_string_bytes(uint64_t bytes, const char* what, uint64_t added = UINT64_MAX) {
+// Fails before a string of `bytes` is built: over kMaxStringBytes, or more than the work meter
+// has left (see WorkMeter in jinja_value.h). Nothing is charged here: the string is charged when
+// it becomes a value (or, for output, when appended). Every intermediate counts (repetition,
+// zfill, indent, replace, join, format, concatenation), not only the final output: a template
+// must not reach multi-GB strings on the way to a small result, nor build small ones forever.
+// Builders that grow a string piece by piece pass its new total.
+inline void check_string_bytes(uint64_t bytes, const char* what) {
   if (bytes > kMaxStringBytes)
     template_fail("jinja: ", what, " would build a string of ", bytes, " bytes, too large: string size limit exceeded (",
                   kMaxStringBytes, " bytes)");
-  if (added == UINT64_MAX) added = bytes;
-  if (added > t_work_meter.left)
-    template_fail("jinja: the template built more than ", t_work_meter.limit,
-                  " bytes of strings in total: work limit exceeded");
-  t_work_meter.left -= added;
+  check_work(bytes);
+}
+
+// Fails before a list of `items` values is built: over kMaxListItems or the work meter.
+inline void check_list_items(uint64_t items, const char* what) {
+  if (items > kMaxListItems)
+    template_fail("jinja: ", what, " would build a list of ", items, " items, too large: list size limit exceeded (",
+                  kMaxListItems, " items)");
+  check_work(sat_mul_add(items, kValueBytes, kBoxBytes));
 }
 
 // str.replace / |replace with the result's size checked before it is built.

@@ -11,27 +11,37 @@
 namespace lfm::jinja {
 namespace {
 
+// Scopes, bindings, closures and loop objects can outlive their step (a macro defined in a loop
+// keeps that iteration's scope until the render ends), so each is charged to the work meter when
+// created, like a value: what a render retains is bounded by what it was charged.
+constexpr uint64_t kBindingBytes = sizeof(std::pair<std::string, Value>);
+constexpr uint64_t kClosureBytes = 256;  // callable, std::function and captures of a macro
+
 struct Scope {
   VarList vars;
   std::shared_ptr<Scope> parent;
 
   const Value* find_local(const std::string& n) const {
+    charge_work(vars.size());  // lookups scan the scope
     for (const auto& [k, v] : vars)
       if (k == n) return &v;
     return nullptr;
   }
   void set(const std::string& n, Value v) {
+    charge_work(vars.size());
     for (auto& [k, old] : vars)
       if (k == n) {
         old = std::move(v);
         return;
       }
+    charge_work(kBindingBytes + n.size());
     vars.emplace_back(n, std::move(v));
   }
 };
 using ScopePtr = std::shared_ptr<Scope>;
 
 ScopePtr child(const ScopePtr& parent) {
+  charge_work(sizeof(Scope) + kBoxBytes);
   auto s = std::make_shared<Scope>();
   s->parent = parent;
   return s;
@@ -149,7 +159,8 @@ class Evaluator {
   void append(std::string& out, const std::string& s) {
     if (out.size() + s.size() > lim_.max_output_bytes)
       template_fail("jinja: output exceeds ", lim_.max_output_bytes, " bytes");
-    check_string_bytes(out.size() + s.size(), "output", s.size());  // charged to the work meter
+    check_string_bytes(out.size() + s.size(), "output");
+    charge_work(s.size());  // output is built like any string
     out += s;
   }
 
@@ -170,6 +181,7 @@ class Evaluator {
       const __int128 span = stp > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
       const __int128 len = span <= 0 ? 0 : (span + (stp > 0 ? stp : -static_cast<__int128>(stp)) - 1) / (stp > 0 ? stp : -static_cast<__int128>(stp));
       if (len > 100000) template_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      check_list_items(static_cast<uint64_t>(len), "range()");
       ValueList out;
       out.reserve(static_cast<size_t>(len));
       for (int64_t i = 0; i < static_cast<int64_t>(len); ++i) out.push_back(Value::integer(start + i * stp));
@@ -180,6 +192,14 @@ class Evaluator {
       std::vector<std::pair<Value, Value>> entries;
       if (!a.pos.empty()) {
         const Value& src = a.pos[0];
+        if (src.is_dict() && a.kw.empty()) {
+          // Its keys are unique already: copied as they are, not re-inserted one by one
+          // (DictData::set is linear, so that would be quadratic in a long input dict).
+          auto d = std::make_shared<DictData>();
+          check_work(sat_mul_add(src.dict_data().entries.size(), 2 * kValueBytes, kBoxBytes));
+          d->entries = src.dict_data().entries;
+          return Value::dict(std::move(d));
+        }
         if (src.is_dict()) {
           entries = src.dict_data().entries;
         } else {
@@ -196,11 +216,14 @@ class Evaluator {
     s.set("namespace", make_callable("namespace", "function", [this](const CallArgs& a) {
       auto ns = std::make_shared<NamespaceData>();
       if (a.pos.size() > 1) template_fail("namespace expected at most 1 positional argument");
+      charge_work(kBoxBytes + sizeof(NamespaceData));
       if (!a.pos.empty()) {
         if (!a.pos[0].is_dict()) template_fail("unsupported: namespace() from a ", a.pos[0].type_name());
+        // A dict's string keys are unique: appended directly (NamespaceData::set is linear).
         for (const auto& [k, v] : a.pos[0].dict_data().entries) {
           if (!k.is_string()) template_fail("keywords must be strings");
-          ns->set(k.str(), v);
+          charge_work(kBindingBytes + k.str().size());
+          ns->attrs.emplace_back(k.str(), v);
         }
       }
       for (const auto& [k, v] : a.kw) ns->set(k, v);
@@ -256,6 +279,7 @@ class Evaluator {
 
   // A macro (or a {% call %} block's caller) closing over the scope it was defined in.
   Value make_macro(const Node& n, const std::string& name, const ScopePtr& defining) {
+    charge_work(kClosureBytes + name.size());
     closures_.push_back(defining);
     const Node* np = &n;
     const bool uses_caller = references(n.body, "caller"), uses_varargs = references(n.body, "varargs"),
@@ -370,6 +394,7 @@ class Evaluator {
     ValueList items = iterate(eval(*n.kids[0], sc));
     if (n.kids[1]) {  // {% for x in xs if cond %}: filtered before loop.length is known
       ValueList kept;
+      charge_work(sat_mul_add(items.size(), kValueBytes));  // a second list of up to as many items
       for (auto& it : items) {
         auto tmp = child(sc);
         assign(n.target, it, tmp);
@@ -379,6 +404,7 @@ class Evaluator {
       items = std::move(kept);
     }
     auto shared = std::make_shared<const ValueList>(std::move(items));
+    charge_work(sizeof(LoopObject) + 2 * kBoxBytes);  // kept until the render ends (loops_)
     auto loop = std::make_shared<LoopObject>(shared);
     loops_.push_back(loop);
     for (size_t i = 0; i < shared->size(); ++i) {

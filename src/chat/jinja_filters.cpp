@@ -85,7 +85,11 @@ Value select_or_reject(const Value& in, const CallArgs& a, bool attr, bool selec
 }
 
 std::string html_escape(const std::string& s) {
+  uint64_t size = s.size();  // sized before it is built (up to 5x the input)
+  for (char c : s) size += c == '&' || c == '"' || c == '\'' ? 4 : (c == '<' || c == '>') ? 3 : 0;
+  check_string_bytes(size, "|escape");
   std::string out;
+  out.reserve(size);
   for (char c : s) {
     switch (c) {
       case '&': out += "&amp;"; break;
@@ -267,6 +271,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
                                               cnt.is_none() ? -1 : to_index(cnt, "count")));
     };
     m["first"] = [](const Value& in, const CallArgs&) {
+      if (in.is_list() && !in.is_generator())  // no copy of a long list for its first item
+        return in.items().empty() ? Value::undefined("No first item, sequence was empty.") : in.items().front();
       const ValueList items = in.is_generator() ? in.take_generator(1) : iterate(in);
       return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
     };
@@ -286,7 +292,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       for (const auto& v : iterate(in)) {
         const std::string text = to_str(get(v));
         const size_t piece = (first ? 0 : sep_text.size()) + text.size();
-        check_string_bytes(out.size() + piece, "|join", piece);
+        check_string_bytes(out.size() + piece, "|join");
         if (!first) out += sep_text;
         out += text;
         first = false;
@@ -333,6 +339,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     m["items"] = [](const Value& in, const CallArgs&) {
       if (in.is_undefined()) return generator({});
       if (!in.is_dict()) template_fail("Can only get item pairs from a mapping.");
+      check_list_items(in.dict_data().entries.size() * 3, "|items");  // the list and each pair
       ValueList out;
       for (const auto& [k, v] : in.dict_data().entries) out.push_back(Value::list({k, v}, true));
       return generator(std::move(out));
@@ -345,6 +352,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       const size_t pos = (by.is_string() && by.str() == "value") ? 1 : 0;
       if (!by.is_string() || (by.str() != "key" && by.str() != "value"))
         template_fail("You can only sort by either \"key\" or \"value\"");
+      check_list_items(in.dict_data().entries.size() * 3, "|dictsort");  // the list and each pair
       ValueList items;
       for (const auto& [k, v] : in.dict_data().entries) items.push_back(Value::list({k, v}, true));
       return Value::list(sorted_by(std::move(items), [pos, cs](const Value& it) {
@@ -417,6 +425,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       if (n <= 0) template_fail("unsupported: batch size ", n);
       const bool fill = a.has(1, "fill_with");
       const Value filler = a.get(1, "fill_with", Value::none());
+      if (fill && !filler.is_none()) check_list_items(static_cast<uint64_t>(n), "|batch fill_with");  // pads to n
       ValueList out, cur;
       for (const auto& v : iterate(in)) {
         cur.push_back(v);

@@ -39,7 +39,9 @@ int64_t opt_int(const Value& v, int64_t def) {
 }
 
 Value str_list(const std::vector<std::string>& parts) {
+  check_list_items(parts.size(), "str.split()");  // the list is sized before it is built
   ValueList out;
+  out.reserve(parts.size());
   for (const auto& p : parts) out.push_back(Value::string(p));
   return Value::list(std::move(out));
 }
@@ -61,13 +63,19 @@ bool ascii_only(const std::string& s, const std::string& name) {
 
 // str.startswith / endswith with a str or tuple of str, optional start/end.
 bool affix(const std::string& s, const Value& what, const CallArgs& a, bool start) {
-  std::u32string u = utf8_decode(s);
-  const auto n = static_cast<int64_t>(u.size());
-  auto clamp = [n](int64_t i) { return i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n); };
-  const int64_t b = clamp(opt_int(a.get(1, "start"), 0)), e = clamp(opt_int(a.get(2, "end"), n));
-  if (b > e) return false;
-  const std::string sub = utf8_encode(u.substr(static_cast<size_t>(b), static_cast<size_t>(e - b)));
-  const ValueList options = what.is_tuple() ? what.items() : ValueList{what};
+  std::string sub_text;
+  const bool whole = !a.has(1, "start") && !a.has(2, "end");  // the common case: no copy, no decoding
+  if (!whole) {
+    std::u32string u = utf8_decode(s);
+    const auto n = static_cast<int64_t>(u.size());
+    auto clamp = [n](int64_t i) { return i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n); };
+    const int64_t b = clamp(opt_int(a.get(1, "start"), 0)), e = clamp(opt_int(a.get(2, "end"), n));
+    if (b > e) return false;
+    sub_text = utf8_encode(u.substr(static_cast<size_t>(b), static_cast<size_t>(e - b)));
+  }
+  const std::string& sub = whole ? s : sub_text;
+  const ValueList single{what};
+  const ValueList& options = what.is_tuple() ? what.items() : single;
   for (const auto& o : options) {
     const std::string& p = need_str(o, start ? "startswith" : "endswith");
     if (p.size() > sub.size()) continue;
@@ -109,7 +117,7 @@ Value str_format(const std::string& fmt, const CallArgs& a) {
     }
     if (v->is_undefined()) template_fail(undefined_message(*v));
     const std::string text = to_str(*v);
-    check_string_bytes(out.size() + text.size(), "str.format()", text.size());
+    check_string_bytes(out.size() + text.size(), "str.format()");
     out += text;
     i = close;
   }
@@ -163,7 +171,7 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
     for (const auto& v : iterate(arg(0, "iterable"))) {
       if (!v.is_string()) template_fail("sequence item: expected str instance, ", v.type_name(), " found");
       const size_t piece = (first ? 0 : s.size()) + v.str().size();
-      check_string_bytes(out.size() + piece, "str.join()", piece);
+      check_string_bytes(out.size() + piece, "str.join()");
       if (!first) out += s;
       out += v.str();
       first = false;
@@ -179,7 +187,7 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
   if (name == "partition" || name == "rpartition") {
     const std::string& sep = need_str(arg(0, "sep"), name.c_str());
     if (sep.empty()) template_fail("empty separator");
-    const size_t f = name == "partition" ? s.find(sep) : s.rfind(sep);
+    const size_t f = text_find(s, sep, name == "rpartition");
     if (f == std::string::npos)
       return name == "partition" ? str_list({s, "", ""}) : str_list({"", "", s});
     Value r = str_list({s.substr(0, f), sep, s.substr(f + sep.size())});
@@ -230,6 +238,7 @@ Value dict_method(const Value& d, const std::string& name, const CallArgs& a) {
   }
   a.check(name.c_str(), 0, {});
   if (name == "copy") return d;
+  check_list_items(d.dict_data().entries.size() * (name == "items" ? 3 : 1), "dict view");
   ValueList out;
   for (const auto& [k, v] : d.dict_data().entries) {
     if (name == "keys") out.push_back(k);
@@ -267,8 +276,9 @@ std::optional<Value> bound_method(const Value& obj, const std::string& name) {
     case Kind::String: {
       if (!kStrMethods.count(name)) return std::nullopt;
       if (obj.is_markup()) template_fail("unsupported: method '", name, "' on a Markup string");
-      const std::string s = obj.str();
-      return make_callable(name, "method", [s, name](const CallArgs& a) { return str_method(s, name, a); });
+      // The bound method holds the value (shared), not a copy of its text: `s.strip` in a loop
+      // must not copy a long string at every step.
+      return make_callable(name, "method", [obj, name](const CallArgs& a) { return str_method(obj.str(), name, a); });
     }
     case Kind::Dict: {
       if (!kDictMethods.count(name)) return std::nullopt;

@@ -37,14 +37,17 @@ Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
     if (seq.str().empty()) return Value::string("");
     check_string_bytes(sat_mul_add(seq.str().size(), static_cast<uint64_t>(n)), "string repetition");
+    if (seq.str().size() == 1) return Value::string(std::string(static_cast<size_t>(n), seq.str()[0]));
     std::string out;
+    out.reserve(seq.str().size() * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return Value::string(std::move(out));
   }
   if (seq.items().empty()) return Value::list({}, seq.is_tuple());
-  if (sat_mul_add(seq.items().size(), static_cast<uint64_t>(n)) > kMaxListItems)
-    template_fail("jinja: list repetition result too large: list size limit exceeded (", kMaxListItems, " items)");
+  // n copies of each item, whatever the items hold: `[big] * n` shares `big` and costs n items.
+  check_list_items(sat_mul_add(seq.items().size(), static_cast<uint64_t>(n)), "list repetition");
   ValueList out;
+  out.reserve(seq.items().size() * static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::list(std::move(out), seq.is_tuple());
 }
@@ -79,7 +82,8 @@ std::string pad_text(const std::string& s, const std::string& flags, int64_t wid
 }
 
 Value percent_format(const std::string& fmt, const Value& arg) {
-  const ValueList args = arg.is_tuple() ? arg.items() : ValueList{arg};
+  const ValueList single{arg};
+  const ValueList& args = arg.is_tuple() ? arg.items() : single;  // not copied: a tuple may be huge
   std::string out;
   size_t used = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -103,6 +107,8 @@ Value percent_format(const std::string& fmt, const Value& arg) {
     if (i >= fmt.size()) template_fail("incomplete format");
     if (width > 4096 || prec > 4096) template_fail("unsupported: width/precision above 4096 in string % formatting");
     const char c = fmt[i];
+    // Each conversion adds at most width + precision + a few hundred bytes (a %s its text).
+    check_string_bytes(out.size() + static_cast<uint64_t>(width + std::max<int64_t>(prec, 0) + 400), "string % formatting");
     if (!std::strchr("sradiuoxXeEfFgGc", c) || c == 0) template_fail("unsupported format character '", c, "'");
     if (used >= args.size()) template_fail("not enough arguments for format string");
     const Value& v = args[used++];
@@ -117,6 +123,8 @@ Value percent_format(const std::string& fmt, const Value& arg) {
         for (char ch : text)
           if (static_cast<unsigned char>(ch) >= 0x80) template_fail("unsupported: %a with non-ASCII text");
       if (prec >= 0) text = utf8_encode(utf8_decode(text).substr(0, static_cast<size_t>(prec)));
+      // Many %s of one long string: the result is sized before each piece is added.
+      check_string_bytes(sat_mul_add(1, out.size() + text.size(), static_cast<uint64_t>(width)), "string % formatting");
       out += pad_text(text, flags, width);
     } else if (c == 'c') {
       std::string ch;
@@ -152,6 +160,7 @@ Value percent_format(const std::string& fmt, const Value& arg) {
     }
   }
   if (used < args.size()) template_fail("not all arguments converted during string formatting");
+  check_string_bytes(out.size(), "string % formatting");
   return Value::string(std::move(out));
 }
 
@@ -190,8 +199,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && a.view_kind() == Value::NoView &&
         b.view_kind() == Value::NoView) {
-      if (a.items().size() + b.items().size() > kMaxListItems) template_fail("jinja: list result too large");
-      ValueList out = a.items();
+      check_list_items(a.items().size() + b.items().size(), "list +");
+      ValueList out;
+      out.reserve(a.items().size() + b.items().size());
+      out.insert(out.end(), a.items().begin(), a.items().end());
       out.insert(out.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(out), a.is_tuple());
     }
@@ -290,7 +301,7 @@ bool contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Kind::String:
       if (!item.is_string()) template_fail("'in <string>' requires string as left operand, not ", item.type_name());
-      return container.str().find(item.str()) != std::string::npos;
+      return text_find(container.str(), item.str()) != std::string::npos;
     case Kind::List:
       if (container.is_generator()) {  // `in` consumes a generator up to the match
         for (ValueList one = container.take_generator(1); !one.empty(); one = container.take_generator(1))
@@ -413,11 +424,15 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
     return i;
   };
   const int64_t b = adjust(opt_index(start, 0), true), e = adjust(opt_index(stop, 0), false);
+  // The result's length is known: checked before the index list and the result are built.
+  const __int128 span = stp > 0 ? static_cast<__int128>(e) - b : static_cast<__int128>(b) - e;
+  const __int128 astep = stp > 0 ? stp : -static_cast<__int128>(stp);
+  const uint64_t len = span <= 0 ? 0 : static_cast<uint64_t>((span + astep - 1) / astep);
+  if (obj.is_string()) check_string_bytes(sat_mul_add(len, 4), "slice");
+  else check_list_items(len, "slice");
   std::vector<int64_t> idx;
-  if (stp > 0)
-    for (int64_t i = b; i < e; i += stp) idx.push_back(i);
-  else
-    for (int64_t i = b; i > e; i += stp) idx.push_back(i);
+  idx.reserve(len);
+  for (uint64_t k = 0; k < len; ++k) idx.push_back(b + static_cast<int64_t>(k) * stp);  // never past the end
   if (obj.is_string()) {
     std::u32string out;
     for (int64_t i : idx) out.push_back(u[static_cast<size_t>(i)]);

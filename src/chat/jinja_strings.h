@@ -30,6 +30,23 @@ std::vector<std::string> py_rsplit(std::string_view s, const std::optional<std::
 std::vector<std::string> py_splitlines(std::string_view s, bool keepends);
 // str.replace(old, new, count); count < 0 replaces all.
 std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
+// Substring search in linear time (Knuth-Morris-Pratt), charged to the work meter per byte read:
+// std::string::find takes O(n*m) on text like 'a' * N searched for 'a' * M + 'b', which a
+// template builds cheaply. Forward: the first match starting at or after `from`; reverse: the
+// last match ending at or before `from`. npos when none.
+class TextSearch {
+ public:
+  TextSearch(std::string_view needle, bool reverse);
+  size_t find(std::string_view hay, size_t from) const;
+
+ private:
+  char at(size_t i) const { return rev_ ? needle_[needle_.size() - 1 - i] : needle_[i]; }
+  std::string_view needle_;
+  bool rev_;
+  std::vector<size_t> fail_;
+};
+// Byte offset of the first (last, when reverse) occurrence of needle, or npos.
+size_t text_find(std::string_view hay, std::string_view needle, bool reverse = false);
 // str.find / rfind / count (code-point results).
 int64_t py_find(std::string_view s, std::string_view sub, bool reverse);
 int64_t py_count(std::string_view s, std::string_view sub);

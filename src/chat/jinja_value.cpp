@@ -8,7 +8,26 @@
 
 namespace lfm::jinja {
 
+void work_limit_exceeded() {
+  template_fail("jinja: the template built or scanned more than ", t_work_meter.limit,
+                " bytes in total (strings, lists, dicts, scopes; comparisons and scans count too): work limit exceeded");
+}
+
+namespace {
+
+// A string value of n bytes is being created: charged, and refused above kMaxStringBytes, while
+// a render runs (values made from the input before it are not limited here).
+void charge_string(size_t n) {
+  if (t_work_meter.limit == UINT64_MAX) return;
+  if (n > kMaxStringBytes)
+    template_fail("jinja: a string of ", n, " bytes is too large: string size limit exceeded (", kMaxStringBytes, " bytes)");
+  charge_work(kBoxBytes + n);
+}
+
+}  // namespace
+
 Value Value::undefined(std::string hint) {
+  charge_string(hint.size());
   Value v;
   v.kind_ = Kind::Undefined;
   v.s_ = std::make_shared<const std::string>(std::move(hint));
@@ -38,6 +57,7 @@ Value Value::floating(double d) {
   return v;
 }
 Value Value::string(std::string s, bool markup) {
+  charge_string(s.size());
   Value v;
   v.kind_ = Kind::String;
   v.markup_ = markup;
@@ -50,6 +70,7 @@ static uint16_t nested_depth(int child_depth) {
 }
 
 Value Value::list(ValueList items, bool tuple) {
+  charge_work(sat_mul_add(items.size(), kValueBytes, kBoxBytes));
   Value v;
   int d = 0;
   for (const auto& it : items) d = std::max(d, it.depth());
@@ -68,6 +89,7 @@ Value Value::view(ValueList items, View kind) {
 
 ValueList Value::take_generator(size_t n) const {
   const size_t begin = *gen_pos_, end = n >= l_->size() - begin ? l_->size() : begin + n;
+  charge_work(sat_mul_add(end - begin, kValueBytes, kBoxBytes));  // before copying
   *gen_pos_ = end;
   return ValueList(l_->begin() + static_cast<std::ptrdiff_t>(begin), l_->begin() + static_cast<std::ptrdiff_t>(end));
 }
@@ -75,6 +97,7 @@ ValueList Value::take_generator(size_t n) const {
 Value Value::dict(std::shared_ptr<DictData> d) {
   Value v;
   v.kind_ = Kind::Dict;
+  charge_work(sat_mul_add(d->entries.size(), 2 * kValueBytes, kBoxBytes));
   int depth = 0;
   for (const auto& [k, val] : d->entries) depth = std::max({depth, k.depth(), val.depth()});
   v.depth_ = nested_depth(depth);
@@ -122,6 +145,7 @@ std::string Value::type_name() const {
 }
 
 static bool hashable(const Value& k) {
+  charge_work(kVisitCost);  // recursive over (possibly shared) tuples
   if (k.is_tuple()) return std::all_of(k.items().begin(), k.items().end(), hashable);
   return k.kind() != Kind::List && k.kind() != Kind::Dict && k.kind() != Kind::Undefined;
 }
@@ -144,17 +168,20 @@ void DictData::set(Value key, Value value) {
 }
 
 const Value* NamespaceData::find(const std::string& name) const {
+  charge_work(attrs.size());  // a namespace made from a long dict is scanned at every access
   for (const auto& [k, v] : attrs)
     if (k == name) return &v;
   return nullptr;
 }
 
 void NamespaceData::set(const std::string& name, Value value) {
+  charge_work(attrs.size());
   for (auto& [k, v] : attrs)
     if (k == name) {
       v = std::move(value);
       return;
     }
+  charge_work(sizeof(std::pair<std::string, Value>) + name.size());
   attrs.emplace_back(name, std::move(value));
 }
 
@@ -215,64 +242,105 @@ bool truthy(const Value& v) {
 
 namespace {
 
+// Text written while walking a value (repr, json.dumps) is charged as it grows and refused past
+// kMaxStringBytes: a structure shared many times over (l = [s] * 1000; [l] * 1000; ...) is small
+// in memory but prints exponentially much, and must stop at the limits, not run for hours.
+struct TextMeter {
+  size_t charged = 0;
+  // Called before each element is written (charged as a visit plus the text written since);
+  // `next` is the size of a leaf about to be appended.
+  void settle(const std::string& out, size_t next = 0) {
+    if (out.size() + next > kMaxStringBytes)
+      template_fail("jinja: printing a value would build a string of more than ", kMaxStringBytes,
+                    " bytes: string size limit exceeded");
+    charge_work(kVisitCost + out.size() - charged);
+    charged = out.size();
+    check_work(next);
+  }
+};
+
 // repr() with CPython's recursion marker for a namespace that contains itself and a depth bound
 // for chains built through namespaces (whose nesting is not tracked by Value::depth).
 struct ReprState {
   std::vector<const NamespaceData*> active;
   int depth = 0;
+  TextMeter meter;
 };
 
-std::string repr_at(const Value& v, ReprState& st) {
+void repr_at(const Value& v, ReprState& st, std::string& out) {
   if (++st.depth > 2 * kMaxValueDepth) template_fail("jinja: value nesting too deep to print");
   struct Leave {
     ReprState& s;
     ~Leave() { --s.depth; }
   } leave{st};
+  st.meter.settle(out, v.is_string() ? v.str().size() : 0);
   switch (v.kind()) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::String: return v.is_markup() ? "Markup(" + py_repr_str(v.str()) + ")" : py_repr_str(v.str());
+    case Kind::Undefined: out += "Undefined"; return;
+    case Kind::String:
+      if (v.is_markup()) out += "Markup(" + py_repr_str(v.str()) + ")";
+      else out += py_repr_str(v.str());
+      return;
     case Kind::List: {
       if (v.is_generator()) template_fail("unsupported: converting a generator to a string (CPython prints its address)");
       if (v.view_kind() == Value::Range) template_fail("unsupported: converting a range object to a string");
       if (v.view_kind() != Value::NoView) {
         // dict_keys([...]) etc.: reuse the list repr of the same items.
-        return v.type_name() + "(" + repr_at(Value::list(v.items()), st) + ")";
+        out += v.type_name() + "(";
+        repr_at(Value::list(v.items()), st, out);
+        out += ")";
+        return;
       }
-      std::string out = v.is_tuple() ? "(" : "[";
+      out += v.is_tuple() ? "(" : "[";
       const auto& items = v.items();
-      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + repr_at(items[i], st);
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += ", ";
+        repr_at(items[i], st, out);
+      }
       if (v.is_tuple() && items.size() == 1) out += ",";
-      return out + (v.is_tuple() ? ")" : "]");
+      out += v.is_tuple() ? ")" : "]";
+      return;
     }
     case Kind::Dict: {
-      std::string out = "{";
+      out += "{";
       bool first = true;
       for (const auto& [k, val] : v.dict_data().entries) {
-        out += (first ? "" : ", ") + repr_at(k, st) + ": " + repr_at(val, st);
+        if (!first) out += ", ";
+        repr_at(k, st, out);
+        out += ": ";
+        repr_at(val, st, out);
         first = false;
       }
-      return out + "}";
+      out += "}";
+      return;
     }
     case Kind::Namespace: {
       const NamespaceData* self = v.ns_data().get();
-      if (std::find(st.active.begin(), st.active.end(), self) != st.active.end()) return "<Namespace {...}>";
+      if (std::find(st.active.begin(), st.active.end(), self) != st.active.end()) {
+        out += "<Namespace {...}>";
+        return;
+      }
       st.active.push_back(self);
-      std::string out = "<Namespace {";
+      out += "<Namespace {";
       bool first = true;
       for (const auto& [k, val] : v.ns_data()->attrs) {
-        out += (first ? "" : ", ") + py_repr_str(k) + ": " + repr_at(val, st);
+        out += (first ? "" : ", ") + py_repr_str(k) + ": ";
+        repr_at(val, st, out);
         first = false;
       }
       st.active.pop_back();
-      return out + "}>";
+      out += "}>";
+      return;
     }
     case Kind::Callable:
-      if (v.callable_data()->kind == "macro") return "<Macro " + py_repr_str(v.callable_data()->name) + ">";
+      if (v.callable_data()->kind == "macro") {
+        out += "<Macro " + py_repr_str(v.callable_data()->name) + ">";
+        return;
+      }
       // CPython prints a memory address here; we cannot reproduce it, so refuse.
       template_fail("unsupported: converting the callable '", v.callable_data()->name, "' to a string");
     case Kind::Object:
       template_fail("unsupported: converting a '", v.type_name(), "' object to a string");
-    default: return to_str(v);
+    default: out += to_str(v); return;
   }
 }
 
@@ -280,7 +348,10 @@ std::string repr_at(const Value& v, ReprState& st) {
 
 std::string repr(const Value& v) {
   ReprState st;
-  return repr_at(v, st);
+  std::string out;
+  repr_at(v, st, out);
+  st.meter.settle(out);
+  return out;
 }
 
 std::string to_str(const Value& v) {
@@ -296,6 +367,7 @@ std::string to_str(const Value& v) {
 }
 
 bool py_equal(const Value& a, const Value& b) {
+  charge_work(kVisitCost);  // per element visited: nested (shared) containers compare in bounded time
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -304,9 +376,14 @@ bool py_equal(const Value& a, const Value& b) {
   switch (a.kind()) {
     case Kind::Undefined:
     case Kind::None: return true;
-    case Kind::String: return a.str() == b.str();
+    case Kind::String:
+      if (a.str().size() != b.str().size()) return false;
+      charge_work(a.str().size());
+      return a.str() == b.str();
     case Kind::List: {
       if (a.is_generator() || b.is_generator()) return &a.items() == &b.items();
+      // The same list object: CPython's identity shortcut (its elements are identical too).
+      if (&a.items() == &b.items() && a.is_tuple() == b.is_tuple() && a.view_kind() == b.view_kind()) return true;
       if (a.is_tuple() != b.is_tuple() || a.view_kind() != b.view_kind() || a.items().size() != b.items().size())
         return false;
       for (size_t i = 0; i < a.items().size(); ++i)
@@ -315,6 +392,7 @@ bool py_equal(const Value& a, const Value& b) {
     }
     case Kind::Dict: {
       const auto& ea = a.dict_data().entries;
+      if (&a.dict_data() == &b.dict_data()) return true;
       if (ea.size() != b.dict_data().entries.size()) return false;
       for (const auto& [k, val] : ea) {
         const Value* other = b.dict_data().find(k);
@@ -330,6 +408,7 @@ bool py_equal(const Value& a, const Value& b) {
 }
 
 int py_compare(const Value& a, const Value& b, const char* op) {
+  charge_work(kVisitCost);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       const double x = a.as_float(), y = b.as_float();
@@ -339,7 +418,10 @@ int py_compare(const Value& a, const Value& b, const char* op) {
     return x < y ? -1 : (x > y ? 1 : 0);
   }
   if (a.is_undefined() || b.is_undefined()) template_fail(undefined_message(a.is_undefined() ? a : b));
-  if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : (a.str() == b.str() ? 0 : 1);
+  if (a.is_string() && b.is_string()) {
+    charge_work(std::min(a.str().size(), b.str().size()));
+    return a.str().compare(b.str()) < 0 ? -1 : (a.str() == b.str() ? 0 : 1);
+  }
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
     const auto &x = a.items(), &y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -368,8 +450,10 @@ ValueList iterate(const Value& v) {
     case Kind::Undefined: return {};
     case Kind::List:
       if (v.is_generator()) return v.take_generator(SIZE_MAX);
+      charge_work(sat_mul_add(v.items().size(), kValueBytes, kBoxBytes));  // the copy, before it is made
       return v.items();
     case Kind::String: {
+      charge_work(sat_mul_add(utf8_length(v.str()), kValueBytes, kBoxBytes));  // each character is charged as a string too
       ValueList out;
       for (char32_t c : utf8_decode(v.str())) {
         std::string s;
@@ -379,6 +463,7 @@ ValueList iterate(const Value& v) {
       return out;
     }
     case Kind::Dict: {
+      charge_work(sat_mul_add(v.dict_data().entries.size(), kValueBytes, kBoxBytes));
       ValueList out;
       for (const auto& [k, val] : v.dict_data().entries) out.push_back(k);
       return out;
@@ -439,8 +524,11 @@ std::string json_key(const Value& k) {
   }
 }
 
-void dump(const Value& v, const JsonDumpOptions& opt, int level, std::string& out) {
+void dump(const Value& v, const JsonDumpOptions& opt, int level, std::string& out, TextMeter& meter) {
+  if (level > 2 * kMaxValueDepth) template_fail("jinja: value nesting too deep to print");
+  meter.settle(out, v.is_string() ? v.str().size() : 0);
   auto newline = [&](int lvl) {
+    meter.settle(out, sat_mul_add(static_cast<uint64_t>(lvl), opt.indent.size(), 1));  // a long indent string
     out.push_back('\n');
     for (int i = 0; i < lvl; ++i) out += opt.indent;
   };
@@ -464,7 +552,7 @@ void dump(const Value& v, const JsonDumpOptions& opt, int level, std::string& ou
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += opt.item_sep;
         if (opt.has_indent) newline(level + 1);
-        dump(items[i], opt, level + 1, out);
+        dump(items[i], opt, level + 1, out, meter);
       }
       if (opt.has_indent) newline(level);
       out.push_back(']');
@@ -483,7 +571,7 @@ void dump(const Value& v, const JsonDumpOptions& opt, int level, std::string& ou
         if (opt.has_indent) newline(level + 1);
         out += json_quote(json_key(entries[i]->first), opt.ensure_ascii);
         out += opt.key_sep;
-        dump(entries[i]->second, opt, level + 1, out);
+        dump(entries[i]->second, opt, level + 1, out, meter);
       }
       if (opt.has_indent) newline(level);
       out.push_back('}');
@@ -497,7 +585,9 @@ void dump(const Value& v, const JsonDumpOptions& opt, int level, std::string& ou
 
 std::string to_json_text(const Value& v, const JsonDumpOptions& opt) {
   std::string out;
-  dump(v, opt, 0, out);
+  TextMeter meter;
+  dump(v, opt, 0, out, meter);
+  meter.settle(out);
   return out;
 }
 

@@ -35,6 +35,53 @@ struct NamespaceData;
 struct CallableData;
 struct ObjectData;
 
+// a * b + c, saturating at UINT64_MAX: sizes are computed without wrapping before anything is built.
+inline uint64_t sat_mul_add(uint64_t a, uint64_t b, uint64_t c = 0) {
+  uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r)) return UINT64_MAX;
+  return r;
+}
+
+// ---- the per-render work meter ----
+// Template::render sets it on its thread (RenderLimits::max_built_bytes); outside a render it is
+// unlimited. It bounds a render's memory and time together:
+// - every value built is charged when it is created, whatever built it: a string its bytes, a
+//   list kValueBytes per item, a dict twice that per entry, each plus kBoxBytes (Value::string,
+//   ::list, ::view, ::dict, ::undefined; scopes, bindings, closures, loops and namespaces in the
+//   evaluator). Builders whose size is known in advance check it before building (check_work).
+// - work that builds nothing charges too: comparisons and hashing per element visited
+//   (kVisitCost), text scans (UTF-8 decoding, searching) per byte read, name lookups per entry.
+// Retention: a value alive at the end of a render was built during it (or came from the input),
+// so the live memory a template can hold (loop variables, namespaces, scopes captured by macros)
+// is at most the total charged, i.e. max_built_bytes. Shared containers (`[x] * n`) cost their
+// n items, not x's size, which is also what they occupy; walking the sharing (tojson, repr,
+// ==) charges per byte written or element visited, so exponential blow-ups through sharing stop
+// at the limit too.
+struct WorkMeter {
+  uint64_t left = UINT64_MAX;
+  uint64_t limit = UINT64_MAX;
+};
+inline thread_local WorkMeter t_work_meter;
+
+[[noreturn]] void work_limit_exceeded();
+// Fails unless `units` more fit the meter (nothing charged): for builders that know their size.
+inline void check_work(uint64_t units) {
+  if (units > t_work_meter.left) work_limit_exceeded();
+}
+// Charges `units`, failing when the meter would go below zero.
+inline void charge_work(uint64_t units) {
+  check_work(units);
+  t_work_meter.left -= units;
+}
+
+// Largest string a template may build (keeps hostile templates from eating memory); enforced
+// where a string value is created and checked in advance by builders that know their size.
+constexpr size_t kMaxStringBytes = size_t(64) << 20;
+// Bytes charged for one shared allocation (control block and object header) and per element
+// compared, hashed or scanned without being copied.
+constexpr uint64_t kBoxBytes = 48;
+constexpr uint64_t kVisitCost = 8;
+
 // Deepest nesting of lists/dicts a value may have. Keeps repr/json/destruction recursion bounded
 // (CPython would raise RecursionError somewhere around here too).
 constexpr int kMaxValueDepth = 512;
@@ -110,6 +157,9 @@ class Value {
   std::shared_ptr<CallableData> c_;
   std::shared_ptr<ObjectData> o_;
 };
+
+// Charged per list item built (a dict entry costs two).
+constexpr uint64_t kValueBytes = sizeof(Value);
 
 // An insertion-ordered dict (Python 3.7+ semantics).
 struct DictData {
