@@ -33,7 +33,20 @@ seed() {
   local t=$1 dir=$B/corpus/$1
   mkdir -p "$dir"
   case $t in
-    gguf) cp tests/data/gguf_llamacpp/*.gguf "$dir"/ ;;
+    gguf)
+      # The llama.cpp-written file (1.2 MB, f32), and when the main build's `lfm` exists, smaller
+      # quantized conversions of it and of the Hugging Face fixtures (dense, conv bias, untied,
+      # MoE with and without expert bias): every metadata layout the loader reads, 0.3–0.5 MB each.
+      cp tests/data/gguf_llamacpp/*.gguf "$dir"/
+      if [ -x build/lfm ]; then
+        build/lfm convert -q -m tests/data/gguf_llamacpp/lfm2-tiny-random-f32.gguf --type q8_0 -o "$dir/llamacpp_q8_0.gguf"
+        build/lfm convert -q -m tests/data/gguf_llamacpp/lfm2-tiny-random-f32.gguf --type q4_k_m -o "$dir/llamacpp_q4_k_m.gguf"
+        for f in lfm2_c_layertypes_untied_convbias_f32 lfm2moe_f_tied_expertbias_f32 lfm2moe_g_untied_nobias_scaled_f32; do
+          build/lfm convert -q -m "tests/data/hf/$f" --type q4_0 -o "$dir/$f.q4_0.gguf"
+        done
+      else
+        echo "fuzz.sh: no build/lfm, seeding gguf with the llama.cpp file only (build the project for more seeds)" >&2
+      fi ;;
     safetensors)
       # Small files (the fixtures' are 1.3 MB, which slows every execution): a synthetic one, and
       # each fixture's real header with its data section cut to 64 bytes.
@@ -53,10 +66,38 @@ EOF
         cp "$f" "$dir/$(basename "$(dirname "$f")").json"
       done ;;
     tokenizer)
-      # tokenizer.json, NUL, tokenizer_config.json (the harness splits there).
-      { cat tests/data/tokenizer/tokenizer.json; printf '\0'; cat tests/data/tokenizer/tokenizer_config.json; } > "$dir/pair"
-      cp tests/data/tokenizer/tokenizer.json "$dir/alone"
-      # A minimal one (the real pair is 300 KB and slow to load per execution).
+      # tokenizer.json, NUL, tokenizer_config.json (the harness splits there). The test pair is
+      # 300 KB, slow to load on every execution (~150/s), so the seeds are that pair cut down to
+      # a few KB with its structure intact (real regex, post-processor, decoders, added tokens with
+      # their flags, BPE with ignore_merges), plus a minimal one.
+      python3 - "$dir" <<'EOF'
+import json, os, sys
+t = json.load(open("tests/data/tokenizer/tokenizer.json"))
+c = json.load(open("tests/data/tokenizer/tokenizer_config.json"))
+vocab, merges = t["model"]["vocab"], t["model"]["merges"]
+added = [a for a in t["added_tokens"] if a["id"] < 12 or "im_" in a["content"] or "tool" in a["content"]][:24]
+keep = {a["content"] for a in added} | {k for k in vocab if len(k) == 1}
+kept_merges = []
+for m in merges[:400]:
+    a, b = m.split(" ") if isinstance(m, str) else m
+    if a in keep and b in keep:
+        kept_merges.append(m)
+        keep.add(a + b)
+tokens = sorted(keep, key=lambda k: vocab[k])
+new_id = {k: i for i, k in enumerate(tokens)}
+t["model"]["vocab"] = {k: new_id[k] for k in tokens}
+t["model"]["merges"] = kept_merges
+for a in added:
+    a["id"] = new_id[a["content"]]
+t["added_tokens"] = added
+for proc in t["post_processor"].get("processors", [t["post_processor"]]):
+    for tok in proc.get("special_tokens", {}).values():
+        tok["ids"] = [new_id.get(x, 0) for x in tok["tokens"]]
+c["added_tokens_decoder"] = {str(a["id"]): {k: v for k, v in a.items() if k != "id"} for a in added}
+open(os.path.join(sys.argv[1], "pair_small"), "wb").write(json.dumps(t).encode() + b"\0" + json.dumps(c).encode())
+open(os.path.join(sys.argv[1], "alone_small"), "wb").write(json.dumps(t).encode())
+EOF
+      # A minimal one.
       printf '%s\0%s' '{"added_tokens": [{"id": 0, "content": "<s>", "special": true}, {"id": 5, "content": "<|im_end|>", "special": true, "lstrip": true}], "normalizer": null, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{L}+|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]}, "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1, "b": 2, "c": 3, "ab": 4}, "merges": ["a b"]}}' '{"bos_token": "<s>", "add_bos_token": true, "added_tokens_decoder": {"5": {"content": "<|im_end|>", "special": true}}}' > "$dir/minimal" ;;
     jinja)
       for f in tests/data/assets/lfm2/chat_templates/*.jinja tests/data/assets/lfm2/*/chat_template.jinja; do
@@ -90,21 +131,37 @@ dict_of() {
   esac
 }
 
-status=0
+# One harness for SECONDS; FUZZ_JOBS of them run side by side (one core each).
+run_target() {
+  local t=$1 d
+  d=$(dict_of "$t")
+  local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=1400000
+              -artifact_prefix="$B/findings/$t/" -print_final_stats=1)
+  [ -n "$d" ] && args+=(-dict="$d")
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$B/fuzz/fuzz_$t" "${args[@]}" "$B/corpus/$t" "fuzz/regressions/$t" >"$B/logs/$t.log" 2>&1
+}
+
 mkdir -p $B/logs
 for t in "${TARGETS[@]}"; do
   seed "$t"
   mkdir -p "$B/findings/$t" "fuzz/regressions/$t"
-  d=$(dict_of "$t")
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=1400000
-        -artifact_prefix="$B/findings/$t/" -print_final_stats=1)
-  [ -n "$d" ] && args+=(-dict="$d")
-  echo "== fuzz_$t for ${seconds}s" >&2
-  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      "$B/fuzz/fuzz_$t" "${args[@]}" "$B/corpus/$t" "fuzz/regressions/$t" >"$B/logs/$t.log" 2>&1; then
+done
+echo "== fuzzing ${TARGETS[*]} for ${seconds}s each, $jobs at a time" >&2
+declare -A pid_of
+for t in "${TARGETS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  run_target "$t" &
+  pid_of[$t]=$!
+done
+status=0
+for t in "${TARGETS[@]}"; do
+  if wait "${pid_of[$t]}"; then
+    echo "fuzz_$t: ok" >&2
+  else
     echo "fuzz_$t: FAILED (see $B/logs/$t.log, input in $B/findings/$t/)" >&2
     status=1
   fi
-  grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|cov:" "$B/logs/$t.log" | tail -n 2 >&2 || true
+  grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units" "$B/logs/$t.log" | tail -n 2 >&2 || true
 done
 exit $status
