@@ -225,6 +225,36 @@ TEST_P(SimdKernelsTest, ElementwiseOpsMatchReference) {
 
 // The column-pair layout holds every stored BF16 value where weight_pack.h says: row r in lane
 // r % 16 of panel r / 16, columns 2c and 2c+1 in pair c; zeros past the last row and column.
+// kRowsCopy: the plain types' rows copied into owned memory. The kernels read the copy (the
+// original is poisoned with NaN bytes after copying) and give bitwise the unpacked results on
+// both paths (few tokens: fused rows; many: panels).
+TEST_P(SimdKernelsTest, RowsCopyIsReadInPlaceOfTheStoredRows) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 5, 64}, {3, 33, 203}, {9, 67, 224}, {40, 20, 96}}) {
+      Weight w = make_weight(dt, out, in, 11 + out);
+      const auto x = randn(n * in, 12 + n);
+      std::vector<float> want(n * out), got(n * out);
+      simd_->matmul(x.data(), n, w.view, want.data());
+      const AlignedBuffer copy = pack_weight(PackedLayout::kRowsCopy, w.view);
+      ASSERT_EQ(copy.size(), w.bytes.size());
+      TensorView v = w.view;
+      v.packed = copy.data();
+      v.packed_layout = PackedLayout::kRowsCopy;
+      std::fill(w.bytes.begin(), w.bytes.end(), uint8_t{0xFF});
+      simd_->matmul(x.data(), n, v, got.data());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << dtype_name(dt) << " n " << n << " in " << in;
+    }
+  const Weight q = make_weight(DType::Q4_0, 4, 64, 1);
+  EXPECT_THROW(copy_rows(q.view), Error);
+  // The SIMD backends copy every plain matrix that has no faster layout.
+  if (selected_isa() != Isa::kGeneric) {
+    EXPECT_EQ(cpu_packed_layout(DType::F16), PackedLayout::kRowsCopy);
+    EXPECT_EQ(cpu_packed_layout(DType::F32), PackedLayout::kRowsCopy);
+    const Weight odd = make_weight(DType::BF16, 4, 203, 1);  // no whole column pairs for AMX
+    EXPECT_EQ(cpu_packed_layout(odd.view), PackedLayout::kRowsCopy);
+  }
+}
+
 TEST(WeightPack, PairsLayoutPlacesEveryValue) {
   const int64_t out = 19, in = 7;
   const Weight w = make_packed_weight(DType::BF16, out, in, 3);

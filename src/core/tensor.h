@@ -17,6 +17,7 @@ enum class PackedLayout : uint8_t {
   kNone,
   kRows16,  // Q4_0 / Q8_0 / K-quants interleaved in panels of 16 rows (int8 dot-product kernels)
   kPairs16, // BF16 column pairs in panels of 16 rows (the AMX tile unit)
+  kRowsCopy, // F32/F16/BF16 rows exactly as stored, copied into the process's own memory
 };
 
 struct TensorView {
@@ -35,8 +36,11 @@ struct TensorView {
   int64_t rows() const { return shape.empty() ? 1 : numel() / shape.back(); }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
   size_t row_bytes() const { return dtype_row_bytes(dtype, cols()); }
+  // Row r as stored: from the copy when there is one in the stored layout (kRowsCopy, the same
+  // bytes in the process's own memory), otherwise from `data`.
   const uint8_t* row(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes();
+    const void* base = packed_layout == PackedLayout::kRowsCopy && packed ? packed : data;
+    return static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * row_bytes();
   }
 };
 

@@ -166,14 +166,25 @@ AlignedBuffer pack_pairs16(const TensorView& w) {
 
 PackedLayout cpu_packed_layout(const TensorView& w) {
   const PackedLayout l = cpu_packed_layout(w.dtype);
-  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1]))) return PackedLayout::kNone;
+  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1]))) return PackedLayout::kRowsCopy;
   return l;
+}
+
+AlignedBuffer copy_rows(const TensorView& w) {
+  LFM_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+            "weight pack: kRowsCopy holds F32/F16/BF16 matrices, not ", dtype_name(w.dtype));
+  LFM_CHECK(w.data && w.nbytes == w.row_bytes() * static_cast<size_t>(w.rows()),
+            "weight pack: a ", shape_str(w.shape), " matrix of ", w.nbytes, " bytes cannot be copied by rows");
+  AlignedBuffer b(w.nbytes);
+  std::memcpy(b.data(), w.data, w.nbytes);
+  return b;
 }
 
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w) {
   switch (layout) {
     case PackedLayout::kRows16: return pack_rows16(w);
     case PackedLayout::kPairs16: return pack_pairs16(w);
+    case PackedLayout::kRowsCopy: return copy_rows(w);
     default: throw Error("weight pack: no layout to pack into");
   }
 }
@@ -182,9 +193,11 @@ PackedLayout cpu_packed_layout(DType t) {
   const char* env = std::getenv("LFM_PACK");
   if (env && std::string(env) == "0") return PackedLayout::kNone;
   const Isa isa = selected_isa();
-  if (t == DType::BF16) return isa == Isa::kAvx512 && bf16_pairs::available() ? PackedLayout::kPairs16 : PackedLayout::kNone;
+  const bool simd = isa == Isa::kAvx512 || isa == Isa::kAvx2;
+  if (t == DType::BF16 && isa == Isa::kAvx512 && bf16_pairs::available()) return PackedLayout::kPairs16;
+  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) return simd ? PackedLayout::kRowsCopy : PackedLayout::kNone;
   // AVX-512 VNNI and AVX2 read every packable type (simd_packed.inc, simd_packed_avx2.inc).
-  const bool reads = (isa == Isa::kAvx512 || isa == Isa::kAvx2) && rows16_packable(t);
+  const bool reads = simd && rows16_packable(t);
   return reads ? PackedLayout::kRows16 : PackedLayout::kNone;
 }
 

@@ -33,6 +33,14 @@
 //   row i's two stored values, column 2c in the low half. An odd last column pairs with zero;
 //   rows past the end are zero. The copy costs as much memory as the matrix (whose mapped pages
 //   the model then releases), and holds the stored values bit for bit.
+//
+// PackedLayout::kRowsCopy (F32, F16, and BF16 where the AMX layout does not apply, on the SIMD
+//   backends): the rows exactly as stored, copied into memory the process allocates (same size
+//   as the matrix; the mapped pages are released). The decode GEMV streams several rows at once
+//   (simd_matmul.inc); from the mapped file it reached 85-87% of the read ceiling, from the copy
+//   98-99% (F16 LFM2-1.2B tg64 9.8-9.9 -> 11.0-11.1 tok/s; AVX2 8.3 -> 9.6; same run). A single
+//   sequential reader gets the full bandwidth from either, so the page cache's placement of the
+//   file's pages, not the instruction stream, costs the difference; TensorView::row reads the copy.
 #pragma once
 
 #include <cstddef>
@@ -58,15 +66,19 @@ AlignedBuffer pack_rows16(const TensorView& w);
 size_t pairs16_panel_bytes(int64_t cols);
 // Packs a [rows, cols] BF16 matrix; throws lfm::Error for other types or shapes.
 AlignedBuffer pack_pairs16(const TensorView& w);
-// pack_rows16 or pack_pairs16, as `layout` says.
+// A copy of a [rows, cols] F32/F16/BF16 matrix's bytes (kRowsCopy).
+AlignedBuffer copy_rows(const TensorView& w);
+// pack_rows16, pack_pairs16 or copy_rows, as `layout` says.
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
 
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
 // than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and
-// AVX2; kPairs16 for BF16 where the AMX tile unit is usable
-// (kernels/cpu/bf16_pairs.h). LFM_PACK=0 in the environment turns packing off.
+// AVX2; kPairs16 for BF16 where the AMX tile unit is usable (kernels/cpu/bf16_pairs.h);
+// kRowsCopy for the other F32/F16/BF16 matrices on AVX-512 and AVX2. LFM_PACK=0 in the
+// environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
-// The same for one matrix: also kNone where its shape does not suit the layout's kernel.
+// The same for one matrix, falling back to kRowsCopy (plain types) or kNone where its shape
+// does not suit the layout's kernel.
 PackedLayout cpu_packed_layout(const TensorView& w);
 
 }  // namespace lfm
