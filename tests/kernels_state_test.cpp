@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/reference_backend.h"
 #include "test_util.h"
 #include "kernels/state_pools.h"
 
@@ -348,6 +349,52 @@ TEST_P(StateKernelsTest, ShortConvMatchesDenseAcrossTypesChunksSlotsAndCheckpoin
       EXPECT_EQ(conv.slot(1), std::vector<float>(static_cast<size_t>((K - 1) * d), 0.0f)) << "an unused slot changed";
     }
   }
+}
+
+// Widths with whole vectors, several channel chunks and a ragged last one (the SIMD backends
+// split channels into tasks), three runs of different lengths with checkpoints, one step and a
+// prompt: outputs, states and snapshots bitwise the reference backend's. Bad checkpoints and
+// slots are refused before anything runs.
+TEST_P(StateKernelsTest, ShortConvIsBitwiseTheReference) {
+  ReferenceBackend ref(pool_);
+  for (DType type : kTypes)
+    for (auto [d, K] : {std::pair<int64_t, int64_t>{300, 3}, {2048, 3}, {37, 4}, {16, 1}}) {
+      const auto w = randn(d * K, 30 + d), b = randn(d, 31);
+      const int64_t lens[3] = {1, 9, 4};
+      const auto u = randn(14 * d, 32 + K);
+      TestConv mine(type, 3, 3, K, d), theirs(type, 3, 3, K, d);
+      for (TestConv* c : {&mine, &theirs}) {  // some history in every slot
+        const auto h = randn((K - 1) * 3 * d, 33);
+        store_state_row(type, h.data(), c->state.data(), (K - 1) * 3 * d);
+      }
+      const std::vector<ConvCheckpoint> cks1 = {{5, 2}, {5, 0}, {8, 1}};
+      SeqRun runs[3];
+      int64_t row = 0;
+      for (int i = 0; i < 3; ++i) {
+        runs[i].row0 = row;
+        runs[i].n_rows = lens[i];
+        runs[i].pos0 = 3 * i;
+        runs[i].conv_slot = (i + 1) % 3;
+        row += lens[i];
+      }
+      runs[1].pos0 = 1;  // checkpoints after positions 5 and 8 of positions 1..9
+      runs[1].checkpoints = cks1;
+      std::vector<float> za(row * d), zb(row * d);
+      be_->short_conv(u.data(), mine.pool, runs, K, w.data(), d % 2 ? nullptr : b.data(), za.data());
+      ref.short_conv(u.data(), theirs.pool, runs, K, w.data(), d % 2 ? nullptr : b.data(), zb.data());
+      const std::string what = std::string(dtype_name(type)) + " d " + std::to_string(d) + " K " + std::to_string(K);
+      ASSERT_EQ(std::memcmp(za.data(), zb.data(), za.size() * 4), 0) << what;
+      EXPECT_EQ(mine.state, theirs.state) << what;
+      EXPECT_EQ(mine.snapshots, theirs.snapshots) << what;
+      // Checkpoints out of the pool, outside the run or out of order; a slot outside the pool.
+      for (const std::vector<ConvCheckpoint>& bad : {std::vector<ConvCheckpoint>{{5, 3}}, {{10, 0}}, {{8, 0}, {5, 1}}}) {
+        runs[1].checkpoints = bad;
+        EXPECT_THROW(be_->short_conv(u.data(), mine.pool, runs, K, w.data(), nullptr, za.data()), Error) << what;
+      }
+      runs[1].checkpoints = {};
+      runs[2].conv_slot = 3;
+      EXPECT_THROW(be_->short_conv(u.data(), mine.pool, runs, K, w.data(), nullptr, za.data()), Error) << what;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, StateKernelsTest, ::testing::ValuesIn(test::all_isas()));

@@ -23,6 +23,10 @@ const uint8_t* kv_row(const void* base, const KvPool& pool, std::span<const int3
 // run.pos0 + i + 1 floats, kbuf for head_dim.
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,
                           int64_t n_heads, float scale, float* scores, float* kbuf, float* out);
+// Arguments of Backend::short_conv that every backend checks first: the kernel matches the
+// pool's state rows, each run's conv slot is in the pool, and its checkpoints name snapshots of
+// the pool at positions inside the run, in order.
+void check_short_conv(const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel);
 // One run of the short conv (see Backend::short_conv).
 void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int64_t kernel, const float* w,
                     const float* bias, float* out);

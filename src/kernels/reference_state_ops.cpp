@@ -100,6 +100,23 @@ void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int
   store_state_row(pool.type, win.data(), slot, hist * dim);
 }
 
+void check_short_conv(const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel) {
+  LFM_CHECK(kernel >= 1 && pool.rows == kernel - 1, "kernels: conv kernel ", kernel, " does not match state rows ",
+            pool.rows);
+  for (const SeqRun& r : runs) {
+    LFM_CHECK(r.conv_slot >= 0 && r.conv_slot < pool.n_slots, "kernels: conv slot ", r.conv_slot,
+              " outside the pool of ", pool.n_slots);
+    int64_t last = r.pos0;
+    for (const ConvCheckpoint& c : r.checkpoints) {
+      LFM_CHECK(c.snapshot >= 0 && c.snapshot < pool.n_snapshots, "kernels: conv snapshot ", c.snapshot,
+                " outside the pool of ", pool.n_snapshots);
+      LFM_CHECK(c.pos >= last && c.pos < r.pos0 + r.n_rows, "kernels: conv checkpoint at position ", c.pos,
+                " is outside the run or out of order");
+      last = c.pos;
+    }
+  }
+}
+
 }  // namespace ref
 
 void ReferenceBackend::kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) {
@@ -142,11 +159,7 @@ void ReferenceBackend::attention(const float* q, const KvPool& pool, std::span<c
 
 void ReferenceBackend::short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
                                   const float* w, const float* bias, float* out) {
-  LFM_CHECK(kernel >= 1 && pool.rows == kernel - 1, "kernels: conv kernel ", kernel, " does not match state rows ",
-            pool.rows);
-  for (const SeqRun& r : runs)
-    LFM_CHECK(r.conv_slot >= 0 && r.conv_slot < pool.n_slots, "kernels: conv slot ", r.conv_slot,
-              " outside the pool of ", pool.n_slots);
+  ref::check_short_conv(pool, runs, kernel);
   pool_.parallel_for(static_cast<int64_t>(runs.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) ref::short_conv_run(u, pool, runs[i], kernel, w, bias, out);
   });

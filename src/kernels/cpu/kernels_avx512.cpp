@@ -37,6 +37,7 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_ops.inc"
 #include "kernels/cpu/simd_attention.inc"
+#include "kernels/cpu/simd_conv.inc"
 #define LFM_SIMD_VNNI 1
 #define LFM_SIMD_PACKED 1
 #define LFM_SIMD_BF16_PAIRS 1
