@@ -10,6 +10,7 @@ namespace lfm {
 bool is_state_type(DType type) { return type == DType::F32 || type == DType::F16 || type == DType::BF16; }
 
 void store_state_row(DType type, const float* src, void* dst, int64_t n) {
+  if (n <= 0 && is_state_type(type)) return;  // an empty state (conv kernel 1) may have no storage at all
   auto* out = static_cast<uint16_t*>(dst);
   switch (type) {
     case DType::F32:
@@ -28,7 +29,7 @@ void store_state_row(DType type, const float* src, void* dst, int64_t n) {
 
 void load_state_row(DType type, const void* src, float* dst, int64_t n) {
   LFM_CHECK(is_state_type(type), "kernels: ", dtype_name(type), " is not a state storage type (f32, f16, bf16)");
-  dequantize_row(type, src, dst, n);
+  if (n > 0) dequantize_row(type, src, dst, n);
 }
 
 void round_to_state_type(DType type, float* x, int64_t n) {
