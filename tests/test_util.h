@@ -70,6 +70,22 @@ double max_abs_diff(std::span<const A> a, std::span<const B> b) {
   return m;
 }
 // A row of n values (e.g. one logits row of a step) against an expected row.
+// A minimal valid tokenizer.json: bytes a, b, c, merge "a b", LFM2's pre-tokenizer layout and a
+// BOS post-processor (for tests that edit one field and expect an error naming it).
+inline nlohmann::json minimal_tokenizer_json() {
+  return nlohmann::json::parse(R"({
+    "added_tokens": [{"id": 0, "content": "<s>", "special": true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\p{L}+|\\s+"}, "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
+    "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1, "b": 2, "c": 3, "ab": 4}, "merges": ["a b"]}
+  })");
+}
+
 inline double max_abs_diff(const float* a, int64_t n, const std::vector<double>& b) {
   return max_abs_diff(std::span<const float>(a, static_cast<size_t>(n)), std::span<const double>(b));
 }

@@ -15,21 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// A minimal valid tokenizer.json: bytes a, b, c, merge "a b", LFM2 pre-tokenizer layout.
-json minimal() {
-  return json::parse(R"({
-    "added_tokens": [{"id": 0, "content": "<s>", "special": true}],
-    "normalizer": null,
-    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-      {"type": "Split", "pattern": {"Regex": "\\p{L}+|\\s+"}, "behavior": "Isolated", "invert": false},
-      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
-    "post_processor": {"type": "TemplateProcessing",
-      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
-    "decoder": {"type": "ByteLevel"},
-    "model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1, "b": 2, "c": 3, "ab": 4}, "merges": ["a b"]}
-  })");
-}
-
 // Builds a Tokenizer from `j` and returns the error message ("" when none is thrown).
 std::string error_of(const json& j) {
   try {
@@ -41,8 +26,8 @@ std::string error_of(const json& j) {
 }
 
 TEST(TokenizerErrors, MinimalSpecIsAccepted) {
-  EXPECT_EQ(error_of(minimal()), "");
-  Tokenizer t(parse_tokenizer_json(minimal()));
+  EXPECT_EQ(error_of(test::minimal_tokenizer_json()), "");
+  Tokenizer t(parse_tokenizer_json(test::minimal_tokenizer_json()));
   EXPECT_EQ(t.encode("abc"), (std::vector<int32_t>{0, 4, 3}));
 }
 
@@ -56,19 +41,19 @@ TEST(TokenizerErrors, BadJson) {
 }
 
 TEST(TokenizerErrors, MissingModel) {
-  json j = minimal();
+  json j = test::minimal_tokenizer_json();
   j.erase("model");
   EXPECT_EQ(error_of(j), "tokenizer.json: missing 'model'");
 }
 
 TEST(TokenizerErrors, UnknownModelType) {
-  json j = minimal();
+  json j = test::minimal_tokenizer_json();
   j["model"]["type"] = "WordPiece";
   EXPECT_EQ(error_of(j), "tokenizer.json: model type 'WordPiece' is not supported (only BPE)");
 }
 
 TEST(TokenizerErrors, MergeNamingUnknownToken) {
-  json j = minimal();
+  json j = test::minimal_tokenizer_json();
   j["model"]["merges"] = {"a z"};
   EXPECT_EQ(error_of(j), "tokenizer.json: merge 0 ('a' 'z') uses token 'z' which is not in the vocabulary");
   j["model"]["merges"] = {"b c"};  // both known, but "bc" is not
@@ -79,7 +64,7 @@ TEST(TokenizerErrors, MergeNamingUnknownToken) {
 
 TEST(TokenizerErrors, MergeCheckAlsoGuardsSpecsFromOtherSources) {
   // A spec filled by another reader (GGUF) is validated again by the Tokenizer.
-  TokenizerSpec spec = parse_tokenizer_json(minimal());
+  TokenizerSpec spec = parse_tokenizer_json(test::minimal_tokenizer_json());
   spec.merges.emplace_back("c", "q");
   try {
     Tokenizer t(spec);
@@ -90,7 +75,7 @@ TEST(TokenizerErrors, MergeCheckAlsoGuardsSpecsFromOtherSources) {
 }
 
 TEST(TokenizerErrors, BadRegex) {
-  json j = minimal();
+  json j = test::minimal_tokenizer_json();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\p{L}+";
   const std::string msg = error_of(j);
   EXPECT_NE(msg.find("tokenizer: pre-tokenizer regex '(\\p{L}+' does not compile: "), std::string::npos) << msg;
@@ -98,40 +83,40 @@ TEST(TokenizerErrors, BadRegex) {
 }
 
 TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
-  json j = minimal();
+  json j = test::minimal_tokenizer_json();
   j["normalizer"] = {{"type", "NFC"}};
   EXPECT_EQ(error_of(j), "tokenizer.json: normalizer 'NFC' is not supported (byte-level BPE models use none)");
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Whitespace"}};
   EXPECT_EQ(error_of(j), "tokenizer.json: pre-tokenizer 'Whitespace' is not supported (expected Split and ByteLevel)");
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
   EXPECT_EQ(error_of(j), "tokenizer.json: Split behavior 'Removed' is not supported (only Isolated)");
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["decoder"] = {{"type", "WordPiece"}};
   EXPECT_EQ(error_of(j), "tokenizer.json: decoder 'WordPiece' is not supported (only ByteLevel)");
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["post_processor"] = {{"type", "BertProcessing"}};
   EXPECT_EQ(error_of(j), "tokenizer.json: post-processor 'BertProcessing' is not supported (expected TemplateProcessing / ByteLevel)");
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["model"]["byte_fallback"] = true;
   EXPECT_EQ(error_of(j), "tokenizer.json: BPE byte_fallback = true is not supported");
 }
 
 TEST(TokenizerErrors, DuplicateIdAndMalformedVocab) {
-  json j = minimal();
+  json j = test::minimal_tokenizer_json();
   j["model"]["vocab"]["d"] = 3;
   EXPECT_NE(error_of(j).find("tokenizer.json: id 3 is used by both"), std::string::npos) << error_of(j);
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["model"]["vocab"]["d"] = "x";
   EXPECT_EQ(error_of(j), "tokenizer.json: vocab entry 'd' has invalid id \"x\"");
-  j = minimal();
+  j = test::minimal_tokenizer_json();
   j["model"].erase("vocab");
   EXPECT_NE(error_of(j).find("tokenizer.json: malformed content"), std::string::npos) << error_of(j);
 }
 
 TEST(TokenizerErrors, InvalidUtf8InputNamesTheByteOffset) {
-  Tokenizer t(parse_tokenizer_json(minimal()));
+  Tokenizer t(parse_tokenizer_json(test::minimal_tokenizer_json()));
   try {
     t.encode(std::string("ab\xC3(", 4));
     FAIL() << "no error";
@@ -144,7 +129,7 @@ TEST(TokenizerErrors, InvalidUtf8InputNamesTheByteOffset) {
 }
 
 TEST(TokenizerErrors, UnknownIdsInDecode) {
-  Tokenizer t(parse_tokenizer_json(minimal()));
+  Tokenizer t(parse_tokenizer_json(test::minimal_tokenizer_json()));
   EXPECT_THROW(t.decode(std::vector<int32_t>{1, 99}), Error);
   EXPECT_THROW(t.decode(std::vector<int32_t>{-1}), Error);
   EXPECT_THROW(t.id_to_token(5), Error);
@@ -166,7 +151,7 @@ TEST(TokenizerErrors, FoldersWithoutTokenizerJson) {
 TEST(TokenizerErrors, BadTokenizerConfigIsReportedWithItsFolder) {
   const test::TempDir tmp("lfm_tok_bad_config");
   const std::string dir = tmp.str();
-  std::ofstream(dir + "/tokenizer.json") << minimal().dump();
+  std::ofstream(dir + "/tokenizer.json") << test::minimal_tokenizer_json().dump();
   std::ofstream(dir + "/tokenizer_config.json") << R"({"eos_token": "<nope>"})";
   try {
     load_tokenizer(dir);
