@@ -27,7 +27,7 @@ void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run,
 // pool's state rows, each run's conv slot is in the pool, and its checkpoints name snapshots of
 // the pool at positions inside the run, in order.
 void check_short_conv(const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel);
-// One run of the short conv (see Backend::short_conv).
+// One run of the short conv (see Backend::short_conv); its arguments passed check_short_conv.
 void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int64_t kernel, const float* w,
                     const float* bias, float* out);
 

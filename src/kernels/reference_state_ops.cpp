@@ -87,16 +87,11 @@ void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int
       std::copy(win.begin() + dim, win.end(), win.begin());
       std::copy(x.begin(), x.end(), win.end() - dim);
     }
-    for (; ck < run.checkpoints.size() && run.checkpoints[ck].pos == run.pos0 + t; ++ck) {
-      const int32_t s = run.checkpoints[ck].snapshot;
-      LFM_CHECK(s >= 0 && s < pool.n_snapshots, "kernels: conv snapshot ", s, " outside the pool of ",
-                pool.n_snapshots);
-      store_state_row(pool.type, win.data(), static_cast<uint8_t*>(pool.snapshots) + s * pool.slot_bytes(),
+    for (; ck < run.checkpoints.size() && run.checkpoints[ck].pos == run.pos0 + t; ++ck)
+      store_state_row(pool.type, win.data(),
+                      static_cast<uint8_t*>(pool.snapshots) + run.checkpoints[ck].snapshot * pool.slot_bytes(),
                       hist * dim);
-    }
   }
-  LFM_CHECK(ck == run.checkpoints.size(), "kernels: conv checkpoint at position ",
-            ck < run.checkpoints.size() ? run.checkpoints[ck].pos : -1, " is outside the run or out of order");
   store_state_row(pool.type, win.data(), slot, hist * dim);
 }
 
