@@ -78,9 +78,13 @@ void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packe
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Decode attention of one query row over `depth` cached positions, LFM2-1.2B's heads (32 query,
-// 8 KV, head_dim 64), f16 K/V in 16-token blocks; GB/s counts the K and V bytes read.
-void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows) {
+// Attention of `rows` query rows after `depth` cached positions, LFM2-1.2B's heads (32 query, 8
+// KV, head_dim 64), f16 K/V in 16-token blocks; GB/s counts the K and V bytes read. Warm: one
+// pool whose block table is scattered, re-read every iteration (it stays in the caches that fit
+// it). Cold: blocks in order (as a fresh sequence gets them) in copies that add up to over 1 GiB,
+// read in turn, so every read comes from memory as in a model's decode, where the weights
+// streaming past evict the KV between layers.
+void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows, bool cold) {
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
@@ -90,18 +94,23 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows)
   const int64_t n_blocks = (n_keys + bt - 1) / bt;
   KvPool kv{nullptr, nullptr, DType::F16, n_blocks, bt, kv_heads, hd};
   const size_t bytes = static_cast<size_t>(n_blocks * bt) * kv.token_bytes();
-  std::vector<uint8_t> k(bytes), v(bytes);
+  const size_t copies = cold ? (size_t{1} << 30) / (2 * bytes) + 1 : 1;
+  std::vector<uint8_t> k(bytes * copies), v(bytes * copies);
   const auto kf = randn(static_cast<size_t>(n_blocks * bt * kv_heads * hd), 3);
-  store_state_row(DType::F16, kf.data(), k.data(), static_cast<int64_t>(kf.size()));
-  store_state_row(DType::F16, kf.data(), v.data(), static_cast<int64_t>(kf.size()));
-  kv.k = k.data();
-  kv.v = v.data();
+  for (size_t c = 0; c < copies; ++c) {
+    store_state_row(DType::F16, kf.data(), k.data() + c * bytes, static_cast<int64_t>(kf.size()));
+    store_state_row(DType::F16, kf.data(), v.data() + c * bytes, static_cast<int64_t>(kf.size()));
+  }
   std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
-  for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)] = static_cast<int32_t>((b * 7) % n_blocks);  // scattered
+  for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)] = static_cast<int32_t>(cold ? b : (b * 7) % n_blocks);
   const SeqRun run{0, rows, depth, blocks, 0, {}};
   const auto q = randn(static_cast<size_t>(rows * heads * hd), 4);
   std::vector<float> out(q.size());
+  size_t copy = 0;
   for (auto _ : state) {
+    kv.k = k.data() + copy * bytes;
+    kv.v = v.data() + copy * bytes;
+    copy = (copy + 1) % copies;
     be->attention(q.data(), kv, std::span<const SeqRun>(&run, 1), heads, 0.125f, out.data());
     benchmark::DoNotOptimize(out.data());
   }
@@ -112,10 +121,13 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows)
 void register_all() {
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
     for (int64_t depth : {512, 8192, 32768})
-      for (int64_t rows : {1, 16}) {
-        const std::string name = std::string("Attention/") + isa_name(isa) + "/d" + std::to_string(depth) + "/rows" + std::to_string(rows);
-        benchmark::RegisterBenchmark(name.c_str(), BM_Attention, isa, depth, rows)->UseRealTime()->Unit(benchmark::kMillisecond);
-      }
+      for (int64_t rows : {1, 16})
+        for (bool cold : {false, true}) {
+          if (cold && (rows != 1 || depth < 8192)) continue;  // decode at depth: the memory-bound case
+          const std::string name = std::string("Attention/") + isa_name(isa) + "/d" + std::to_string(depth) + "/rows" +
+                                   std::to_string(rows) + (cold ? "/cold" : "");
+          benchmark::RegisterBenchmark(name.c_str(), BM_Attention, isa, depth, rows, cold)->UseRealTime()->Unit(benchmark::kMillisecond);
+        }
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
       for (int64_t n : {1, 128})

@@ -225,6 +225,60 @@ TEST_P(StateKernelsTest, PagedAttentionIgnoresNeighboursChunkingAndBlockSize) {
     }
 }
 
+// Contexts longer than the SIMD backends' 256-key segments: a one-row step (decode) splits its
+// context over the threads segment by segment, a many-row step walks the segments in order, and
+// both must give every query the same bits, whatever the step pattern, the neighbours, the block
+// size or the thread count; and the right values (checked against float64 around the segment
+// boundaries).
+TEST_P(StateKernelsTest, PagedAttentionOverLongContextsIsExactAndInvariant) {
+  const int64_t H = 8, G = 2, n = 540;
+  const float scale = 0.125f;
+  ThreadPool one_thread(1);
+  auto serial = make_backend_for(parse_isa(GetParam()), one_thread);
+  // Decode steps across the boundaries at 256 and 512, prefill chunks in between.
+  std::vector<int64_t> decode_steps = {250};
+  for (int i = 0; i < 10; ++i) decode_steps.push_back(1);
+  decode_steps.push_back(240);
+  for (int i = 0; i < 20; ++i) decode_steps.push_back(1);
+  decode_steps.push_back(20);
+  for (int64_t hd : {64, 128})
+    for (DType type : kTypes) {
+      std::vector<float> reference;
+      for (int64_t bt : {16, 5}) {
+        if (bt == 5 && type != DType::F16) continue;  // the block size matters to the addressing only
+        int64_t n_blocks = 0;
+        auto seqs = make_seqs({n, 40, 3}, H, G, hd, bt, n_blocks, 11 + hd);
+        auto alone = std::vector<Seq>{seqs[0]};
+        for (const std::vector<int64_t>& chunks : {std::vector<int64_t>{n}, decode_steps}) {
+          TestKv kv1(type, n_blocks, bt, G, hd), kv2(type, n_blocks, bt, G, hd);
+          const auto a = run_attention(kv1, alone, chunks, H, scale)[0];
+          const auto b = run_attention(kv2, seqs, chunks, H, scale)[0];
+          ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+              << "head_dim " << hd << " " << dtype_name(type) << " block " << bt << ": neighbours changed it";
+          if (reference.empty()) {
+            reference = a;
+            for (int64_t i : {0, 255, 256, 257, 300, 511, 512, 513, 539}) {
+              const auto want = dense_attention(seqs[0], type, i, H, G, hd, scale);
+              for (int64_t e = 0; e < H * hd; ++e)
+                ASSERT_NEAR(a[i * H * hd + e], want[e], 2e-5)
+                    << "head_dim " << hd << " " << dtype_name(type) << " pos " << i << " elem " << e;
+            }
+          }
+          ASSERT_EQ(std::memcmp(a.data(), reference.data(), a.size() * 4), 0)
+              << "head_dim " << hd << " " << dtype_name(type) << " block " << bt << " steps " << chunks.size()
+              << ": step pattern or block size changed it";
+        }
+        // One thread instead of three: the same bits.
+        std::swap(be_, serial);
+        TestKv kv(type, n_blocks, bt, G, hd);
+        const auto c = run_attention(kv, seqs, decode_steps, H, scale)[0];
+        std::swap(be_, serial);
+        ASSERT_EQ(std::memcmp(c.data(), reference.data(), c.size() * 4), 0)
+            << "head_dim " << hd << " " << dtype_name(type) << " block " << bt << ": thread count changed it";
+      }
+    }
+}
+
 TEST_P(StateKernelsTest, BadRunsAreRejected) {
   TestKv kv(DType::F32, 2, 4, 1, 4);
   std::vector<float> q(4 * 4), k(4), v(4), out(4 * 4);
