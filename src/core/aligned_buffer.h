@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace lfm {
 
@@ -36,5 +37,23 @@ class AlignedBuffer {
   void* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// A std::vector allocator handing out 64-byte aligned storage: whole-vector loads and stores of
+// scratch then never straddle cache lines (a straddling AVX-512 access costs two, and a load
+// cannot be forwarded from a straddling store).
+template <typename T>
+struct Aligned64Allocator {
+  using value_type = T;
+  Aligned64Allocator() = default;
+  template <typename U>
+  Aligned64Allocator(const Aligned64Allocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
+  template <typename U>
+  bool operator==(const Aligned64Allocator<U>&) const noexcept { return true; }
+};
+
+template <typename T>
+using AlignedVector = std::vector<T, Aligned64Allocator<T>>;
 
 }  // namespace lfm

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu/packed_acts.h"

@@ -7,17 +7,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/dtype.h"
 
 namespace lfm {
 
 struct PackedActs {
   int64_t n = 0, K = 0, blocks = 0;
-  std::vector<int8_t> q;      // [n][K]          quantized x
-  std::vector<float> dx;      // [n][blocks]     each block's scale
-  std::vector<int32_t> off;   // [n][blocks][2]  Q4_0 / Q8_0: [0] = offset · Σ q of the block;
+  AlignedVector<int8_t> q;      // [n][K]          quantized x
+  AlignedVector<float> dx;      // [n][blocks]     each block's scale
+  AlignedVector<int32_t> off;   // [n][blocks][2]  Q4_0 / Q8_0: [0] = offset · Σ q of the block;
                               //                 Q6_K: 32 · Σ q of elements 0..15 and of 16..31
-  std::vector<float> sx;      // [n][blocks]     Q4_K / Q5_K: dx · Σ q (for the mins)
+  AlignedVector<float> sx;      // [n][blocks]     Q4_K / Q5_K: dx · Σ q (for the mins)
 
   // Sizes the buffers for n tokens of K values against weights of type wt.
   void reset(int64_t n_tokens, int64_t k, DType wt) {
