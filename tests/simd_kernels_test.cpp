@@ -223,6 +223,23 @@ TEST_P(SimdKernelsTest, ElementwiseOpsMatchReference) {
   }
 }
 
+// RoPE: the reference's bits for head sizes with and without a vector tail, one token and many
+// (split over the threads), positions far apart.
+TEST_P(SimdKernelsTest, RopeMatchesReferenceBitwise) {
+  for (int64_t hd : {64, 6, 130})
+    for (int64_t n : {1, 37}) {
+      const int64_t heads = 3;
+      std::vector<float> inv(static_cast<size_t>(hd / 2));
+      for (int64_t j = 0; j < hd / 2; ++j) inv[static_cast<size_t>(j)] = std::pow(1e6f, -2.0f * j / hd);
+      std::vector<int64_t> pos(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = (t * 7919) % 40000;
+      auto a = randn(static_cast<size_t>(n * heads * hd), 21, 2.0f), b = a;
+      ref_.rope_neox(a.data(), n, heads, hd, pos.data(), inv.data());
+      simd_->rope_neox(b.data(), n, heads, hd, pos.data(), inv.data());
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "head_dim " << hd << " tokens " << n;
+    }
+}
+
 // The column-pair layout holds every stored BF16 value where weight_pack.h says: row r in lane
 // r % 16 of panel r / 16, columns 2c and 2c+1 in pair c; zeros past the last row and column.
 // kRowsCopy: the plain types' rows copied into owned memory. The kernels read the copy (the

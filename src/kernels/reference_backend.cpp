@@ -38,17 +38,21 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
   }
 }
 
+void rope_angles(int64_t position, const float* inv_freq, int64_t half, float* cs, float* sn) {
+  for (int64_t j = 0; j < half; ++j) {
+    // float32 angle like transformers (position · inv_freq in fp32), cos/sin of that value.
+    const float angle = static_cast<float>(position) * inv_freq[j];
+    cs[j] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    sn[j] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+}
+
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq) {
   const int64_t half = head_dim / 2;
   std::vector<float> cs(half), sn(half);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t j = 0; j < half; ++j) {
-      // float32 angle like transformers (position · inv_freq in fp32), cos/sin of that value.
-      const float angle = static_cast<float>(positions[t]) * inv_freq[j];
-      cs[j] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sn[j] = static_cast<float>(std::sin(static_cast<double>(angle)));
-    }
+    rope_angles(positions[t], inv_freq, half, cs.data(), sn.data());
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * head_dim;
       for (int64_t j = 0; j < half; ++j) {

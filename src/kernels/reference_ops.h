@@ -13,6 +13,9 @@ float dot(const float* a, const float* b, int64_t n);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq);
+// cos and sin of position · inv_freq[j], j < half, as transformers computes them (the angle in
+// float32, its cos/sin rounded to float32): the table rope_neox rotates one token by.
+void rope_angles(int64_t position, const float* inv_freq, int64_t half, float* cs, float* sn);
 void softmax(float* x, int64_t n);
 // Checks that a run's block table covers its positions and names only blocks of the pool.
 void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks);

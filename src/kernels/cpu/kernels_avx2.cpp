@@ -10,8 +10,8 @@
 #include <span>
 #include <vector>
 
-#include "core/error.h"
 #include "core/aligned_buffer.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/packed_acts.h"
 #include "kernels/cpu/simd_backends.h"
