@@ -1,4 +1,6 @@
-// Owned, 64-byte aligned storage (cache-line and AVX-512 friendly).
+// Owned, 64-byte aligned storage (cache-line and AVX-512 friendly). Buffers of 2 MiB and more
+// are 2 MiB-aligned mappings offered to transparent huge pages (LFM_HUGEPAGES=0: ordinary
+// pages). Contents start unspecified.
 #pragma once
 
 #include <cstddef>
@@ -13,17 +15,14 @@ namespace lfm {
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t bytes) : size_(bytes) {
-    if (bytes) {
-      data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-      if (!data_) throw std::bad_alloc();
-    }
-  }
-  ~AlignedBuffer() { std::free(data_); }
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  explicit AlignedBuffer(size_t bytes);
+  ~AlignedBuffer() { release(); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), mapped_(std::exchange(o.mapped_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
+    std::swap(mapped_, o.mapped_);
     return *this;
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
@@ -32,10 +31,15 @@ class AlignedBuffer {
   void* data() { return data_; }
   const void* data() const { return data_; }
   size_t size() const { return size_; }
+  // True when the storage is a huge-page-eligible mapping (see above).
+  bool huge_page_mapped() const { return mapped_ != 0; }
 
  private:
+  void release() noexcept;
+
   void* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // length of the mapping, 0 when the storage came from aligned_alloc
 };
 
 // A std::vector allocator handing out 64-byte aligned storage: whole-vector loads and stores of

@@ -105,23 +105,32 @@ size_t rows16_panel_bytes(DType t, int64_t cols) {
   return static_cast<size_t>((blocks + 1) / 2) * rows16_unit_bytes(t);
 }
 
-AlignedBuffer pack_rows16(const TensorView& w) {
+namespace {
+
+void check_rows16(const TensorView& w) {
   LFM_CHECK(rows16_packable(w.dtype), "weight pack: no 16-row layout for ", dtype_name(w.dtype));
   const int64_t blk = is_kquant(w.dtype) ? quant::kQK_K : 32;
   LFM_CHECK(w.shape.size() == 2 && w.shape[1] % blk == 0, "weight pack: expected a [rows, ", blk,
             "·k] matrix, got ", shape_str(w.shape));
+}
+
+size_t rows16_bytes(const TensorView& w) {
+  check_rows16(w);
+  const int64_t panels = (w.shape[0] + kPackRows - 1) / kPackRows;
+  return static_cast<size_t>(panels) * rows16_panel_bytes(w.dtype, w.shape[1]);
+}
+
+void pack_rows16_into(const TensorView& w, uint8_t* base) {
   const int64_t M = w.shape[0], panels = (M + kPackRows - 1) / kPackRows;
   const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
   const size_t src_block = static_cast<size_t>(dtype_traits(w.dtype).block_bytes);
-  AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
-  std::memset(out.data(), 0, out.size());  // rows past M, and the high-bit planes ORed into below
-  auto* base = static_cast<uint8_t*>(out.data());
+  std::memset(base, 0, rows16_bytes(w));  // rows past M, and the high-bit planes ORed into below
   if (is_kquant(w.dtype)) {
     for (int64_t r = 0; r < M; ++r)
       for (int64_t s = 0; s < w.shape[1] / quant::kQK_K; ++s)
         pack_kquant_row(w.dtype, unpack_kquant(w.dtype, w.row(r) + s * src_block), r % kPackRows,
                         base + (r / kPackRows) * panel_bytes + s * unit);
-    return out;
+    return;
   }
   const int64_t blocks = w.shape[1] / 32, G = rows16_group_count(w.dtype);
   const bool q8 = w.dtype == DType::Q8_0;
@@ -142,51 +151,75 @@ AlignedBuffer pack_rows16(const TensorView& w) {
       }
     }
   }
-  return out;
 }
 
-size_t pairs16_panel_bytes(int64_t cols) { return static_cast<size_t>((cols + 1) / 2) * 64; }
-
-AlignedBuffer pack_pairs16(const TensorView& w) {
+void check_pairs16(const TensorView& w) {
   LFM_CHECK(w.dtype == DType::BF16, "weight pack: no column-pair layout for ", dtype_name(w.dtype));
   LFM_CHECK(w.shape.size() == 2, "weight pack: expected a matrix, got ", shape_str(w.shape));
-  const int64_t M = w.shape[0], K = w.shape[1], panels = (M + kPackRows - 1) / kPackRows;
+}
+
+size_t pairs16_bytes(const TensorView& w) {
+  check_pairs16(w);
+  return static_cast<size_t>((w.shape[0] + kPackRows - 1) / kPackRows) * pairs16_panel_bytes(w.shape[1]);
+}
+
+void pack_pairs16_into(const TensorView& w, uint8_t* base) {
+  const int64_t M = w.shape[0], K = w.shape[1];
   const size_t panel_bytes = pairs16_panel_bytes(K);
-  AlignedBuffer out(static_cast<size_t>(panels) * panel_bytes);
-  std::memset(out.data(), 0, out.size());
-  auto* base = static_cast<uint8_t*>(out.data());
+  std::memset(base, 0, pairs16_bytes(w));
   for (int64_t r = 0; r < M; ++r) {
     const uint8_t* row = w.row(r);
     uint8_t* lane = base + (r / kPackRows) * panel_bytes + 4 * (r % kPackRows);
     for (int64_t c = 0; c < K / 2; ++c) std::memcpy(lane + c * 64, row + 4 * c, 4);  // one column pair
     if (K % 2) std::memcpy(lane + (K / 2) * 64, row + 2 * (K - 1), 2);
   }
+}
+
+size_t rows_copy_bytes(const TensorView& w) {
+  LFM_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+            "weight pack: kRowsCopy holds F32/F16/BF16 matrices, not ", dtype_name(w.dtype));
+  LFM_CHECK(w.data && w.nbytes == w.row_bytes() * static_cast<size_t>(w.rows()),
+            "weight pack: a ", shape_str(w.shape), " matrix of ", w.nbytes, " bytes cannot be copied by rows");
+  return w.nbytes;
+}
+
+}  // namespace
+
+size_t pairs16_panel_bytes(int64_t cols) { return static_cast<size_t>((cols + 1) / 2) * 64; }
+
+size_t packed_size(PackedLayout layout, const TensorView& w) {
+  switch (layout) {
+    case PackedLayout::kRows16: return rows16_bytes(w);
+    case PackedLayout::kPairs16: return pairs16_bytes(w);
+    case PackedLayout::kRowsCopy: return rows_copy_bytes(w);
+    default: throw Error("weight pack: no layout to pack into");
+  }
+}
+
+void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst) {
+  auto* out = static_cast<uint8_t*>(dst);
+  switch (layout) {
+    case PackedLayout::kRows16: return pack_rows16_into(w, out);
+    case PackedLayout::kPairs16: return pack_pairs16_into(w, out);
+    case PackedLayout::kRowsCopy: std::memcpy(out, w.data, rows_copy_bytes(w)); return;
+    default: throw Error("weight pack: no layout to pack into");
+  }
+}
+
+AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w) {
+  AlignedBuffer out(packed_size(layout, w));
+  pack_weight_into(layout, w, out.data());
   return out;
 }
+
+AlignedBuffer pack_rows16(const TensorView& w) { return pack_weight(PackedLayout::kRows16, w); }
+AlignedBuffer pack_pairs16(const TensorView& w) { return pack_weight(PackedLayout::kPairs16, w); }
+AlignedBuffer copy_rows(const TensorView& w) { return pack_weight(PackedLayout::kRowsCopy, w); }
 
 PackedLayout cpu_packed_layout(const TensorView& w) {
   const PackedLayout l = cpu_packed_layout(w.dtype);
   if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1]))) return PackedLayout::kRowsCopy;
   return l;
-}
-
-AlignedBuffer copy_rows(const TensorView& w) {
-  LFM_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
-            "weight pack: kRowsCopy holds F32/F16/BF16 matrices, not ", dtype_name(w.dtype));
-  LFM_CHECK(w.data && w.nbytes == w.row_bytes() * static_cast<size_t>(w.rows()),
-            "weight pack: a ", shape_str(w.shape), " matrix of ", w.nbytes, " bytes cannot be copied by rows");
-  AlignedBuffer b(w.nbytes);
-  std::memcpy(b.data(), w.data, w.nbytes);
-  return b;
-}
-
-AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w) {
-  switch (layout) {
-    case PackedLayout::kRows16: return pack_rows16(w);
-    case PackedLayout::kPairs16: return pack_pairs16(w);
-    case PackedLayout::kRowsCopy: return copy_rows(w);
-    default: throw Error("weight pack: no layout to pack into");
-  }
 }
 
 PackedLayout cpu_packed_layout(DType t) {

@@ -70,6 +70,11 @@ AlignedBuffer pack_pairs16(const TensorView& w);
 AlignedBuffer copy_rows(const TensorView& w);
 // pack_rows16, pack_pairs16 or copy_rows, as `layout` says.
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
+// The same in two steps, for callers that place many copies in one buffer: the bytes w's copy
+// takes in `layout` (checks w as the packers do; throws lfm::Error), then the copy written to dst
+// (that many bytes, 64-byte aligned).
+size_t packed_size(PackedLayout layout, const TensorView& w);
+void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst);
 
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
 // than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and

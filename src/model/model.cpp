@@ -56,12 +56,21 @@ void for_each_matmul_weight(ModelWeights& w, F&& f) {
 
 // Copies the matrices the CPU kernels read faster in another layout (kernels/weight_pack.h) and
 // lets the source drop the originals' pages, so resident memory stays about one model's worth.
+// The copies share one buffer: it is large enough to be all huge pages (core/aligned_buffer.h),
+// and no copy leaves a partly used page behind.
 void Model::pack_matrices() {
   std::vector<TensorView*> todo;
   for_each_matmul_weight(weights_, [&](TensorView& t) {
     if (t.data && cpu_packed_layout(t) != PackedLayout::kNone) todo.push_back(&t);
   });
-  packed_.resize(todo.size());
+  std::vector<PackedLayout> layouts(todo.size());
+  std::vector<size_t> offsets(todo.size() + 1, 0);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    layouts[i] = cpu_packed_layout(*todo[i]);
+    offsets[i + 1] = offsets[i] + (packed_size(layouts[i], *todo[i]) + 63) / 64 * 64;
+  }
+  packed_ = AlignedBuffer(offsets.back());
+  auto* arena = static_cast<uint8_t*>(packed_.data());
   const void* embed = weights_.embed.data;
   // Tensors are independent: one worker per core takes the next one, and hands the original's
   // pages back as soon as its copy exists (resident memory stays near one model's worth).
@@ -71,7 +80,7 @@ void Model::pack_matrices() {
   auto worker = [&] {
     for (size_t i; (i = next++) < todo.size();) {
       try {
-        packed_[i] = pack_weight(cpu_packed_layout(*todo[i]), *todo[i]);
+        pack_weight_into(layouts[i], *todo[i], arena + offsets[i]);
         if (todo[i]->data != embed) source_->drop_pages(*todo[i]);  // embedding lookups read a tied table
       } catch (...) {
         std::lock_guard lock(error_mu);
@@ -91,16 +100,15 @@ void Model::pack_matrices() {
   for (auto& th : threads) th.join();
   if (error) std::rethrow_exception(error);
   for (size_t i = 0; i < todo.size(); ++i) {
-    todo[i]->packed = packed_[i].data();
-    todo[i]->packed_layout = cpu_packed_layout(*todo[i]);
+    todo[i]->packed = arena + offsets[i];
+    todo[i]->packed_layout = layouts[i];
+    packed_ranges_.push_back({arena + offsets[i], offsets[i + 1] - offsets[i]});
   }
 }
 
-size_t Model::packed_bytes() const {
-  size_t n = 0;
-  for (const AlignedBuffer& b : packed_) n += b.size();
-  return n;
-}
+size_t Model::packed_bytes() const { return packed_.size(); }
+
+std::vector<std::pair<const void*, size_t>> Model::packed_ranges() const { return packed_ranges_; }
 
 int64_t Model::parameter_count() const {
   int64_t n = 0;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -33,6 +34,8 @@ class Model {
   size_t expert_bytes() const;
   // Bytes of packed matrix copies the CPU kernels read instead of the stored ones (0 if none).
   size_t packed_bytes() const;
+  // Where those copies live: (address, bytes) per packed matrix.
+  std::vector<std::pair<const void*, size_t>> packed_ranges() const;
 
  private:
   void pack_matrices();
@@ -40,7 +43,8 @@ class Model {
   ModelConfig cfg_;
   std::unique_ptr<TensorSource> source_;
   ModelWeights weights_;
-  std::vector<AlignedBuffer> packed_;  // kernel-layout copies the weight views point into
+  AlignedBuffer packed_;  // kernel-layout copies the weight views point into, one after another
+  std::vector<std::pair<const void*, size_t>> packed_ranges_;  // each copy's bytes in packed_
   std::vector<int64_t> slot_;
   std::vector<float> inv_freq_;
 };
