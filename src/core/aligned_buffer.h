@@ -33,6 +33,9 @@ class AlignedBuffer {
   size_t size() const { return size_; }
   // True when the storage is a huge-page-eligible mapping (see above).
   bool huge_page_mapped() const { return mapped_ != 0; }
+  // Whether big buffers become such mappings: Linux, not turned off by LFM_HUGEPAGES=0, not an
+  // AddressSanitizer build.
+  static bool huge_pages_enabled();
 
  private:
   void release() noexcept;
