@@ -35,32 +35,47 @@ double measure_read_bandwidth(ThreadPool& pool, std::span<const std::pair<const 
       pieces.push_back({static_cast<const uint8_t*>(p) + off, std::min(n - off, size_t{1} << 20)});
     total += n;
   }
-  const Isa isa = selected_isa();
-  auto read = [&](const Piece& pc) -> float {
-    if (isa == Isa::kAvx512) return stream_read_avx512(pc.p, pc.n);
-    if (isa == Isa::kAvx2) return stream_read_avx2(pc.p, pc.n);
-    uint64_t s = 0;
-    for (size_t i = 0; i + 8 <= pc.n; i += 8) {
-      uint64_t v;
-      std::memcpy(&v, pc.p + i, 8);
-      s ^= v;
-    }
-    return static_cast<float>(s & 0xffff);
+  // Several read loops, the fastest counting: which one streams best depends on the CPU (on the
+  // 2-core Xeon here, 512-bit loads alone reach 31 GB/s, 256-bit loads 37, 512-bit loads with a
+  // prefetch 1 KiB ahead 38-39).
+  using Reader = float (*)(const void*, size_t, size_t);
+  struct Loop {
+    Reader read;
+    size_t prefetch;
   };
+  std::vector<Loop> loops;
+  const Isa isa = selected_isa();
+  for (size_t prefetch : {size_t{0}, size_t{1024}}) {
+    if (isa == Isa::kAvx512) loops.push_back({stream_read_avx512, prefetch});
+    if (isa == Isa::kAvx512 || isa == Isa::kAvx2) loops.push_back({stream_read_avx2, prefetch});
+  }
+  if (loops.empty())
+    loops.push_back({[](const void* v, size_t n, size_t) {
+                       const auto* p = static_cast<const uint8_t*>(v);
+                       uint64_t s = 0;
+                       for (size_t i = 0; i + 8 <= n; i += 8) {
+                         uint64_t x;
+                         std::memcpy(&x, p + i, 8);
+                         s ^= x;
+                       }
+                       return static_cast<float>(s & 0xffff);
+                     },
+                     0});
   double best = 0;
   std::atomic<uint64_t> sink{0};
-  for (int pass = 0; pass < passes; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
-      float acc = 0;
-      for (int64_t i = b; i < e; ++i) acc += read(pieces[i]);
-      uint32_t bits;
-      std::memcpy(&bits, &acc, 4);
-      sink.fetch_xor(bits, std::memory_order_relaxed);  // keeps the reads alive
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0) best = std::max(best, static_cast<double>(total) / s);
-  }
+  for (const Loop& loop : loops)
+    for (int pass = 0; pass < passes; ++pass) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
+        float acc = 0;
+        for (int64_t i = b; i < e; ++i) acc += loop.read(pieces[i].p, pieces[i].n, loop.prefetch);
+        uint32_t bits;
+        std::memcpy(&bits, &acc, 4);
+        sink.fetch_xor(bits, std::memory_order_relaxed);  // keeps the reads alive
+      });
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > 0) best = std::max(best, static_cast<double>(total) / s);
+    }
   volatile uint64_t keep = sink.load();
   (void)keep;
   return best;

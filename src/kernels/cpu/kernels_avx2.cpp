@@ -39,7 +39,9 @@ using V = simd::Avx2;
 }  // namespace lfm::isa_avx2
 
 namespace lfm {
-float stream_read_avx2(const void* p, size_t n) { return isa_avx2::stream_read(static_cast<const uint8_t*>(p), n); }
+float stream_read_avx2(const void* p, size_t n, size_t prefetch) {
+  return isa_avx2::stream_read(static_cast<const uint8_t*>(p), n, prefetch);
+}
 std::unique_ptr<Backend> make_avx2_backend(ThreadPool& pool) {
   return std::make_unique<isa_avx2::SimdBackend>(pool, "cpu-avx2");
 }

@@ -48,7 +48,9 @@ using V = simd::Avx512;
 }  // namespace lfm::isa_avx512
 
 namespace lfm {
-float stream_read_avx512(const void* p, size_t n) { return isa_avx512::stream_read(static_cast<const uint8_t*>(p), n); }
+float stream_read_avx512(const void* p, size_t n, size_t prefetch) {
+  return isa_avx512::stream_read(static_cast<const uint8_t*>(p), n, prefetch);
+}
 std::unique_ptr<Backend> make_avx512_backend(ThreadPool& pool) {
   return std::make_unique<isa_avx512::SimdBackend>(pool, "cpu-avx512");
 }
