@@ -4,6 +4,7 @@
 // Run: build/bench/lfm_microbench --benchmark_filter=Matmul
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <tuple>
@@ -58,7 +59,10 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
   return w;
 }
 
-void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packed) {
+// cold (packed weights only): the packed matrix copied end to end into a buffer of more than
+// 1 GiB (huge pages, like the model's) and a different copy read each iteration, so the weights
+// come from memory as in a model's decode.
+void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packed, bool cold) {
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
@@ -68,8 +72,18 @@ void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packe
   const Weight& w = weight(dt, out, in, packed);
   const auto x = randn(static_cast<size_t>(n * in), 2);
   std::vector<float> y(static_cast<size_t>(n * out));
+  TensorView view = w.view;
+  const size_t bytes = cold ? packed_size(view.packed_layout, w.view) : 0;
+  const size_t copies = cold ? (size_t{1} << 30) / bytes + 1 : 0;
+  AlignedBuffer many(bytes * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(static_cast<uint8_t*>(many.data()) + c * bytes, w.packed.data(), bytes);
+  size_t copy = 0;
   for (auto _ : state) {
-    be->matmul(x.data(), n, w.view, y.data());
+    if (cold) {
+      view.packed = static_cast<const uint8_t*>(many.data()) + copy * bytes;
+      copy = (copy + 1) % copies;
+    }
+    be->matmul(x.data(), n, view, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes.size()), benchmark::Counter::kIsIterationInvariantRate,
@@ -136,7 +150,10 @@ void register_all() {
           if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || (dt == DType::BF16 && isa == Isa::kAvx512)))) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +
                                    "/n" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+          if (packed && n == 1)  // decode from memory
+            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, n, packed, true)
+                ->UseRealTime()->Unit(benchmark::kMillisecond);
         }
 }
 
