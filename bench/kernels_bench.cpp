@@ -109,11 +109,11 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows,
   KvPool kv{nullptr, nullptr, DType::F16, n_blocks, bt, kv_heads, hd};
   const size_t bytes = static_cast<size_t>(n_blocks * bt) * kv.token_bytes();
   const size_t copies = cold ? (size_t{1} << 30) / (2 * bytes) + 1 : 1;
-  std::vector<uint8_t> k(bytes * copies), v(bytes * copies);
+  AlignedBuffer k(bytes * copies), v(bytes * copies);  // huge pages, as the model's KV pools
   const auto kf = randn(static_cast<size_t>(n_blocks * bt * kv_heads * hd), 3);
   for (size_t c = 0; c < copies; ++c) {
-    store_state_row(DType::F16, kf.data(), k.data() + c * bytes, static_cast<int64_t>(kf.size()));
-    store_state_row(DType::F16, kf.data(), v.data() + c * bytes, static_cast<int64_t>(kf.size()));
+    store_state_row(DType::F16, kf.data(), static_cast<uint8_t*>(k.data()) + c * bytes, static_cast<int64_t>(kf.size()));
+    store_state_row(DType::F16, kf.data(), static_cast<uint8_t*>(v.data()) + c * bytes, static_cast<int64_t>(kf.size()));
   }
   std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)] = static_cast<int32_t>(cold ? b : (b * 7) % n_blocks);
@@ -122,8 +122,8 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows,
   std::vector<float> out(q.size());
   size_t copy = 0;
   for (auto _ : state) {
-    kv.k = k.data() + copy * bytes;
-    kv.v = v.data() + copy * bytes;
+    kv.k = static_cast<uint8_t*>(k.data()) + copy * bytes;
+    kv.v = static_cast<uint8_t*>(v.data()) + copy * bytes;
     copy = (copy + 1) % copies;
     be->attention(q.data(), kv, std::span<const SeqRun>(&run, 1), heads, 0.125f, out.data());
     benchmark::DoNotOptimize(out.data());
