@@ -60,15 +60,16 @@ void for_each_matmul_weight(ModelWeights& w, F&& f) {
 // and no copy leaves a partly used page behind.
 void Model::pack_matrices() {
   std::vector<TensorView*> todo;
+  std::vector<PackedLayout> layouts;
   for_each_matmul_weight(weights_, [&](TensorView& t) {
-    if (t.data && cpu_packed_layout(t) != PackedLayout::kNone) todo.push_back(&t);
+    const PackedLayout layout = t.data ? cpu_packed_layout(t) : PackedLayout::kNone;
+    if (layout == PackedLayout::kNone) return;
+    todo.push_back(&t);
+    layouts.push_back(layout);
   });
-  std::vector<PackedLayout> layouts(todo.size());
   std::vector<size_t> offsets(todo.size() + 1, 0);
-  for (size_t i = 0; i < todo.size(); ++i) {
-    layouts[i] = cpu_packed_layout(*todo[i]);
+  for (size_t i = 0; i < todo.size(); ++i)
     offsets[i + 1] = offsets[i] + (packed_size(layouts[i], *todo[i]) + 63) / 64 * 64;
-  }
   packed_ = AlignedBuffer(offsets.back());
   auto* arena = static_cast<uint8_t*>(packed_.data());
   const void* embed = weights_.embed.data;
