@@ -294,6 +294,31 @@ TEST_P(StateKernelsTest, BadRunsAreRejected) {
   EXPECT_THROW(be_->attention(q.data(), kv.pool, std::span<const SeqRun>(&r, 1), 4, 1.0f, out.data()), Error);
 }
 
+// The pool layout state_pools.h documents (keys dim-major per block, values one row per
+// position), as kv_write stores it: another backend (or a debugger) can read it by those offsets.
+TEST_P(StateKernelsTest, KvWriteStoresTheDocumentedLayout) {
+  const int64_t G = 3, hd = 5, bt = 4;
+  TestKv kv(DType::F32, 3, bt, G, hd);
+  const std::vector<int32_t> blocks = {2, 0};  // positions 0-3 in block 2, 4-7 in block 0
+  SeqRun r;
+  r.n_rows = 6;
+  r.blocks = blocks;
+  const auto k = randn(static_cast<size_t>(r.n_rows * G * hd), 5), v = randn(k.size(), 6);
+  be_->kv_write(kv.pool, std::span<const SeqRun>(&r, 1), k.data(), v.data());
+  for (int64_t p = 0; p < r.n_rows; ++p)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t d = 0; d < hd; ++d) {
+        const int64_t b = blocks[static_cast<size_t>(p / bt)], t = p % bt;
+        float kf, vf;
+        std::memcpy(&kf, kv.k.data() + kv.pool.key_elem_offset(b, g, d, t), 4);
+        std::memcpy(&vf, kv.v.data() + kv.pool.value_row_offset(b, g, t) + static_cast<size_t>(d) * 4, 4);
+        ASSERT_EQ(kf, k[static_cast<size_t>((p * G + g) * hd + d)]) << "key pos " << p << " head " << g << " dim " << d;
+        ASSERT_EQ(vf, v[static_cast<size_t>((p * G + g) * hd + d)]) << "value pos " << p << " head " << g << " dim " << d;
+      }
+  // Dimension d of a key sits block_tokens values after dimension d - 1.
+  EXPECT_EQ(kv.pool.key_elem_offset(1, 2, 3, 1) - kv.pool.key_elem_offset(1, 2, 2, 1), static_cast<size_t>(bt) * 4);
+}
+
 // ---- short conv ----
 
 struct TestConv {

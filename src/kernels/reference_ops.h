@@ -19,9 +19,12 @@ void rope_angles(int64_t position, const float* inv_freq, int64_t half, float* c
 void softmax(float* x, int64_t n);
 // Checks that a run's block table covers its positions and names only blocks of the pool.
 void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks);
-// Address of KV head `head`'s row at position `pos` of a sequence in a K or V pool (`base` is
-// pool.k or pool.v).
-const uint8_t* kv_row(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head);
+// Address of KV head `head`'s value row at position `pos` of a sequence (in pool.v).
+const uint8_t* value_row(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head);
+// KV head `head`'s key at position `pos` of a sequence, gathered from the dim-major pool.k as
+// float32 (out [head_dim]), or stored into it rounded to the pool's type (in [head_dim]).
+void load_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head, float* out);
+void store_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head, const float* in);
 // Query row i (of run `run`), head h of paged causal GQA attention; scores has room for
 // run.pos0 + i + 1 floats, kbuf for head_dim.
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,

@@ -40,8 +40,37 @@ void check_run(const SeqRun& r, int64_t block_tokens, int64_t n_blocks) {
               n_blocks);
 }
 
-const uint8_t* kv_row(const void* base, const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head) {
-  return static_cast<const uint8_t*>(base) + pool.row_offset(blocks[pos / pool.block_tokens], head, pos % pool.block_tokens);
+const uint8_t* value_row(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head) {
+  return static_cast<const uint8_t*>(pool.v) +
+         pool.value_row_offset(blocks[pos / pool.block_tokens], head, pos % pool.block_tokens);
+}
+
+namespace {
+constexpr int64_t kKeyChunk = 64;  // key values converted per pass (a stack buffer of 64 × 4 bytes)
+}  // namespace
+
+void load_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head, float* out) {
+  const int64_t block = blocks[pos / pool.block_tokens], t = pos % pool.block_tokens;
+  const size_t es = pool.elem_bytes();
+  const auto* k = static_cast<const uint8_t*>(pool.k);
+  uint8_t buf[kKeyChunk * 4];
+  for (int64_t d0 = 0; d0 < pool.head_dim; d0 += kKeyChunk) {
+    const int64_t n = std::min(kKeyChunk, pool.head_dim - d0);
+    for (int64_t d = 0; d < n; ++d) std::memcpy(buf + d * es, k + pool.key_elem_offset(block, head, d0 + d, t), es);
+    load_state_row(pool.type, buf, out + d0, n);
+  }
+}
+
+void store_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head, const float* in) {
+  const int64_t block = blocks[pos / pool.block_tokens], t = pos % pool.block_tokens;
+  const size_t es = pool.elem_bytes();
+  auto* k = static_cast<uint8_t*>(pool.k);
+  uint8_t buf[kKeyChunk * 4];
+  for (int64_t d0 = 0; d0 < pool.head_dim; d0 += kKeyChunk) {
+    const int64_t n = std::min(kKeyChunk, pool.head_dim - d0);
+    store_state_row(pool.type, in + d0, buf, n);
+    for (int64_t d = 0; d < n; ++d) std::memcpy(k + pool.key_elem_offset(block, head, d0 + d, t), buf + d * es, es);
+  }
 }
 
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,
@@ -52,14 +81,14 @@ void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run,
   const float* qi = q + (row * n_heads + h) * hd;
   const int64_t n_keys = run.pos0 + i + 1;
   for (int64_t j = 0; j < n_keys; ++j) {
-    load_state_row(pool.type, kv_row(pool.k, pool, run.blocks, j, kvh), kbuf, hd);
+    load_key(pool, run.blocks, j, kvh, kbuf);
     scores[j] = dot(qi, kbuf, hd) * scale;
   }
   softmax(scores, n_keys);
   float* o = out + (row * n_heads + h) * hd;
   std::fill(o, o + hd, 0.0f);
   for (int64_t j = 0; j < n_keys; ++j) {
-    load_state_row(pool.type, kv_row(pool.v, pool, run.blocks, j, kvh), kbuf, hd);
+    load_state_row(pool.type, value_row(pool, run.blocks, j, kvh), kbuf, hd);
     const float p = scores[j];
     for (int64_t e = 0; e < hd; ++e) o[e] += p * kbuf[e];
   }
@@ -122,8 +151,8 @@ void ReferenceBackend::kv_write(const KvPool& pool, std::span<const SeqRun> runs
       const int64_t pos = r.pos0 + i;
       for (int64_t g = 0; g < pool.kv_heads; ++g) {
         const int64_t src = (r.row0 + i) * width + g * hd;
-        store_state_row(pool.type, k + src, const_cast<uint8_t*>(ref::kv_row(pool.k, pool, r.blocks, pos, g)), hd);
-        store_state_row(pool.type, v + src, const_cast<uint8_t*>(ref::kv_row(pool.v, pool, r.blocks, pos, g)), hd);
+        ref::store_key(pool, r.blocks, pos, g, k + src);
+        store_state_row(pool.type, v + src, const_cast<uint8_t*>(ref::value_row(pool, r.blocks, pos, g)), hd);
       }
     }
   }

@@ -16,10 +16,14 @@
 
 namespace lfm {
 
-// One attention layer's keys and values, in blocks of `block_tokens` positions:
-// k, v [n_blocks, kv_heads, block_tokens, head_dim] each. Head-major inside a block, so one KV
-// head's rows of a block are contiguous (block_tokens × head_dim values): attention reads one
-// head's keys at a time and streams them instead of taking a slice of every token.
+// One attention layer's keys and values, in blocks of `block_tokens` positions; head-major inside
+// a block, so one KV head's share of a block is contiguous (block_tokens × head_dim values) and
+// attention streams it instead of taking a slice of every token:
+//   k [n_blocks, kv_heads, head_dim, block_tokens]: dim-major, a key's values block_tokens apart;
+//   v [n_blocks, kv_heads, block_tokens, head_dim]: one value row per position.
+// Keys are dim-major because attention takes one dimension of many keys at a time (one vector of
+// consecutive positions × one broadcast query element per FMA: the scores come out per position,
+// with no horizontal sums), while values are added row by row, scaled by each position's weight.
 struct KvPool {
   void* k = nullptr;
   void* v = nullptr;
@@ -30,11 +34,21 @@ struct KvPool {
   int64_t head_dim = 0;
 
   int64_t token_elems() const { return kv_heads * head_dim; }
-  size_t token_bytes() const { return static_cast<size_t>(token_elems()) * dtype_traits(type).block_bytes; }
-  size_t row_bytes() const { return static_cast<size_t>(head_dim) * dtype_traits(type).block_bytes; }
-  // Byte offset of KV head `head`'s row at slot `t` of block `block`.
-  size_t row_offset(int64_t block, int64_t head, int64_t t) const {
-    return static_cast<size_t>((block * kv_heads + head) * block_tokens + t) * row_bytes();
+  // A state type (F32, F16 or BF16: is_state_type) is 4 or 2 bytes; inline, for address arithmetic in loops.
+  size_t elem_bytes() const { return type == DType::F32 ? 4 : 2; }
+  size_t token_bytes() const { return static_cast<size_t>(token_elems()) * elem_bytes(); }
+  size_t row_bytes() const { return static_cast<size_t>(head_dim) * elem_bytes(); }
+  // Byte offset of KV head `head`'s share of block `block` (block_tokens × head_dim values), in k or v.
+  size_t head_block_offset(int64_t block, int64_t head) const {
+    return static_cast<size_t>((block * kv_heads + head) * block_tokens) * row_bytes();
+  }
+  // Byte offset in v of KV head `head`'s value row at slot `t` of block `block`.
+  size_t value_row_offset(int64_t block, int64_t head, int64_t t) const {
+    return head_block_offset(block, head) + static_cast<size_t>(t) * row_bytes();
+  }
+  // Byte offset in k of dimension `d` of KV head `head`'s key at slot `t` of block `block`.
+  size_t key_elem_offset(int64_t block, int64_t head, int64_t d, int64_t t) const {
+    return head_block_offset(block, head) + static_cast<size_t>(d * block_tokens + t) * elem_bytes();
   }
 };
 

@@ -40,15 +40,7 @@ struct Avx2 {
     sh = _mm_movehl_ps(sh, s);
     return _mm_cvtss_f32(_mm_add_ss(s, sh));
   }
-  // r[j] = the sum of v[j]'s lanes, for the W vectors v[0..W): a fixed tree of horizontal adds
-  // over all 8 vectors together instead of 8 separate horizontal sums.
-  static F hsum_each(const F* v) {
-    // Per 128-bit half: t = pairwise sums of two vectors, u = the 4-lane sums of four vectors.
-    const F u0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-    const F u1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
-    // u0 = [v0..v3 low halves | v0..v3 high halves]; add the halves.
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-  }
+
   static float hmax(F v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));

@@ -40,20 +40,7 @@ struct Avx512 {
     return _mm_cvtss_f32(_mm_add_ss(s, sh));
   }
   static float hmax(F v) { return _mm512_reduce_max_ps(v); }
-  // r[j] = the sum of v[j]'s lanes, for the W vectors v[0..W): a fixed tree that halves all 16
-  // vectors together (31 shuffles, 15 adds) instead of 16 separate horizontal sums.
-  static F hsum_each(const F* v) {
-    F w[8], x[4], y[2];
-    for (int i = 0; i < 8; ++i)  // quarters 0-1: v[2i] folded to 8 lanes, 2-3: v[2i+1]
-      w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
-    for (int i = 0; i < 4; ++i)  // quarter q: v[4i + q] folded to 4 lanes
-      x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88), _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
-    for (int i = 0; i < 2; ++i)  // quarter q: lanes 0-1 v[8i + q], lanes 2-3 v[8i + 4 + q], 2 lanes each
-      y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44), _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xEE));
-    // Lane 4q + k holds the sum of v[4k + q]; one permutation puts v[j] at lane j.
-    const F z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
-  }
+
   static F from_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
   static F from_bf16(const void* p) {
     const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));
