@@ -40,7 +40,6 @@ struct Avx2 {
     sh = _mm_movehl_ps(sh, s);
     return _mm_cvtss_f32(_mm_add_ss(s, sh));
   }
-
   static float hmax(F v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));

@@ -40,7 +40,6 @@ struct Avx512 {
     return _mm_cvtss_f32(_mm_add_ss(s, sh));
   }
   static float hmax(F v) { return _mm512_reduce_max_ps(v); }
-
   static F from_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
   static F from_bf16(const void* p) {
     const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));
