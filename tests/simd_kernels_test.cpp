@@ -101,7 +101,8 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
   for (auto [dt, packed] : type_cases()) {
     const int64_t blk = dtype_traits(dt).block_elems;
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 1}, {5, 7, 9}, {6, 33, 41}, {9, 130, 77},
-                              {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}, {40, 100, 128}}) {
+                              {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}, {40, 100, 128},
+                              {1, 100, 96}, {1, 61, 256}}) {  // one token over 7 and 4 panels, the last partial
       const int64_t K = (in + blk - 1) / blk * blk;  // quantized rows need whole blocks
       const Weight w = packed ? make_packed_weight(dt, out, K, 100 + out) : make_weight(dt, out, K, 100 + out);
       const auto x = randn(n * K, 200 + n);

@@ -51,4 +51,12 @@ struct PackedActs {
   DType type_ = DType::Q4_0;
 };
 
+// One 16-row panel of a packed matmul's tile: its bytes, its outputs (token t0's row 16p; the
+// next token's ldy further) and how many of its rows exist.
+struct PanelOut {
+  const uint8_t* panel;
+  float* y;
+  int valid;
+};
+
 }  // namespace lfm
