@@ -102,7 +102,7 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
     const int64_t blk = dtype_traits(dt).block_elems;
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 1}, {5, 7, 9}, {6, 33, 41}, {9, 130, 77},
                               {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}, {40, 100, 128},
-                              {1, 100, 96}, {1, 61, 256}, {3, 100, 64}}) {  // few tokens over 7 and 4 panels, the last partial
+                              {1, 100, 96}, {1, 61, 256}, {3, 100, 64}, {7, 61, 64}}) {  // few tokens over 7 and 4 panels, the last partial
       const int64_t K = (in + blk - 1) / blk * blk;  // quantized rows need whole blocks
       const Weight w = packed ? make_packed_weight(dt, out, K, 100 + out) : make_weight(dt, out, K, 100 + out);
       const auto x = randn(n * K, 200 + n);
@@ -192,7 +192,7 @@ TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
     }
     // Sub-batches of every size in the middle equal the same rows of the full batch (fused and
     // panel paths meet here: few tokens read the weights directly, many through panels).
-    for (int64_t len : {2, 3, 4, 5, 8, 9, 13}) {
+    for (int64_t len : {2, 3, 4, 5, 6, 7, 8, 9, 13}) {
       std::vector<float> mid(len * out);
       simd_->matmul(x.data() + 2 * in, len, w.view, mid.data());
       ASSERT_EQ(std::memcmp(mid.data(), all.data() + 2 * out, mid.size() * 4), 0) << case_name(dt, packed) << " len " << len;
