@@ -446,11 +446,18 @@ TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
   }
   EXPECT_EQ(wait_metric(c, "lfm:num_requests_running", 0), 0);
   EXPECT_EQ(wait_metric(c, "lfm:kv_blocks_used", 0), 0);
+  // The request counter is bumped by the HTTP layer's logger after the response has gone out (a
+  // CI run once read /metrics first): wait for it rather than race it.
+  const std::string counted = "lfm:http_requests_total{route=\"/v1/completions\",status=\"200\"}";
   auto m = c.Get("/metrics");
+  for (int i = 0; i < 500 && m && m->body.find(counted) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = c.Get("/metrics");
+  }
   ASSERT_TRUE(m);
   for (const char* needle : {"# TYPE lfm:num_requests_waiting gauge", "# TYPE lfm:kv_cache_usage_perc gauge",
                              "lfm:time_to_first_token_seconds_bucket{le=", "lfm:inter_token_latency_seconds_count",
-                             "lfm:http_requests_total{route=\"/v1/completions\",status=\"200\"}",
+                             counted.c_str(),
                              "lfm:conv_slots_total 4"})
     EXPECT_NE(m->body.find(needle), std::string::npos) << needle;
 }
