@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <chrono>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
@@ -131,6 +134,48 @@ TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
     });
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i], 1);
   }
+}
+
+TEST(ThreadPoolTest, BalancedCoversEveryChunkExactlyOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 5, 7, 64, 1001})
+      for (int64_t chunk : {1, 3, 16, 5000}) {
+        std::vector<int> hits(static_cast<size_t>(n), 0);
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> calls;
+        pool.parallel_for_balanced(n, chunk, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+          std::lock_guard<std::mutex> lock(mu);
+          calls.emplace_back(b, e);
+        });
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)], 1) << threads << " " << n << " " << chunk;
+        // One call per chunk, each a whole chunk (the last may be short).
+        EXPECT_EQ(static_cast<int64_t>(calls.size()), (n + chunk - 1) / chunk);
+        for (auto [b, e] : calls) {
+          EXPECT_EQ(b % chunk, 0);
+          EXPECT_EQ(e, std::min(n, b + chunk));
+        }
+      }
+  }
+}
+
+TEST(ThreadPoolTest, BalancedHandsASlowThreadsChunksToTheOthers) {
+  // The caller (thread 0) owns chunks 0..3 and stalls in its first; the worker finishes its own
+  // share and takes the caller's last chunks from the far end.
+  ThreadPool pool(2);
+  if (pool.size() < 2) GTEST_SKIP() << "no worker thread";
+  const auto caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::vector<std::thread::id> by(8);
+  pool.parallel_for_balanced(8, 1, [&](int64_t b, int64_t) {
+    if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::lock_guard<std::mutex> lock(mu);
+    by[static_cast<size_t>(b)] = std::this_thread::get_id();
+  });
+  EXPECT_EQ(by[0], caller);
+  for (int k = 4; k < 8; ++k) EXPECT_NE(by[static_cast<size_t>(k)], caller) << k;  // the worker's own share
+  EXPECT_NE(by[3], caller);  // taken from the stalled caller's share
 }
 
 TEST(DTypeTest, HalfConversionsRoundTrip) {

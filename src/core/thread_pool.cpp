@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <limits>
 #include <system_error>
 
 #include "core/error.h"
@@ -49,6 +50,7 @@ ThreadPool::ThreadPool(int n_threads, const Spawner& spawn) {
     throw;
   }
   n_threads_ = static_cast<int>(workers_.size()) + 1;
+  shares_ = std::vector<Share>(static_cast<size_t>(n_threads_));
 }
 
 ThreadPool::~ThreadPool() { stop_and_join(); }
@@ -63,6 +65,28 @@ void ThreadPool::stop_and_join() {
     if (t.joinable()) t.join();
 }
 
+void ThreadPool::start_job(Job job, int64_t n, int chunks, int64_t chunk_size) {
+  job_ = job;
+  job_n_ = n;
+  job_chunks_ = chunks;
+  job_chunk_size_ = chunk_size;
+  // Every worker acknowledges every job (also those without a chunk), so none can still be
+  // reading this job's fields when the next one is written.
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  // Under mu_ so a worker between its last check and its wait cannot miss the wake-up.
+  std::lock_guard<std::mutex> lock(mu_);
+  generation_.fetch_add(1, std::memory_order_release);
+  if (sleepers_ > 0) cv_.notify_all();
+}
+
+void ThreadPool::finish_job() {
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0 && spins < kSpins; ++spins) cpu_relax();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+}
+
 void ThreadPool::run(int64_t n, int64_t grain, Job job) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
@@ -72,24 +96,56 @@ void ThreadPool::run(int64_t n, int64_t grain, Job job) {
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
-  job_ = job;
-  job_n_ = n;
-  job_chunks_ = chunks;
-  // Every worker acknowledges every job (also those without a chunk), so none can still be
-  // reading this job's fields when the next one is written.
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  {
-    // Under mu_ so a worker between its last check and its wait cannot miss the wake-up.
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
-    if (sleepers_ > 0) cv_.notify_all();
-  }
+  start_job(job, n, chunks, 0);
   run_chunk(job.call, job.fn, n, chunks, 0);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0 && spins < kSpins; ++spins) cpu_relax();
-  if (pending_.load(std::memory_order_acquire) != 0) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  finish_job();
+}
+
+void ThreadPool::run_balanced(int64_t n, int64_t chunk, Job job) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  // Chunk indices travel in 32-bit halves of one atomic word.
+  while ((n + chunk - 1) / chunk > int64_t{std::numeric_limits<int32_t>::max()}) chunk *= 2;
+  const int64_t n_chunks = (n + chunk - 1) / chunk;
+  if (n_threads_ == 1 || n_chunks <= 1) {
+    for (int64_t k = 0; k < n_chunks; ++k) job.call(job.fn, k * chunk, std::min(n, (k + 1) * chunk));
+    return;
   }
+  std::lock_guard<std::mutex> call(call_mu_);
+  const int threads = n_threads_;
+  for (int i = 0; i < threads; ++i) {
+    const auto lo = static_cast<uint64_t>(n_chunks * i / threads), hi = static_cast<uint64_t>(n_chunks * (i + 1) / threads);
+    shares_[static_cast<size_t>(i)].range.store(lo | hi << 32, std::memory_order_relaxed);  // published by start_job
+  }
+  start_job(job, n, threads, chunk);
+  run_share(0);
+  finish_job();
+}
+
+void ThreadPool::run_share(int index) {
+  const int threads = job_chunks_;
+  const int64_t n = job_n_, size = job_chunk_size_;
+  const auto run_chunk_at = [&](uint64_t k) {
+    const auto b = static_cast<int64_t>(k) * size;
+    job_.call(job_.fn, b, std::min(n, b + size));
+  };
+  // Takes the front (own share) or the back (another's) chunk of a share; false once it is empty.
+  const auto take = [](Share& s, bool front, uint64_t& k) {
+    uint64_t r = s.range.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t lo = r & 0xffffffffu, hi = r >> 32;
+      if (lo >= hi) return false;
+      const uint64_t next = front ? (lo + 1) | hi << 32 : lo | (hi - 1) << 32;
+      if (s.range.compare_exchange_weak(r, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        k = front ? lo : hi - 1;
+        return true;
+      }
+    }
+  };
+  uint64_t k = 0;
+  while (take(shares_[static_cast<size_t>(index)], true, k)) run_chunk_at(k);
+  for (int d = 1; d < threads; ++d)  // the next threads' shares, from their far ends
+    while (take(shares_[static_cast<size_t>((index + d) % threads)], false, k)) run_chunk_at(k);
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -112,7 +168,8 @@ void ThreadPool::worker_loop(int index) {
     const Job job = job_;
     const int64_t n = job_n_;
     const int chunks = job_chunks_;
-    if (index < chunks) run_chunk(job.call, job.fn, n, chunks, index);
+    if (job_chunk_size_ > 0) run_share(index);
+    else if (index < chunks) run_chunk(job.call, job.fn, n, chunks, index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller may be asleep in run()
       cv_done_.notify_all();

@@ -3,6 +3,11 @@
 // row is always computed by exactly one thread in one fixed order: results never depend on the
 // thread count or on what else is in the batch.
 //
+// parallel_for_balanced splits the same way but in chunks: a thread that runs out of its own
+// share takes chunks from the far end of another's. For memory-bound passes whose halves do
+// not finish together (on a shared VM one core's bandwidth moves from pass to pass); the
+// callable must give the same results whichever thread runs a chunk.
+//
 // Cheap enough to call hundreds of times per decode step: no allocation and no std::function
 // per call (the callable is passed by reference), workers spin briefly on an atomic generation
 // counter before sleeping, and the caller spins on a completion counter before sleeping.
@@ -45,12 +50,26 @@ class ThreadPool {
                       [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); }});
   }
 
+  // Calls fn(begin, end) once per chunk [k·chunk, min(n, (k+1)·chunk)) of [0, n), every chunk
+  // exactly once. Thread i starts on the i-th contiguous share of the chunks, in order; when its
+  // share is done it takes the last remaining chunk of another thread's share, until none is left.
+  template <typename Fn>
+  void parallel_for_balanced(int64_t n, int64_t chunk, Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    run_balanced(n, chunk, Job{const_cast<void*>(static_cast<const void*>(&fn)),
+                               [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); }});
+  }
+
  private:
   struct Job {
     void* fn = nullptr;
     void (*call)(void*, int64_t, int64_t) = nullptr;
   };
   void run(int64_t n, int64_t grain, Job job);
+  void run_balanced(int64_t n, int64_t chunk, Job job);
+  void start_job(Job job, int64_t n, int chunks, int64_t chunk_size);
+  void finish_job();
+  void run_share(int index);
   void worker_loop(int index);
   void stop_and_join();
 
@@ -62,6 +81,13 @@ class ThreadPool {
   Job job_;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
+  int64_t job_chunk_size_ = 0;  // > 0: a balanced job in chunks of this many
+  // Balanced jobs: thread i's share of the chunks still to run, [front, back) packed as
+  // front | back << 32; the owner takes the front, other threads the back (one CAS each).
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  std::vector<Share> shares_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
