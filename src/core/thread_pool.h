@@ -9,7 +9,7 @@
 // callable must give the same results whichever thread runs a chunk.
 //
 // Cheap enough to call hundreds of times per decode step: no allocation and no std::function
-// per call (the callable is passed by reference), workers spin briefly on an atomic generation
+// per call (the callable is passed by reference), workers spin (~0.25 ms) on an atomic generation
 // counter before sleeping, and the caller spins on a completion counter before sleeping.
 #pragma once
 
