@@ -80,7 +80,7 @@ class ThreadPool {
   // workers after they see the new generation (acquire).
   Job job_;
   int64_t job_n_ = 0;
-  int job_chunks_ = 0;
+  int job_chunks_ = 0;           // static jobs: ranges handed out; balanced jobs: threads taking part
   int64_t job_chunk_size_ = 0;  // > 0: a balanced job in chunks of this many
   // Balanced jobs: thread i's share of the chunks still to run, [front, back) packed as
   // front | back << 32; the owner takes the front, other threads the back (one CAS each).
