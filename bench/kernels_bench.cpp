@@ -12,6 +12,7 @@
 #include "convert/quant.h"
 #include "core/thread_pool.h"
 #include "core/aligned_buffer.h"
+#include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/state_pools.h"
 #include "kernels/weight_pack.h"
@@ -50,7 +51,10 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
     for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
     w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
     if (packed) {
-      const PackedLayout layout = dt == DType::BF16 ? PackedLayout::kPairs16 : PackedLayout::kRows16;
+      const bool plain = dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
+      const PackedLayout layout = !plain ? PackedLayout::kRows16
+                                  : dt == DType::BF16 && bf16_pairs::available() ? PackedLayout::kPairs16
+                                                                                 : PackedLayout::kChunks16;
       w.packed = pack_weight(layout, w.view);
       w.view.packed = w.packed.data();
       w.view.packed_layout = layout;
@@ -59,6 +63,7 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
   return w;
 }
 
+// packed: kRows16 (quantized), kChunks16 (F32/F16/BF16) or, with AMX, kPairs16 (BF16).
 // cold (packed weights only): the packed matrix copied end to end into a buffer of more than
 // 1 GiB (huge pages, like the model's) and a different copy read each iteration, so the weights
 // come from memory as in a model's decode.
@@ -146,8 +151,11 @@ void register_all() {
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
       for (int64_t n : {1, 128})
         for (bool packed : {false, true}) {
-          // The SIMD backends read the 16-row panels; AVX-512 (with its BF16 extension) the BF16 pairs.
-          if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || (dt == DType::BF16 && isa == Isa::kAvx512)))) continue;
+          // The SIMD backends read the 16-row panels of the quantized types and the 32-column chunks
+          // of the plain ones; AVX-512 with AMX the BF16 pairs.
+          const bool plain = dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
+          if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || plain))) continue;
+          if (packed && dt == DType::BF16 && bf16_pairs::available() && isa != Isa::kAvx512) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +
                                    "/n" + std::to_string(n);
           benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed, false)->UseRealTime()->Unit(benchmark::kMillisecond);

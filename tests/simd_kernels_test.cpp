@@ -241,38 +241,70 @@ TEST_P(SimdKernelsTest, RopeMatchesReferenceBitwise) {
     }
 }
 
-// The column-pair layout holds every stored BF16 value where weight_pack.h says: row r in lane
-// r % 16 of panel r / 16, columns 2c and 2c+1 in pair c; zeros past the last row and column.
-// kRowsCopy: the plain types' rows copied into owned memory. The kernels read the copy (the
-// original is poisoned with NaN bytes after copying) and give bitwise the unpacked results on
-// both paths (few tokens: fused rows; many: panels).
-TEST_P(SimdKernelsTest, RowsCopyIsReadInPlaceOfTheStoredRows) {
-  for (DType dt : {DType::F32, DType::F16, DType::BF16})
-    for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 5, 64}, {3, 33, 203}, {9, 67, 224}, {40, 20, 96}}) {
-      Weight w = make_weight(dt, out, in, 11 + out);
-      const auto x = randn(n * in, 12 + n);
-      std::vector<float> want(n * out), got(n * out);
-      simd_->matmul(x.data(), n, w.view, want.data());
-      const AlignedBuffer copy = pack_weight(PackedLayout::kRowsCopy, w.view);
-      ASSERT_EQ(copy.size(), w.bytes.size());
-      TensorView v = w.view;
-      v.packed = copy.data();
-      v.packed_layout = PackedLayout::kRowsCopy;
-      std::fill(w.bytes.begin(), w.bytes.end(), uint8_t{0xFF});
-      simd_->matmul(x.data(), n, v, got.data());
-      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << dtype_name(dt) << " n " << n << " in " << in;
-    }
+// kRowsCopy and kChunks16: the plain types' rows copied into owned memory, as stored or in
+// 16-row panels interleaved every 32 columns. The kernels read the copy (the original is poisoned
+// with NaN bytes after copying) and give bitwise the unpacked results on both paths (few tokens:
+// fused rows, whole panels at a time for kChunks16; many: panels), for heights that leave a
+// partial panel and widths that leave a partial chunk and a vector tail.
+TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
+  for (PackedLayout layout : {PackedLayout::kRowsCopy, PackedLayout::kChunks16})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 5, 64}, {1, 48, 203}, {2, 33, 203}, {3, 67, 224},
+                                {4, 40, 2048}, {9, 67, 224}, {40, 20, 96}, {1, 16, 7}}) {
+        Weight w = make_weight(dt, out, in, 11 + out);
+        const auto x = randn(n * in, 12 + n);
+        std::vector<float> want(n * out), got(n * out);
+        simd_->matmul(x.data(), n, w.view, want.data());
+        const AlignedBuffer copy = pack_weight(layout, w.view);
+        ASSERT_EQ(copy.size(), layout == PackedLayout::kRowsCopy ? w.bytes.size()
+                                                                  : static_cast<size_t>((out + 15) / 16) * chunks16_panel_bytes(dt, in));
+        TensorView v = w.view;
+        v.packed = copy.data();
+        v.packed_layout = layout;
+        std::fill(w.bytes.begin(), w.bytes.end(), uint8_t{0xFF});
+        simd_->matmul(x.data(), n, v, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << dtype_name(dt) << (layout == PackedLayout::kChunks16 ? " chunks16" : " rows") << " n " << n << " out " << out
+            << " in " << in;
+      }
   const Weight q = make_weight(DType::Q4_0, 4, 64, 1);
   EXPECT_THROW(copy_rows(q.view), Error);
-  // The SIMD backends copy every plain matrix that has no faster layout.
-  if (selected_isa() != Isa::kGeneric) {
-    EXPECT_EQ(cpu_packed_layout(DType::F16), PackedLayout::kRowsCopy);
-    EXPECT_EQ(cpu_packed_layout(DType::F32), PackedLayout::kRowsCopy);
+  EXPECT_THROW(pack_weight(PackedLayout::kChunks16, q.view), Error);
+  // The SIMD backends copy every plain matrix that has no faster layout: AVX-512 into 32-column
+  // chunks, AVX2 as stored.
+  const Isa isa = selected_isa();
+  if (isa != Isa::kGeneric) {
+    const PackedLayout plain = isa == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
+    EXPECT_EQ(cpu_packed_layout(DType::F16), plain);
+    EXPECT_EQ(cpu_packed_layout(DType::F32), plain);
     const Weight odd = make_weight(DType::BF16, 4, 203, 1);  // no whole column pairs for AMX
-    EXPECT_EQ(cpu_packed_layout(odd.view), PackedLayout::kRowsCopy);
+    EXPECT_EQ(cpu_packed_layout(odd.view), plain);
   }
 }
 
+// kChunks16 holds every stored value where weight_pack.h says: row r's columns 32c..32c+31 at
+// run r % 16 of chunk c of panel r / 16; zeros past the last row and column.
+TEST(WeightPack, ChunksLayoutPlacesEveryValue) {
+  for (DType dt : {DType::F16, DType::F32}) {
+    const int64_t out = 19, in = 45, elem = dt == DType::F32 ? 4 : 2;
+    const Weight w = make_weight(dt, out, in, 3);
+    const AlignedBuffer packed = pack_weight(PackedLayout::kChunks16, w.view);
+    const size_t panel = chunks16_panel_bytes(dt, in);
+    ASSERT_EQ(panel, static_cast<size_t>(2 * 16 * 32 * elem));
+    ASSERT_EQ(packed.size(), 2 * panel);
+    const auto* p = static_cast<const uint8_t*>(packed.data());
+    for (int64_t r = 0; r < 32; ++r)
+      for (int64_t k = 0; k < 64; ++k) {
+        uint32_t got = 0, want = 0;
+        std::memcpy(&got, p + (r / 16) * panel + ((k / 32) * 16 + r % 16) * 32 * elem + (k % 32) * elem, static_cast<size_t>(elem));
+        if (r < out && k < in) std::memcpy(&want, w.view.row(r) + k * elem, static_cast<size_t>(elem));
+        ASSERT_EQ(got, want) << dtype_name(dt) << " row " << r << " column " << k;
+      }
+  }
+}
+
+// The column-pair layout holds every stored BF16 value where weight_pack.h says: row r in lane
+// r % 16 of panel r / 16, columns 2c and 2c+1 in pair c; zeros past the last row and column.
 TEST(WeightPack, PairsLayoutPlacesEveryValue) {
   const int64_t out = 19, in = 7;
   const Weight w = make_packed_weight(DType::BF16, out, in, 3);

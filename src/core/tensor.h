@@ -18,6 +18,7 @@ enum class PackedLayout : uint8_t {
   kRows16,  // Q4_0 / Q8_0 / K-quants interleaved in panels of 16 rows (int8 dot-product kernels)
   kPairs16, // BF16 column pairs in panels of 16 rows (the AMX tile unit)
   kRowsCopy, // F32/F16/BF16 rows exactly as stored, copied into the process's own memory
+  kChunks16, // F32/F16/BF16 rows in panels of 16, interleaved every 32 columns (one stream per panel)
 };
 
 struct TensorView {

@@ -1,5 +1,6 @@
 #include "kernels/weight_pack.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -183,7 +184,33 @@ size_t rows_copy_bytes(const TensorView& w) {
   return w.nbytes;
 }
 
+size_t chunks16_bytes(const TensorView& w) {
+  rows_copy_bytes(w);  // the same checks: a plain matrix stored row after row
+  return static_cast<size_t>((w.shape[0] + kPackRows - 1) / kPackRows) * chunks16_panel_bytes(w.dtype, w.shape[1]);
+}
+
+void pack_chunks16_into(const TensorView& w, uint8_t* base) {
+  const int64_t M = w.shape[0], K = w.shape[1];
+  const size_t elem = dtype_row_bytes(w.dtype, 1), piece = static_cast<size_t>(kChunkCols) * elem;
+  const size_t panel_bytes = chunks16_panel_bytes(w.dtype, K);
+  const int64_t chunks = (K + kChunkCols - 1) / kChunkCols;
+  std::memset(base, 0, chunks16_bytes(w));
+  for (int64_t r = 0; r < M; ++r) {
+    const uint8_t* row = w.row(r);
+    uint8_t* lane = base + static_cast<size_t>(r / kPackRows) * panel_bytes + static_cast<size_t>(r % kPackRows) * piece;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t cols = std::min(kChunkCols, K - c * kChunkCols);
+      std::memcpy(lane + static_cast<size_t>(c * kPackRows) * piece, row + static_cast<size_t>(c * kChunkCols) * elem,
+                  static_cast<size_t>(cols) * elem);
+    }
+  }
+}
+
 }  // namespace
+
+size_t chunks16_panel_bytes(DType t, int64_t cols) {
+  return static_cast<size_t>((cols + kChunkCols - 1) / kChunkCols * kPackRows * kChunkCols) * dtype_row_bytes(t, 1);
+}
 
 size_t pairs16_panel_bytes(int64_t cols) { return static_cast<size_t>((cols + 1) / 2) * 64; }
 
@@ -192,6 +219,7 @@ size_t packed_size(PackedLayout layout, const TensorView& w) {
     case PackedLayout::kRows16: return rows16_bytes(w);
     case PackedLayout::kPairs16: return pairs16_bytes(w);
     case PackedLayout::kRowsCopy: return rows_copy_bytes(w);
+    case PackedLayout::kChunks16: return chunks16_bytes(w);
     default: throw Error("weight pack: no layout to pack into");
   }
 }
@@ -202,6 +230,7 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst) {
     case PackedLayout::kRows16: return pack_rows16_into(w, out);
     case PackedLayout::kPairs16: return pack_pairs16_into(w, out);
     case PackedLayout::kRowsCopy: std::memcpy(out, w.data, rows_copy_bytes(w)); return;
+    case PackedLayout::kChunks16: return pack_chunks16_into(w, out);
     default: throw Error("weight pack: no layout to pack into");
   }
 }
@@ -218,7 +247,8 @@ AlignedBuffer copy_rows(const TensorView& w) { return pack_weight(PackedLayout::
 
 PackedLayout cpu_packed_layout(const TensorView& w) {
   const PackedLayout l = cpu_packed_layout(w.dtype);
-  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1]))) return PackedLayout::kRowsCopy;
+  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1])))
+    return selected_isa() == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
   return l;
 }
 
@@ -228,7 +258,8 @@ PackedLayout cpu_packed_layout(DType t) {
   const Isa isa = selected_isa();
   const bool simd = isa == Isa::kAvx512 || isa == Isa::kAvx2;
   if (t == DType::BF16 && isa == Isa::kAvx512 && bf16_pairs::available()) return PackedLayout::kPairs16;
-  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) return simd ? PackedLayout::kRowsCopy : PackedLayout::kNone;
+  if (t == DType::F32 || t == DType::F16 || t == DType::BF16)
+    return !simd ? PackedLayout::kNone : isa == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
   // AVX-512 VNNI and AVX2 read every packable type (simd_packed.inc, simd_packed_avx2.inc).
   const bool reads = simd && rows16_packable(t);
   return reads ? PackedLayout::kRows16 : PackedLayout::kNone;
