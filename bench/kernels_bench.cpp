@@ -51,7 +51,7 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
     for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
     w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
     if (packed) {
-      const bool plain = dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
+      const bool plain = plain_matrix_type(dt);
       const PackedLayout layout = !plain ? PackedLayout::kRows16
                                   : dt == DType::BF16 && bf16_pairs::available() ? PackedLayout::kPairs16
                                                                                  : PackedLayout::kChunks16;
@@ -153,7 +153,7 @@ void register_all() {
         for (bool packed : {false, true}) {
           // The SIMD backends read the 16-row panels of the quantized types and the 32-column chunks
           // of the plain ones; AVX-512 with AMX the BF16 pairs.
-          const bool plain = dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
+          const bool plain = plain_matrix_type(dt);
           if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || plain))) continue;
           if (packed && dt == DType::BF16 && bf16_pairs::available() && isa != Isa::kAvx512) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +

@@ -177,7 +177,7 @@ void pack_pairs16_into(const TensorView& w, uint8_t* base) {
 }
 
 size_t rows_copy_bytes(const TensorView& w) {
-  LFM_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+  LFM_CHECK(plain_matrix_type(w.dtype),
             "weight pack: kRowsCopy holds F32/F16/BF16 matrices, not ", dtype_name(w.dtype));
   LFM_CHECK(w.data && w.nbytes == w.row_bytes() * static_cast<size_t>(w.rows()),
             "weight pack: a ", shape_str(w.shape), " matrix of ", w.nbytes, " bytes cannot be copied by rows");
@@ -258,7 +258,7 @@ PackedLayout cpu_packed_layout(DType t) {
   const Isa isa = selected_isa();
   const bool simd = isa == Isa::kAvx512 || isa == Isa::kAvx2;
   if (t == DType::BF16 && isa == Isa::kAvx512 && bf16_pairs::available()) return PackedLayout::kPairs16;
-  if (t == DType::F32 || t == DType::F16 || t == DType::BF16)
+  if (plain_matrix_type(t))
     return !simd ? PackedLayout::kNone : isa == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
   // AVX-512 VNNI and AVX2 read every packable type (simd_packed.inc, simd_packed_avx2.inc).
   const bool reads = simd && rows16_packable(t);

@@ -60,6 +60,10 @@
 
 namespace lfm {
 
+// F32, F16 and BF16: matrices the kernels multiply in their stored values (no blocks to decode);
+// the kRowsCopy and kChunks16 layouts hold these.
+inline bool plain_matrix_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 // Rows per panel and bytes per unit (two blocks of 16 rows) of the kRows16 layout.
 constexpr int64_t kPackRows = 16;
 bool rows16_packable(DType t);                 // Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
