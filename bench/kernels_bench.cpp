@@ -40,21 +40,22 @@ struct Weight {
   AlignedBuffer packed;
 };
 
-// packed: with the copy the model makes at load (kernels/weight_pack.h).
-const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
-  static std::map<std::tuple<int, int64_t, int64_t, bool>, Weight> cache;
-  auto& w = cache[{static_cast<int>(dt), out, in, packed}];
+// packed: with the copy the model makes at load (kernels/weight_pack.h). act: the input
+// rounding (TensorView::act_type; BF16 only for BF16 weights).
+const Weight& weight(DType dt, int64_t out, int64_t in, bool packed, DType act) {
+  static std::map<std::tuple<int, int64_t, int64_t, bool, int>, Weight> cache;
+  auto& w = cache[{static_cast<int>(dt), out, in, packed, static_cast<int>(act)}];
   if (w.bytes.empty()) {
     const auto f = randn(static_cast<size_t>(out * in), 1);
     const size_t row = dtype_row_bytes(dt, in);
     w.bytes.resize(row * static_cast<size_t>(out));
     for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
     w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
+    w.view.act_type = act;
     if (packed) {
       const bool plain = plain_matrix_type(dt);
-      const PackedLayout layout = !plain ? PackedLayout::kRows16
-                                  : dt == DType::BF16 && bf16_pairs::available() ? PackedLayout::kPairs16
-                                                                                 : PackedLayout::kChunks16;
+      const bool pairs = dt == DType::BF16 && (bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available()));
+      const PackedLayout layout = !plain ? PackedLayout::kRows16 : pairs ? PackedLayout::kPairs16 : PackedLayout::kChunks16;
       w.packed = pack_weight(layout, w.view);
       w.view.packed = w.packed.data();
       w.view.packed_layout = layout;
@@ -63,18 +64,19 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed) {
   return w;
 }
 
-// packed: kRows16 (quantized), kChunks16 (F32/F16/BF16) or, with AMX, kPairs16 (BF16).
+// packed: kRows16 (quantized), kChunks16 (F32/F16/BF16) or, with AMX (or bf16 activations and
+// AVX-512 BF16), kPairs16 (BF16).
 // cold (packed weights only): the packed matrix copied end to end into a buffer of more than
 // 1 GiB (huge pages, like the model's) and a different copy read each iteration, so the weights
 // come from memory as in a model's decode.
-void BM_Matmul(benchmark::State& state, Isa isa, DType dt, int64_t n, bool packed, bool cold) {
+void BM_Matmul(benchmark::State& state, Isa isa, DType dt, DType act, int64_t n, bool packed, bool cold) {
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
   }
   auto be = make_backend_for(isa, pool());
   const int64_t out = 8192, in = 2048;
-  const Weight& w = weight(dt, out, in, packed);
+  const Weight& w = weight(dt, out, in, packed, act);
   const auto x = randn(static_cast<size_t>(n * in), 2);
   std::vector<float> y(static_cast<size_t>(n * out));
   TensorView view = w.view;
@@ -149,18 +151,21 @@ void register_all() {
         }
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      for (DType act : {DType::F32, DType::BF16})
       for (int64_t n : {1, 128})
         for (bool packed : {false, true}) {
           // The SIMD backends read the 16-row panels of the quantized types and the 32-column chunks
-          // of the plain ones; AVX-512 with AMX the BF16 pairs.
+          // of the plain ones; AVX-512 with AMX (or AVX-512 BF16 and bf16 activations) the BF16 pairs.
           const bool plain = plain_matrix_type(dt);
+          if (act == DType::BF16 && dt != DType::BF16) continue;
           if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || plain))) continue;
-          if (packed && dt == DType::BF16 && bf16_pairs::available() && isa != Isa::kAvx512) continue;
-          const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) + (packed ? "-packed" : "") +
-                                   "/n" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, n, packed, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+          const bool pairs = dt == DType::BF16 && (bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available()));
+          if (packed && pairs && isa != Isa::kAvx512) continue;
+          const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) +
+                                   (act == DType::BF16 ? "-bf16act" : "") + (packed ? "-packed" : "") + "/n" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false)->UseRealTime()->Unit(benchmark::kMillisecond);
           if (packed && n == 1)  // decode from memory
-            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, n, packed, true)
+            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true)
                 ->UseRealTime()->Unit(benchmark::kMillisecond);
         }
 }

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-ALLOWED = re.compile(r"kernels/cpu/kernels_(avx2|avx512|amx)\.cpp\.o$")
+ALLOWED = re.compile(r"kernels/cpu/kernels_(avx2|avx512|amx|bf16_dot)\.cpp\.o$")
 # VEX/EVEX-encoded instructions are the ones spelled with a leading 'v' (vmovups, vfmadd...);
 # SSE2 (baseline x86-64) has none, and ymm/zmm registers only exist with AVX.
 AVX = re.compile(r"\t(v[a-z0-9]+)(\s|$)|%[yz]mm\d+", re.M)

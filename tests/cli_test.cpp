@@ -132,6 +132,35 @@ TEST(CliTest, LogitsPrefillThenDecodeJson) {
     for (size_t v = 0; v < got[p].size(); ++v) ASSERT_NEAR(got[p][v], want[p][v], 1e-4) << p << "," << v;
 }
 
+// --bf16-activations reaches the model (logits move by the rounding, within its bound; see
+// fixture_test.cpp) and bench reports it.
+TEST(CliTest, Bf16ActivationsFlag) {
+  const std::string fx = test::fixture_dir("lfm2_d_fullattnidxs_tied_bf16");
+  const auto ref = test::reference("lfm2_d_fullattnidxs_tied_bf16");
+  std::string ids;
+  for (const auto& v : ref["full_forward"]["input_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
+  const auto want = ref["full_forward"]["logits"].get<std::vector<std::vector<double>>>();
+  for (const bool flag : {false, true}) {
+    const auto r = test::run_command(std::string(LFM_BINARY) + " logits -m " + fx + " --ids " + ids + " --kv-type f32 --json" +
+                                     (flag ? " --bf16-activations" : "") + " 2>/dev/null");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto got = nlohmann::json::parse(r.out)["logits"].get<std::vector<std::vector<double>>>();
+    ASSERT_EQ(got.size(), want.size());
+    double d = 0;
+    for (size_t p = 0; p < got.size(); ++p) d = std::max(d, test::max_abs_diff(std::span<const double>(got[p]), std::span<const double>(want[p])));
+    if (flag) {
+      EXPECT_GT(d, 1e-3);
+      EXPECT_LT(d, 0.5);
+    } else {
+      EXPECT_LT(d, 1e-4);
+    }
+  }
+  const auto bench = test::run_command(std::string(LFM_BINARY) + " bench -m " + fx +
+                                       " -p 8 -n 2 -r 1 -o json --bf16-activations 2>/dev/null");
+  ASSERT_EQ(bench.code, 0) << bench.out;
+  EXPECT_EQ(nlohmann::json::parse(bench.out)[0]["bf16_activations"], true);
+}
+
 TEST(CliTest, HelpAndBadArguments) {
   EXPECT_EQ(run("--help").code, 0);
   for (const char* cmd : {"generate", "logits", "info", "serve", "bench", "chat"}) {

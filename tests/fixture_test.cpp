@@ -6,6 +6,10 @@
 // greedy tokens exactly equal (every recorded step wins its argmax by >= 5e-3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "kernels/cpu_backend.h"
@@ -154,6 +158,43 @@ TEST_P(StateTypeTest, HalfPrecisionStateStaysWithinItsBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StateTypeTest, ::testing::ValuesIn(test::all_fixtures()));
+
+// bf16 activations (LoadOptions::bf16_activations): every input of a matmul over a BF16 matrix is
+// rounded once (u = 2^-8), on the reference, AVX2 (rounded, then the float kernels) and AVX-512
+// (VDPBF16PS over kPairs16 panels where the CPU has AVX-512 BF16, AMX with one term where it has
+// that). Bound as for bf16 state: 8u times the largest |logit| of transformers' float32 run
+// (measured on the BF16 fixture: about 2.6u). Float32 checkpoints are untouched by the option.
+TEST(Bf16Activations, StayWithinTheirBoundOnEveryPath) {
+  const std::string fixture = "lfm2_d_fullattnidxs_tied_bf16";
+  auto model = load_model(test::fixture_dir(fixture), LoadOptions{.bf16_activations = true});
+  ASSERT_TRUE(model->bf16_activations());
+  const bool pairs = model->weights().layers[0].ffn.w1.packed_layout == PackedLayout::kPairs16;
+  std::printf("[ bf16 activations ] feed-forward matrices packed in column pairs: %s\n", pairs ? "yes" : "no");
+  const auto ref = test::reference(fixture);
+  const auto ids = ref["full_forward"]["input_ids"].get<std::vector<int32_t>>();
+  const auto hf = ref["full_forward"]["logits"].get<std::vector<std::vector<double>>>();
+  double scale = 0;
+  for (const auto& row : hf)
+    for (double v : row) scale = std::max(scale, std::abs(v));
+  ThreadPool pool(2);
+  for (const std::string& isa : test::all_isas()) {
+    if (!isa_supported(parse_isa(isa))) continue;
+    auto be = make_backend_for(parse_isa(isa), pool);
+    const auto got = test::prompt_logits(*model, *be, ids);
+    double d = 0;
+    for (size_t t = 0; t < got.size(); ++t) d = std::max(d, test::max_abs_diff(got[t], hf[t]));
+    std::printf("[ bf16 activations %-7s ] max|dlogit| %.3g  (max|logit| %.3g, bound %.3g)\n", isa.c_str(), d, scale,
+                8.0 / 256 * scale);
+    EXPECT_LE(d, 8.0 / 256 * scale) << isa;
+    EXPECT_GT(d, 10 * kLogitTol) << isa << ": the activations should have been rounded";
+  }
+  // A float32 checkpoint: the option changes nothing, bit for bit.
+  auto f32 = load_model(test::fixture_dir("lfm2_a_fullattnidxs_tied_f32"), LoadOptions{.bf16_activations = true});
+  auto plain = load_model(test::fixture_dir("lfm2_a_fullattnidxs_tied_f32"));
+  EXPECT_FALSE(f32->bf16_activations());
+  auto be = make_cpu_backend(pool);
+  EXPECT_EQ(test::prompt_logits(*f32, *be, ids), test::prompt_logits(*plain, *be, ids));
+}
 
 std::string param_name(const ::testing::TestParamInfo<FixtureTest::ParamType>& info) {
   return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_block" + std::to_string(std::get<2>(info.param));

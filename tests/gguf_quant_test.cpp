@@ -175,8 +175,8 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
       opt.gguf_type = ft;
       const std::string path = (dir_ / "p.gguf").string();
       gguf::write_random_gguf(path, opt);
-      auto packed = load_model(path, true);
-      auto plain = load_model(path, false);
+      auto packed = load_model(path);
+      auto plain = load_model(path, LoadOptions{.pack = false});
       const DType main = ft == gguf::FileType::Q8_0   ? DType::Q8_0
                          : ft == gguf::FileType::Q4_0 ? DType::Q4_0
                          : ft == gguf::FileType::BF16 ? DType::BF16

@@ -18,12 +18,17 @@
 namespace lfm {
 namespace {
 
+// Parameter: a fixture, with "+bf16act" for LoadOptions::bf16_activations.
 class RaggedBatchTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    model_ = load_model(test::fixture_dir(GetParam()));
+    const std::string suffix = "+bf16act";
+    std::string fixture = GetParam();
+    const bool bf16act = fixture.ends_with(suffix);
+    if (bf16act) fixture.resize(fixture.size() - suffix.size());
+    model_ = load_model(test::fixture_dir(fixture), LoadOptions{.bf16_activations = bf16act});
     backend_ = make_cpu_backend(pool_);  // the production backend (AVX2 where available)
-    const auto ref = test::reference(GetParam());
+    const auto ref = test::reference(fixture);
     for (const auto& run : ref["greedy"]["runs"]) prompts_.push_back(run["prompt"].get<std::vector<int32_t>>());
     prompts_.push_back(ref["full_forward"]["input_ids"].get<std::vector<int32_t>>());
     prompts_.push_back(ref["one_token_prompt"]["prompt"].get<std::vector<int32_t>>());
@@ -158,7 +163,8 @@ TEST_P(RaggedBatchTest, BadInputLeavesStateUntouched) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, RaggedBatchTest,
                          ::testing::Values("lfm2_a_fullattnidxs_tied_f32", "lfm2_c_layertypes_untied_convbias_f32",
-                                           "lfm2_d_fullattnidxs_tied_bf16", "lfm2_e_allattn_noadjust_f32",
+                                           "lfm2_d_fullattnidxs_tied_bf16", "lfm2_d_fullattnidxs_tied_bf16+bf16act",
+                                           "lfm2_e_allattn_noadjust_f32",
                                            "lfm2moe_g_untied_nobias_scaled_f32"));
 
 }  // namespace

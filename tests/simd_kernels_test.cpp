@@ -54,15 +54,32 @@ Weight make_packed_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   return w;
 }
 
-// Every type, and each packable type once more with its packed copy.
-std::vector<std::pair<DType, bool>> type_cases() {
-  std::vector<std::pair<DType, bool>> v;
+// A weight type, whether it has its packed copy, and what the matmul rounds its input to
+// (TensorView::act_type).
+struct Case {
+  DType dt;
+  bool packed;
+  DType act = DType::F32;
+};
+// Every type, each packable type once more with its packed copy, and BF16 with bf16
+// activations both ways (packed: VDPBF16PS or AMX with one term where the CPU has them).
+std::vector<Case> type_cases() {
+  std::vector<Case> v;
   for (DType dt : kTypes) v.push_back({dt, false});
   for (DType dt : kTypes)
     if (test_packable(dt)) v.push_back({dt, true});
+  v.push_back({DType::BF16, false, DType::BF16});
+  v.push_back({DType::BF16, true, DType::BF16});
   return v;
 }
-std::string case_name(DType dt, bool packed) { return std::string(dtype_name(dt)) + (packed ? " (packed)" : ""); }
+std::string case_name(DType dt, bool packed, DType act = DType::F32) {
+  return std::string(dtype_name(dt)) + (packed ? " (packed)" : "") + (act == DType::BF16 ? " bf16 activations" : "");
+}
+Weight make_case_weight(const Case& c, int64_t out, int64_t in, uint64_t seed) {
+  Weight w = c.packed ? make_packed_weight(c.dt, out, in, seed) : make_weight(c.dt, out, in, seed);
+  w.view.act_type = c.act;
+  return w;
+}
 
 
 // Types a backend multiplies with int8-quantized activations (the AVX-512 VNNI kernels).
@@ -98,13 +115,14 @@ class SimdKernelsTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
-  for (auto [dt, packed] : type_cases()) {
+  for (const Case& c : type_cases()) {
+    const auto [dt, packed, act] = c;
     const int64_t blk = dtype_traits(dt).block_elems;
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 1}, {5, 7, 9}, {6, 33, 41}, {9, 130, 77},
                               {4, 5, 300}, {17, 9, 520}, {8, 16, 64}, {23, 47, 96}, {40, 100, 128},
                               {1, 100, 96}, {1, 61, 256}, {3, 100, 64}, {7, 61, 64}}) {  // few tokens over 7 and 4 panels, the last partial
       const int64_t K = (in + blk - 1) / blk * blk;  // quantized rows need whole blocks
-      const Weight w = packed ? make_packed_weight(dt, out, K, 100 + out) : make_weight(dt, out, K, 100 + out);
+      const Weight w = make_case_weight(c, out, K, 100 + out);
       const auto x = randn(n * K, 200 + n);
       std::vector<float> a(n * out), b(n * out);
       ref_.matmul(x.data(), n, w.view, a.data());
@@ -115,8 +133,9 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
         if (integer_path(GetParam(), dt, packed)) {
           dequantize_row(dt, w.view.row(i % out), wrow.data(), K);
           tol = int8_bound(x.data() + (i / out) * K, wrow.data(), K, a[i]);
-        }  // packed BF16 (the AMX path where the CPU has it): float tolerance, see bf16_pairs.h
-        ASSERT_NEAR(a[i], b[i], tol) << case_name(dt, packed) << " n=" << n << " out=" << out << " in=" << K << " at " << i;
+        }  // packed BF16 (the AMX path where the CPU has it): float tolerance, see bf16_pairs.h;
+           // bf16 activations: the reference rounds them too, so the same float tolerance
+        ASSERT_NEAR(a[i], b[i], tol) << case_name(dt, packed, act) << " n=" << n << " out=" << out << " in=" << K << " at " << i;
       }
     }
   }
@@ -127,16 +146,16 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
 // (a Q4_K_M file's w1/w3 may differ), unpacked ones, and batches of 1 and 19 tokens.
 TEST_P(SimdKernelsTest, SharedInputMatmulsEqualSeparateOnes) {
   const int64_t K = 256;
-  for (auto [types, packed] : std::vector<std::pair<std::vector<DType>, bool>>{
-           {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, true},
-           {{DType::Q4_K, DType::Q6_K}, true},
-           {{DType::BF16, DType::BF16}, true},
-           {{DType::Q8_0, DType::Q8_0}, true},
-           {{DType::F32, DType::F16}, false}}) {
+  for (auto [types, packed, act] : std::vector<std::tuple<std::vector<DType>, bool, DType>>{
+           {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, true, DType::F32},
+           {{DType::Q4_K, DType::Q6_K}, true, DType::F32},
+           {{DType::BF16, DType::BF16}, true, DType::F32},
+           {{DType::BF16, DType::BF16, DType::BF16}, true, DType::BF16},
+           {{DType::Q8_0, DType::Q8_0}, true, DType::F32},
+           {{DType::F32, DType::F16}, false, DType::F32}}) {
     std::vector<Weight> ws;
     const int64_t heights[] = {67, 16, 33};
-    for (size_t i = 0; i < types.size(); ++i)
-      ws.push_back(packed ? make_packed_weight(types[i], heights[i], K, 50 + i) : make_weight(types[i], heights[i], K, 50 + i));
+    for (size_t i = 0; i < types.size(); ++i) ws.push_back(make_case_weight({types[i], packed, act}, heights[i], K, 50 + i));
     for (int64_t n : {1, 19}) {
       const auto x = randn(n * K, 60 + n);
       std::vector<const TensorView*> views;
@@ -152,7 +171,7 @@ TEST_P(SimdKernelsTest, SharedInputMatmulsEqualSeparateOnes) {
       simd_->matmul_shared(x.data(), n, views, outs);
       for (size_t i = 0; i < ws.size(); ++i)
         ASSERT_EQ(std::memcmp(shared[i].data(), alone[i].data(), alone[i].size() * 4), 0)
-            << case_name(types[i], packed) << " matrix " << i << " n=" << n;
+            << case_name(types[i], packed, act) << " matrix " << i << " n=" << n;
     }
   }
 }
@@ -177,10 +196,11 @@ TEST_P(SimdKernelsTest, DecodersAreBitExact) {
 TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
   // 203 columns, and 224 (whole 32-column blocks: the AMX tile path for packed BF16).
   for (int64_t cols : {203, 224})
-  for (auto [dt, packed] : type_cases()) {
+  for (const Case& c : type_cases()) {
+    const auto [dt, packed, act] = c;
     const int64_t blk = dtype_traits(dt).block_elems;
     const int64_t out = 67, in = (cols + blk - 1) / blk * blk, n = 19;
-    const Weight w = packed ? make_packed_weight(dt, out, in, 7) : make_weight(dt, out, in, 7);
+    const Weight w = make_case_weight(c, out, in, 7);
     const auto x = randn(n * in, 8);
     std::vector<float> all(n * out), one(out);
     simd_->matmul(x.data(), n, w.view, all.data());
@@ -188,14 +208,14 @@ TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
     auto simd1 = make_backend_for(parse_isa(GetParam()), single);
     for (int64_t i = 0; i < n; ++i) {
       simd1->matmul(x.data() + i * in, 1, w.view, one.data());
-      ASSERT_EQ(std::memcmp(one.data(), all.data() + i * out, out * 4), 0) << case_name(dt, packed) << " row " << i;
+      ASSERT_EQ(std::memcmp(one.data(), all.data() + i * out, out * 4), 0) << case_name(dt, packed, act) << " row " << i;
     }
     // Sub-batches of every size in the middle equal the same rows of the full batch (fused and
     // panel paths meet here: few tokens read the weights directly, many through panels).
     for (int64_t len : {2, 3, 4, 5, 6, 7, 8, 9, 13}) {
       std::vector<float> mid(len * out);
       simd_->matmul(x.data() + 2 * in, len, w.view, mid.data());
-      ASSERT_EQ(std::memcmp(mid.data(), all.data() + 2 * out, mid.size() * 4), 0) << case_name(dt, packed) << " len " << len;
+      ASSERT_EQ(std::memcmp(mid.data(), all.data() + 2 * out, mid.size() * 4), 0) << case_name(dt, packed, act) << " len " << len;
     }
   }
 }
@@ -284,6 +304,30 @@ TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
 
 // kChunks16 holds every stored value where weight_pack.h says: row r's columns 32c..32c+31 at
 // run r % 16 of chunk c of panel r / 16; zeros past the last row and column.
+// act_type BF16 on the reference: the input rounded once (nearest even), then the exact matmul
+// (bit for bit what the pre-rounded input gives, and not what the unrounded one gives); other
+// weight types refuse it on every backend.
+TEST(Bf16Activations, ReferenceRoundsTheInputOnce) {
+  ThreadPool pool(2);
+  ReferenceBackend ref(pool);
+  Weight w = make_weight(DType::BF16, 41, 96, 9);
+  const auto x = randn(3 * 96, 10);
+  std::vector<float> xr(x.size()), rounded(3 * 41), exact(3 * 41), got(3 * 41);
+  for (size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  ref.matmul(xr.data(), 3, w.view, rounded.data());
+  ref.matmul(x.data(), 3, w.view, exact.data());
+  w.view.act_type = DType::BF16;
+  ref.matmul(x.data(), 3, w.view, got.data());
+  EXPECT_EQ(got, rounded);
+  EXPECT_NE(got, exact);
+  Weight q = make_weight(DType::Q4_0, 16, 64, 11);
+  q.view.act_type = DType::BF16;
+  std::vector<float> y(16 * 3);
+  EXPECT_THROW(ref.matmul(x.data(), 1, q.view, y.data()), Error);
+  for (const char* isa : {"avx2", "avx512"})
+    if (isa_supported(parse_isa(isa))) EXPECT_THROW(make_backend_for(parse_isa(isa), pool)->matmul(x.data(), 1, q.view, y.data()), Error) << isa;
+}
+
 TEST(WeightPack, ChunksLayoutPlacesEveryValue) {
   for (DType dt : {DType::F16, DType::F32}) {
     const int64_t out = 19, in = 45, elem = dt == DType::F32 ? 4 : 2;

@@ -94,10 +94,12 @@ int run_bench(int argc, char** argv) {
   app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  LoadOptions load;
+  add_load_options(app, load);
   app.add_flag_callback("--json", [&] { output = "json"; }, "Same as -o json");
   LFM_CLI_PARSE(app, argc, argv);
 
-  auto m = load_model(resolve_model_arg(model));
+  auto m = load_model(resolve_model_arg(model), load);
   const StatePlanOptions plan = state_plan(state, m->config(), m.get());
   std::vector<BenchTest> tests;
   for (int64_t d : depths) {
@@ -127,6 +129,7 @@ int run_bench(int argc, char** argv) {
       j["model_n_params"] = m->parameter_count();
       j["backends"] = "CPU";
       j["cpu_info"] = backend;
+      j["bf16_activations"] = m->bf16_activations();  // ours: --bf16-activations took effect
       j["n_threads"] = r.n_threads;
       j["type_k"] = dtype_name(*plan.type);
       j["type_v"] = dtype_name(*plan.type);
@@ -152,7 +155,8 @@ int run_bench(int argc, char** argv) {
         char gb[48] = "";
         if (gbs > 0) std::snprintf(gb, sizeof gb, "%.1f (%.1f)", gbs, ceiling / 1e9);
         std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %s |\n", label.c_str(), size_gib,
-                    static_cast<double>(m->parameter_count()) / 1e9, backend.c_str(), r.n_threads,
+                    static_cast<double>(m->parameter_count()) / 1e9,
+                    (backend + (m->bf16_activations() ? " bf16-act" : "")).c_str(), r.n_threads,
                     dtype_name(*plan.type), test_label(r.test).c_str(), r.avg_ts(), r.stddev_ts(), gb);
         std::fflush(stdout);
       }

@@ -49,6 +49,8 @@ int run_chat(int argc, char** argv) {
       ->check(positive_number());
   add_sampling_options(app, sp, seed);
   add_state_options(app, state, /*engine=*/true);
+  LoadOptions load;
+  add_load_options(app, load);
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
@@ -71,7 +73,7 @@ int run_chat(int argc, char** argv) {
     }
   }
   model = resolve_model_arg(model);
-  Runtime rt = open_runtime(model, threads);
+  Runtime rt = open_runtime(model, threads, load);
   auto tok = load_tokenizer(model);
   LFM_CHECK(!tok->chat_template().empty(),
             "chat: the model ships no chat template (chat_template.jinja, "

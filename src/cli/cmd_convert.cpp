@@ -43,7 +43,7 @@ int run_convert(int argc, char** argv) {
   opt.threads = threads;
   const std::string input = resolve_model_arg(model);
   LFM_CHECK(fs::absolute(input) != fs::absolute(out), "convert: the output would overwrite the input");
-  auto m = load_model(input, /*pack=*/false);
+  auto m = load_model(input, LoadOptions{.pack = false});
   if (fs::is_regular_file(input)) {
     gguf::GgufFile src(input);
     opt.extra = gguf::tokenizer_metadata_from_gguf(src);

@@ -53,7 +53,7 @@ int run_info(int argc, char** argv) {
                            fs::exists(fs::path(model) / "model.safetensors.index.json");
   std::unique_ptr<Model> m;
   if (has_weights) {
-    m = load_model(model, /*pack=*/false);
+    m = load_model(model, LoadOptions{.pack = false});
     cfg = m->config();
     params = m->parameter_count();
     bytes = m->weight_bytes();

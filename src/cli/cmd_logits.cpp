@@ -32,6 +32,8 @@ int run_logits(int argc, char** argv) {
   app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  LoadOptions load;
+  add_load_options(app, load);
   app.add_flag("--json", json_out, "Print {\"logits\": [[...], ...]}");
   LFM_CLI_PARSE(app, argc, argv);
 
@@ -39,7 +41,7 @@ int run_logits(int argc, char** argv) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (prefill < 0) prefill = n;
   LFM_CHECK(prefill <= n, "--prefill ", prefill, " exceeds the number of ids (", n, ")");
-  Runtime rt = open_runtime(resolve_model_arg(model), threads);
+  Runtime rt = open_runtime(resolve_model_arg(model), threads, load);
   const int64_t vocab = rt.model->config().vocab_size;
   state.ctx_size = n;
   auto cache = make_state_cache(*rt.model, state_plan(state, rt.model->config(), rt.model.get()));

@@ -35,6 +35,8 @@ int run_serve(int argc, char** argv) {
   app.add_option("--api-key", so.api_key, "Require `Authorization: Bearer KEY` on /v1/*, /tokenize, /detokenize");
   app.add_option("--model-name", so.model_name, "Model id reported by /v1/models (default: the folder or file name)");
   add_state_options(app, state, /*engine=*/true);
+  LoadOptions load;
+  add_load_options(app, load);
   app.add_option("--max-queue", max_queue, "Requests that may wait; beyond, 429 with Retry-After")
       ->capture_default_str()
       ->check(positive_number());
@@ -64,7 +66,7 @@ int run_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
   model = resolve_model_arg(model);  // after the name is taken from what the user wrote
-  Runtime rt = open_runtime(model, threads);
+  Runtime rt = open_runtime(model, threads, load);
   std::unique_ptr<Tokenizer> tok;
   try {
     tok = load_tokenizer(model);

@@ -61,12 +61,18 @@ void configure_app(CLI::App& app) {
   app.get_formatter()->column_width(34);
 }
 
-Runtime open_runtime(const std::string& model_path, int threads) {
+Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load) {
   Runtime rt;
-  rt.model = load_model(model_path);
+  rt.model = load_model(model_path, load);
   rt.pool = std::make_unique<ThreadPool>(threads);
   rt.backend = make_cpu_backend(*rt.pool);
   return rt;
+}
+
+void add_load_options(CLI::App& app, LoadOptions& load) {
+  app.add_flag("--bf16-activations", load.bf16_activations,
+               "BF16 weights multiply activations rounded to bf16 (as llama.cpp and transformers in bf16 do) "
+               "instead of exact float32 ones: prefill ~2x faster on CPUs with AVX-512 BF16 or AMX");
 }
 
 void add_state_options(CLI::App& app, StateArgs& a, bool engine) {

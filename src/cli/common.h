@@ -43,7 +43,9 @@ struct Runtime {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Backend> backend;
 };
-Runtime open_runtime(const std::string& model_path, int threads);
+Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load = {});
+// --bf16-activations (LoadOptions::bf16_activations).
+void add_load_options(CLI::App& app, LoadOptions& load);
 
 // Options that size the state (and, with `engine`, the scheduler): --ctx-size, --kv-type,
 // --kv-block-size, and with `engine` also --parallel, --kv-memory, --batch-tokens and

@@ -28,6 +28,10 @@ struct TensorView {
   size_t nbytes = 0;
   PackedLayout packed_layout = PackedLayout::kNone;
   const void* packed = nullptr;  // owned by whoever packed it (the Model), set once at load
+  // What a matmul over this weight rounds its float32 input to first: F32 (nothing: exact) or,
+  // for BF16 weights, BF16 (round to nearest even once, as llama.cpp and transformers running in
+  // bf16 do; lets AVX-512 BF16 and AMX multiply one bf16 term instead of three). Set at load.
+  DType act_type = DType::F32;
 
   int64_t numel() const {
     int64_t n = 1;

@@ -76,12 +76,28 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+bool rounds_input_to_bf16(const TensorView& w) {
+  LFM_CHECK(w.act_type == DType::F32 || (w.act_type == DType::BF16 && w.dtype == DType::BF16), "kernels: a ",
+            dtype_name(w.dtype), " weight cannot multiply ", dtype_name(w.act_type), " activations");
+  return w.act_type == DType::BF16;
+}
+
+void round_to_bf16(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
 }  // namespace ref
 
 void ReferenceBackend::matmul(const float* x, int64_t n, const TensorView& w, float* y) {
   LFM_CHECK(w.shape.size() == 2, "kernels: matmul weight must be 2-D, got ", shape_str(w.shape));
   const int64_t out = w.shape[0], in = w.shape[1];
   LFM_CHECK(dtype_decodable(w.dtype), "kernels: matmul has no path for weight type ", dtype_name(w.dtype));
+  std::vector<float> rounded;
+  if (ref::rounds_input_to_bf16(w)) {
+    rounded.resize(static_cast<size_t>(n * in));
+    ref::round_to_bf16(x, n * in, rounded.data());
+    x = rounded.data();
+  }
   // Rows of W are split across threads; each thread decodes a row once and uses it for
   // every token, so the weight is read once per call whatever n is.
   pool_.parallel_for(out, 16, [&](int64_t begin, int64_t end) {

@@ -5,11 +5,17 @@
 #include <cstdint>
 #include <span>
 
+#include "core/tensor.h"
 #include "kernels/state_pools.h"
 
 namespace lfm::ref {
 
 float dot(const float* a, const float* b, int64_t n);
+// Whether a matmul over w rounds its input to bf16 first (TensorView::act_type); throws for a
+// combination no kernel implements (bf16 activations are for BF16 weights only).
+bool rounds_input_to_bf16(const TensorView& w);
+// out[i] = x[i] rounded to bf16 (nearest even) and back to float32; in place is allowed.
+void round_to_bf16(const float* x, int64_t n, float* out);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq);

@@ -247,7 +247,12 @@ AlignedBuffer copy_rows(const TensorView& w) { return pack_weight(PackedLayout::
 
 PackedLayout cpu_packed_layout(const TensorView& w) {
   const PackedLayout l = cpu_packed_layout(w.dtype);
-  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1])))
+  const bool pairs_fit = w.shape.size() == 2 && bf16_pairs::fits(w.shape[1]);
+  // Without AMX, BF16 weights that multiply bf16 activations take VDPBF16PS over column pairs.
+  if (l == PackedLayout::kChunks16 && w.dtype == DType::BF16 && w.act_type == DType::BF16 && pairs_fit &&
+      bf16_pairs::dot_available())
+    return PackedLayout::kPairs16;
+  if (l == PackedLayout::kPairs16 && !pairs_fit)
     return selected_isa() == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
   return l;
 }

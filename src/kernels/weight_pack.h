@@ -28,7 +28,7 @@
 //   Values: Q4_K/Q5_K w = d·scale·q − dmin·min; Q6_K w = d·scale·(q − 32). Every size is a
 //   multiple of 64 bytes (units of 2368, 2880, 3392).
 //
-// PackedLayout::kPairs16 (BF16), for the AMX tile unit (TDPBF16PS, kernels/cpu/bf16_pairs.h): panels of 16
+// PackedLayout::kPairs16 (BF16), for the AMX tile unit (TDPBF16PS) and VDPBF16PS (kernels/cpu/bf16_pairs.h): panels of 16
 //   rows; per column pair c (columns 2c, 2c+1) 64 bytes whose lane i (bytes 4i..4i+3) holds
 //   row i's two stored values, column 2c in the low half. An odd last column pairs with zero;
 //   rows past the end are zero. The copy costs as much memory as the matrix (whose mapped pages
@@ -98,8 +98,9 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst);
 // kChunks16 for the other F32/F16/BF16 matrices on AVX-512, kRowsCopy on AVX2 (whose 8-row decode
 // tiles would read half of each chunk). LFM_PACK=0 in the environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
-// The same for one matrix, falling back to kChunks16 (plain types) or kNone where its shape
-// does not suit the layout's kernel.
+// The same for one matrix: also kPairs16 for a BF16 matrix whose act_type is BF16 where AVX-512
+// BF16 (VDPBF16PS) is there without AMX; falling back to kChunks16 (plain types) or kNone where
+// its shape does not suit the layout's kernel (kPairs16: whole 32-column blocks).
 PackedLayout cpu_packed_layout(const TensorView& w);
 
 }  // namespace lfm

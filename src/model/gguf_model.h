@@ -33,5 +33,5 @@ ModelConfig config_from_gguf(const GgufFile& f);
 
 namespace lfm {
 // A GGUF file (architectures lfm2 / lfm2moe) as a Model; its tensors stay memory-mapped.
-std::unique_ptr<Model> load_gguf_model(const std::string& path, bool pack = true);
+std::unique_ptr<Model> load_gguf_model(const std::string& path, const LoadOptions& options = {});
 }  // namespace lfm

@@ -27,10 +27,11 @@ std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim) {
   return inv;
 }
 
-Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, bool pack)
+Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, const LoadOptions& options)
     : cfg_(std::move(cfg)), source_(std::move(source)) {
   weights_ = bind_weights(cfg_, *source_);
-  if (pack) pack_matrices();
+  if (options.bf16_activations) set_bf16_activations();
+  if (options.pack) pack_matrices();
   int64_t n_conv = 0, n_attn = 0;
   for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
   inv_freq_ = rope_inverse_frequencies(cfg_.rope_theta, cfg_.head_dim);
@@ -107,6 +108,15 @@ void Model::pack_matrices() {
   }
 }
 
+// Before packing: the layout a matrix gets depends on its act_type (weight_pack.h).
+void Model::set_bf16_activations() {
+  for_each_matmul_weight(weights_, [&](TensorView& t) {
+    if (t.dtype != DType::BF16) return;
+    t.act_type = DType::BF16;
+    bf16_activations_ = true;
+  });
+}
+
 size_t Model::packed_bytes() const { return packed_.size(); }
 
 std::vector<std::pair<const void*, size_t>> Model::packed_ranges() const { return packed_ranges_; }
@@ -130,17 +140,17 @@ size_t Model::expert_bytes() const {
   return n;
 }
 
-std::unique_ptr<Model> load_model(const std::string& path, bool pack) {
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   namespace fs = std::filesystem;
   LFM_CHECK(fs::exists(path), "model: '", path, "' does not exist");
   if (fs::is_regular_file(path)) {
     LFM_CHECK(is_gguf_path(path), "model: '", path,
               "' is a file but not a .gguf; pass a checkpoint folder or a GGUF file");
-    return load_gguf_model(path, pack);
+    return load_gguf_model(path, options);
   }
   ModelConfig cfg = load_model_config((fs::path(path) / "config.json").string());
   auto src = std::make_unique<SafetensorsCheckpoint>(path);
-  return std::make_unique<Model>(std::move(cfg), std::move(src), pack);
+  return std::make_unique<Model>(std::move(cfg), std::move(src), options);
 }
 
 }  // namespace lfm

@@ -14,9 +14,19 @@
 
 namespace lfm {
 
+struct LoadOptions {
+  // Copy the matrices the CPU kernels read faster in another layout (off for tools that only
+  // inspect or convert the weights).
+  bool pack = true;
+  // BF16 matrices multiply activations rounded to bf16 (TensorView::act_type), as llama.cpp and
+  // transformers running in bf16 do, instead of exact float32 ones: one bf16 term for AVX-512
+  // BF16 / AMX instead of three. Other weight types are unaffected.
+  bool bf16_activations = false;
+};
+
 class Model {
  public:
-  Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, bool pack = true);
+  Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return weights_; }
@@ -36,9 +46,13 @@ class Model {
   size_t packed_bytes() const;
   // Where those copies live: (address, bytes) per packed matrix.
   std::vector<std::pair<const void*, size_t>> packed_ranges() const;
+  // Whether some matrix multiplies bf16-rounded activations (LoadOptions::bf16_activations on a
+  // model with BF16 matrices).
+  bool bf16_activations() const { return bf16_activations_; }
 
  private:
   void pack_matrices();
+  void set_bf16_activations();
 
   ModelConfig cfg_;
   std::unique_ptr<TensorSource> source_;
@@ -47,12 +61,11 @@ class Model {
   std::vector<std::pair<const void*, size_t>> packed_ranges_;  // each copy's bytes in packed_
   std::vector<int64_t> slot_;
   std::vector<float> inv_freq_;
+  bool bf16_activations_ = false;
 };
 
-// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file. pack: copy
-// the matrices the CPU kernels read faster in another layout (off for tools that only inspect
-// or convert the weights).
-std::unique_ptr<Model> load_model(const std::string& path, bool pack = true);
+// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file.
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
 
 // RoPE inverse frequencies as transformers computes them: 1 / theta^(2j / hd) in float32.
 std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim);

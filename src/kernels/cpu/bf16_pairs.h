@@ -1,18 +1,22 @@
-// Matmul over BF16 weights in the kPairs16 layout (kernels/weight_pack.h) on the AMX tile unit
-// (Sapphire Rapids and later): TDPBF16PS multiplies 16 tokens × 32 columns of bf16 activations by
-// 32 columns × 16 rows of bf16 weights into 16 × 16 fp32 sums in one instruction. A B tile is 16
-// consecutive column pairs of one panel: 1 KiB, contiguous.
+// Matmul over BF16 weights in the kPairs16 layout (kernels/weight_pack.h), two ways:
+// - the AMX tile unit (Sapphire Rapids and later): TDPBF16PS multiplies 16 tokens × 32 columns of
+//   bf16 activations by 32 columns × 16 rows of bf16 weights into 16 × 16 fp32 sums in one
+//   instruction. A B tile is 16 consecutive column pairs of one panel: 1 KiB, contiguous.
+// - AVX-512 BF16 (VDPBF16PS; Zen 4/5, Cooper Lake and later), for weights whose act_type is BF16:
+//   one instruction adds two columns' products for the 16 rows of a panel, 32 products where an
+//   FMA does 16.
 //
-// Exactness: each float32 activation is split into three bf16 terms, x = h + m + l with
-// h = bf16(x), m = bf16(x − h), l = bf16(x − h − m) (each subtraction exact in fp32), which keeps
-// 24 significant bits: as many as x has. The weights are exactly bf16 and every product of two
-// bf16 values is exact in fp32, so y differs from the float32 product only by the order of its
-// fp32 additions (the float tolerance of the other kernels), at a third of the tile unit's rate.
-// Every output's sum runs over the columns in order, whatever the tiling or thread split (batch
-// invariance).
+// Exactness: with float32 activations (act_type F32) each activation is split into three bf16
+// terms, x = h + m + l with h = bf16(x), m = bf16(x − h), l = bf16(x − h − m) (each subtraction
+// exact in fp32), which keeps 24 significant bits: as many as x has. The weights are exactly bf16
+// and every product of two bf16 values is exact in fp32, so y differs from the float32 product
+// only by the order of its fp32 additions (the float tolerance of the other kernels), at a third
+// of the tile unit's rate. With act_type BF16 the activation is rounded once (h alone): the
+// result is the float32 product of bf16(x) and w, at the full rate. Every output's sum runs over
+// the columns in order, whatever the tiling or thread split (batch invariance).
 //
-// Compiled for AMX and AVX-512 BF16 in its own translation unit (kernels_amx.cpp); callers check
-// available() first.
+// Compiled in their own translation units (kernels_amx.cpp: AMX and AVX-512 BF16;
+// kernels_bf16_dot.cpp: AVX-512 BF16); callers check available() / dot_available() first.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +32,21 @@ bool available();
 inline bool fits(int64_t cols) { return cols > 0 && cols % 32 == 0; }
 
 constexpr int kTerms = 3;
-// Rows of the activation planes for n tokens: whole 16-row tiles.
+// Terms the activations of a matmul over w take: 3 (float32-exact) or 1 (act_type BF16).
+inline int terms_for(const TensorView& w) { return w.act_type == DType::BF16 ? 1 : kTerms; }
+// Rows of the AMX activation planes for n tokens: whole 16-row tiles.
 inline int64_t act_rows(int64_t n) { return (n + 15) / 16 * 16; }
-// Activations x [n, K] → planes [kTerms][rows][K] of bf16 (h, m, l above) for rows t < n; the
-// caller zeroes rows n .. rows.
-void split_acts(const float* x, int64_t n, int64_t K, uint16_t* planes, int64_t rows);
-// y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed kPairs16).
-void matmul_panels(const uint16_t* planes, int64_t rows, int64_t n, const TensorView& w, int64_t p0, int64_t p1,
-                   float* y);
+// Activations x [n, K] → planes [terms][rows][K] of bf16 (h, m, l above; h alone for one term)
+// for rows t < n; the caller zeroes rows n .. rows. Needs AVX-512 BF16.
+void split_acts(const float* x, int64_t n, int64_t K, int terms, uint16_t* planes, int64_t rows);
+// AMX: y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed kPairs16).
+void matmul_panels(const uint16_t* planes, int terms, int64_t rows, int64_t n, const TensorView& w, int64_t p0,
+                   int64_t p1, float* y);
+
+// Whether the CPU has AVX-512 F/BW/BF16 (LFM_ISA below avx512 says no).
+bool dot_available();
+// VDPBF16PS: y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed
+// kPairs16), from acts [n, K]: the activations rounded to bf16 (split_acts with one term).
+void dot_matmul_panels(const uint16_t* acts, int64_t n, const TensorView& w, int64_t p0, int64_t p1, float* y);
 
 }  // namespace lfm::bf16_pairs

@@ -48,13 +48,14 @@ bool available() {
 namespace lfm::bf16_pairs {
 namespace {
 
-// Every output accumulates, per 32-column block in order, h·w then m·w then l·w into one fp32
-// sum: the same arithmetic for every tiling below, so results never depend on the batch.
+// Every output accumulates, per 32-column block in order, h·w then m·w then l·w (h·w alone with
+// one term) into one fp32 sum: the same arithmetic for every tiling below, so results never
+// depend on the batch.
 //
 // Tile registers are not renamed (reloading one waits for the instruction still reading it),
 // so each variant keeps everything in flight in its own registers:
 //   one token tile (any batch of at most 16 tokens, e.g. decode) × NP panels:
-//     C 0..NP-1, the three terms' A 2, 3, 4, B 5, 6 — five loads per 3·NP products;
+//     C 0..NP-1, the terms' A 2, 3, 4, B 5, 6 — T + NP loads per T·NP products;
 //   two token tiles × NP panels: C 0..2·NP-1 (C[m·NP + p]), A 4, 5 (token tiles, reloaded per
 //     term), B 6, 7 — each B serves two token tiles, each A NP panels.
 struct alignas(64) TileConfig {
@@ -72,10 +73,6 @@ void configure_tiles(int rows) {
   _tile_loadconfig(&c);
 }
 
-// 16 floats → bf16, round to nearest even (as the tile unit's inputs expect) and back.
-inline __m256i to_bf16(__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); }
-inline __m512 from_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-
 constexpr int64_t kPrefetchBlocks = 2;  // 2 KiB ahead: 1.2B BF16 tg 11.1 (16), 11.6 (8), 13.3 (2) tok/s
 
 // A tile load does not wake the hardware prefetcher the way vector loads do: ask for the weights
@@ -84,8 +81,8 @@ inline void prefetch_block(const uint8_t* p) {
   for (int line = 0; line < 16; ++line) _mm_prefetch(reinterpret_cast<const char*>(p + line * 64), _MM_HINT_T1);
 }
 
-// One token tile × NP panels → out [16 tokens][NP·16 rows] (ld NP·16).
-template <int NP>
+// One token tile × NP panels → out [16 tokens][NP·16 rows] (ld NP·16); T activation terms.
+template <int NP, int T>
 void one_tile(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel, size_t pb, float* out) {
   const size_t lda = static_cast<size_t>(K) * 2;
   _tile_zero(0);
@@ -94,22 +91,28 @@ void one_tile(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel,
     const uint8_t* b0 = panel + kb * 1024;
     prefetch_block(b0 + kPrefetchBlocks * 1024);
     _tile_loadd(2, a + kb * 32, lda);
-    _tile_loadd(3, a + plane + kb * 32, lda);
-    _tile_loadd(4, a + 2 * plane + kb * 32, lda);
+    if constexpr (T == 3) {
+      _tile_loadd(3, a + plane + kb * 32, lda);
+      _tile_loadd(4, a + 2 * plane + kb * 32, lda);
+    }
     _tile_loadd(5, b0, 64);
     if constexpr (NP == 2) {
       prefetch_block(b0 + pb + kPrefetchBlocks * 1024);
       _tile_loadd(6, b0 + pb, 64);
       _tile_dpbf16ps(0, 2, 5);
       _tile_dpbf16ps(1, 2, 6);
-      _tile_dpbf16ps(0, 3, 5);
-      _tile_dpbf16ps(1, 3, 6);
-      _tile_dpbf16ps(0, 4, 5);
-      _tile_dpbf16ps(1, 4, 6);
+      if constexpr (T == 3) {
+        _tile_dpbf16ps(0, 3, 5);
+        _tile_dpbf16ps(1, 3, 6);
+        _tile_dpbf16ps(0, 4, 5);
+        _tile_dpbf16ps(1, 4, 6);
+      }
     } else {
       _tile_dpbf16ps(0, 2, 5);
-      _tile_dpbf16ps(0, 3, 5);
-      _tile_dpbf16ps(0, 4, 5);
+      if constexpr (T == 3) {
+        _tile_dpbf16ps(0, 3, 5);
+        _tile_dpbf16ps(0, 4, 5);
+      }
     }
   }
   constexpr size_t ldo = NP * 16 * sizeof(float);
@@ -117,8 +120,8 @@ void one_tile(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel,
   if constexpr (NP == 2) _tile_stored(1, out + 16, ldo);
 }
 
-// Two token tiles × NP panels → out [32 tokens][NP·16 rows] (ld NP·16).
-template <int NP>
+// Two token tiles × NP panels → out [32 tokens][NP·16 rows] (ld NP·16); T activation terms.
+template <int NP, int T>
 void two_tiles(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel, size_t pb, float* out) {
   const size_t lda = static_cast<size_t>(K) * 2;
   const int64_t second = 16 * K;  // the second token tile's first row
@@ -132,7 +135,7 @@ void two_tiles(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel
     const uint8_t* b0 = panel + kb * 1024;
     _tile_loadd(6, b0, 64);
     if constexpr (NP == 2) _tile_loadd(7, b0 + pb, 64);
-    for (int s = 0; s < kTerms; ++s) {
+    for (int s = 0; s < T; ++s) {
       const uint16_t* as = a + s * plane + kb * 32;
       _tile_loadd(4, as, lda);
       _tile_loadd(5, as + second, lda);
@@ -159,25 +162,9 @@ void two_tiles(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel
   }
 }
 
-}  // namespace
-
-void split_acts(const float* x, int64_t n, int64_t K, uint16_t* planes, int64_t rows) {
-  const int64_t plane = rows * K;
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t k = 0; k < K; k += 16) {
-      const __m512 v = _mm512_loadu_ps(x + t * K + k);
-      const __m256i h = to_bf16(v);
-      const __m512 r1 = _mm512_sub_ps(v, from_bf16(h));  // exact: h is v's leading bits
-      const __m256i m = to_bf16(r1);
-      const __m256i l = to_bf16(_mm512_sub_ps(r1, from_bf16(m)));
-      uint16_t* o = planes + t * K + k;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), h);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + plane), m);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2 * plane), l);
-    }
-}
-
-void matmul_panels(const uint16_t* planes, int64_t rows, int64_t n, const TensorView& w, int64_t p0, int64_t p1, float* y) {
+template <int T>
+void matmul_panels_t(const uint16_t* planes, int64_t rows, int64_t n, const TensorView& w, int64_t p0, int64_t p1,
+                     float* y) {
   const int64_t M = w.shape[0], K = w.shape[1];
   LFM_CHECK(w.packed_layout == PackedLayout::kPairs16 && w.packed && fits(K),
             "kernels: the AMX matmul needs a packed weight of whole 32-column blocks, got width ", K);
@@ -197,10 +184,10 @@ void matmul_panels(const uint16_t* planes, int64_t rows, int64_t n, const Tensor
       for (int64_t p = g0; p < g1; p += 2) {
         const int np = p + 1 < g1 ? 2 : 1;
         const uint8_t* panel = base + p * pb;
-        if (two && np == 2) two_tiles<2>(a, plane, K, panel, pb, out);
-        else if (two) two_tiles<1>(a, plane, K, panel, pb, out);
-        else if (np == 2) one_tile<2>(a, plane, K, panel, pb, out);
-        else one_tile<1>(a, plane, K, panel, pb, out);
+        if (two && np == 2) two_tiles<2, T>(a, plane, K, panel, pb, out);
+        else if (two) two_tiles<1, T>(a, plane, K, panel, pb, out);
+        else if (np == 2) one_tile<2, T>(a, plane, K, panel, pb, out);
+        else one_tile<1, T>(a, plane, K, panel, pb, out);
         const int64_t nr = std::min<int64_t>(32, n - t), cols = std::min<int64_t>(np * 16, M - p * 16);
         for (int64_t r = 0; r < nr; ++r)
           std::memcpy(y + (t + r) * M + p * 16, out + r * np * 16, static_cast<size_t>(cols) * sizeof(float));
@@ -208,6 +195,15 @@ void matmul_panels(const uint16_t* planes, int64_t rows, int64_t n, const Tensor
     }
   }
   _tile_release();
+}
+
+}  // namespace
+
+void matmul_panels(const uint16_t* planes, int terms, int64_t rows, int64_t n, const TensorView& w, int64_t p0,
+                   int64_t p1, float* y) {
+  LFM_CHECK(terms == 1 || terms == kTerms, "kernels: the AMX matmul takes 1 or ", kTerms, " terms, got ", terms);
+  if (terms == 1) return matmul_panels_t<1>(planes, rows, n, w, p0, p1, y);
+  matmul_panels_t<kTerms>(planes, rows, n, w, p0, p1, y);
 }
 
 }  // namespace lfm::bf16_pairs
