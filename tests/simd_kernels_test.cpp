@@ -324,8 +324,10 @@ TEST(Bf16Activations, ReferenceRoundsTheInputOnce) {
   q.view.act_type = DType::BF16;
   std::vector<float> y(16 * 3);
   EXPECT_THROW(ref.matmul(x.data(), 1, q.view, y.data()), Error);
-  for (const char* isa : {"avx2", "avx512"})
-    if (isa_supported(parse_isa(isa))) EXPECT_THROW(make_backend_for(parse_isa(isa), pool)->matmul(x.data(), 1, q.view, y.data()), Error) << isa;
+  for (const char* isa : {"avx2", "avx512"}) {
+    if (!isa_supported(parse_isa(isa))) continue;
+    EXPECT_THROW(make_backend_for(parse_isa(isa), pool)->matmul(x.data(), 1, q.view, y.data()), Error) << isa;
+  }
 }
 
 TEST(WeightPack, ChunksLayoutPlacesEveryValue) {
