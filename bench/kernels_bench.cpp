@@ -12,7 +12,6 @@
 #include "convert/quant.h"
 #include "core/thread_pool.h"
 #include "core/aligned_buffer.h"
-#include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/state_pools.h"
 #include "kernels/weight_pack.h"
@@ -40,6 +39,14 @@ struct Weight {
   AlignedBuffer packed;
 };
 
+// The layout the SIMD backends read for a weight of type dt multiplying `act` activations:
+// 16-row panels for the quantized types, BF16 column pairs where pairs16_selected says so,
+// 32-column chunks for the other plain types.
+PackedLayout bench_layout(DType dt, DType act) {
+  if (!plain_matrix_type(dt)) return PackedLayout::kRows16;
+  return pairs16_selected(dt, act) ? PackedLayout::kPairs16 : PackedLayout::kChunks16;
+}
+
 // packed: with the copy the model makes at load (kernels/weight_pack.h). act: the input
 // rounding (TensorView::act_type; BF16 only for BF16 weights).
 const Weight& weight(DType dt, int64_t out, int64_t in, bool packed, DType act) {
@@ -53,9 +60,7 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed, DType act) 
     w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
     w.view.act_type = act;
     if (packed) {
-      const bool plain = plain_matrix_type(dt);
-      const bool pairs = dt == DType::BF16 && (bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available()));
-      const PackedLayout layout = !plain ? PackedLayout::kRows16 : pairs ? PackedLayout::kPairs16 : PackedLayout::kChunks16;
+      const PackedLayout layout = bench_layout(dt, act);
       w.packed = pack_weight(layout, w.view);
       w.view.packed = w.packed.data();
       w.view.packed_layout = layout;
@@ -159,8 +164,7 @@ void register_all() {
           const bool plain = plain_matrix_type(dt);
           if (act == DType::BF16 && dt != DType::BF16) continue;
           if (packed && (isa == Isa::kGeneric || !(rows16_packable(dt) || plain))) continue;
-          const bool pairs = dt == DType::BF16 && (bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available()));
-          if (packed && pairs && isa != Isa::kAvx512) continue;
+          if (packed && bench_layout(dt, act) == PackedLayout::kPairs16 && isa != Isa::kAvx512) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) +
                                    (act == DType::BF16 ? "-bf16act" : "") + (packed ? "-packed" : "") + "/n" + std::to_string(n);
           benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -245,14 +245,15 @@ AlignedBuffer pack_rows16(const TensorView& w) { return pack_weight(PackedLayout
 AlignedBuffer pack_pairs16(const TensorView& w) { return pack_weight(PackedLayout::kPairs16, w); }
 AlignedBuffer copy_rows(const TensorView& w) { return pack_weight(PackedLayout::kRowsCopy, w); }
 
+bool pairs16_selected(DType t, DType act) {
+  if (t != DType::BF16 || selected_isa() != Isa::kAvx512) return false;
+  return bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available());
+}
+
 PackedLayout cpu_packed_layout(const TensorView& w) {
-  const PackedLayout l = cpu_packed_layout(w.dtype);
-  const bool pairs_fit = w.shape.size() == 2 && bf16_pairs::fits(w.shape[1]);
-  // Without AMX, BF16 weights that multiply bf16 activations take VDPBF16PS over column pairs.
-  if (l == PackedLayout::kChunks16 && w.dtype == DType::BF16 && w.act_type == DType::BF16 && pairs_fit &&
-      bf16_pairs::dot_available())
-    return PackedLayout::kPairs16;
-  if (l == PackedLayout::kPairs16 && !pairs_fit)
+  PackedLayout l = cpu_packed_layout(w.dtype);
+  if (l != PackedLayout::kNone && pairs16_selected(w.dtype, w.act_type)) l = PackedLayout::kPairs16;
+  if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1])))
     return selected_isa() == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
   return l;
 }
@@ -262,7 +263,7 @@ PackedLayout cpu_packed_layout(DType t) {
   if (env && std::string(env) == "0") return PackedLayout::kNone;
   const Isa isa = selected_isa();
   const bool simd = isa == Isa::kAvx512 || isa == Isa::kAvx2;
-  if (t == DType::BF16 && isa == Isa::kAvx512 && bf16_pairs::available()) return PackedLayout::kPairs16;
+  if (pairs16_selected(t, DType::F32)) return PackedLayout::kPairs16;  // AMX
   if (plain_matrix_type(t))
     return !simd ? PackedLayout::kNone : isa == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
   // AVX-512 VNNI and AVX2 read every packable type (simd_packed.inc, simd_packed_avx2.inc).

@@ -98,9 +98,13 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst);
 // kChunks16 for the other F32/F16/BF16 matrices on AVX-512, kRowsCopy on AVX2 (whose 8-row decode
 // tiles would read half of each chunk). LFM_PACK=0 in the environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
-// The same for one matrix: also kPairs16 for a BF16 matrix whose act_type is BF16 where AVX-512
-// BF16 (VDPBF16PS) is there without AMX; falling back to kChunks16 (plain types) or kNone where
-// its shape does not suit the layout's kernel (kPairs16: whole 32-column blocks).
+// Whether this process's kernels read a BF16 matrix multiplying `act` activations
+// (TensorView::act_type) in kPairs16 column pairs: on AVX-512 with AMX whatever `act` is, or with
+// AVX-512 BF16 (VDPBF16PS) when `act` is BF16. False for other types.
+bool pairs16_selected(DType t, DType act);
+// The same for one matrix: kPairs16 where pairs16_selected says so for its act_type; falling back
+// to kChunks16 (plain types) or kNone where its shape does not suit the layout's kernel
+// (kPairs16: whole 32-column blocks).
 PackedLayout cpu_packed_layout(const TensorView& w);
 
 }  // namespace lfm
