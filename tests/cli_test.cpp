@@ -161,6 +161,45 @@ TEST(CliTest, Bf16ActivationsFlag) {
   EXPECT_EQ(nlohmann::json::parse(bench.out)[0]["bf16_activations"], true);
 }
 
+// lfm bench speaks llama-bench: one JSON row per test × thread count with its field names, plus
+// ours; each tg row carries the read ceiling measured beside each of its repetitions.
+TEST(CliTest, BenchJsonRowsLikeLlamaBench) {
+  const auto r = run("bench -m " + kFixtureA + " -p 8 -n 3 -d 0,5 -t 1,2 -r 2 -o json", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(rows.is_array());
+  ASSERT_EQ(rows.size(), 8u);  // threads {1, 2} × depths {0, 5} × {pp8, tg3}
+  int tg = 0;
+  for (const auto& j : rows) {
+    for (const char* f : {"model_filename", "model_type", "model_size", "model_n_params", "backends", "cpu_info",
+                          "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
+                          "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "read_gb_per_s", "ceiling_gb_per_s"})
+      EXPECT_TRUE(j.contains(f)) << f << " in " << j.dump();
+    EXPECT_EQ(j["samples_ts"].size(), 2u);
+    EXPECT_GT(j["avg_ts"].get<double>(), 0);
+    EXPECT_GT(j["ceiling_gb_per_s"].get<double>(), 0);
+    EXPECT_TRUE(j["n_depth"] == 0 || j["n_depth"] == 5) << j.dump();
+    if (j["n_gen"] == 3) {
+      ++tg;
+      EXPECT_EQ(j["n_prompt"], 0);
+      EXPECT_GT(j["read_gb_per_s"].get<double>(), 0);
+      const auto cs = j["ceiling_samples_gb_per_s"].get<std::vector<double>>();
+      ASSERT_EQ(cs.size(), 2u);  // one per repetition
+      EXPECT_NEAR(j["ceiling_gb_per_s"].get<double>(), (cs[0] + cs[1]) / 2, 1e-9);
+    } else {
+      EXPECT_EQ(j["n_prompt"], 8);
+      EXPECT_EQ(j["read_gb_per_s"], 0);
+      EXPECT_TRUE(j["ceiling_samples_gb_per_s"].empty());
+    }
+  }
+  EXPECT_EQ(tg, 4);
+  const auto md = run("bench -m " + kFixtureA + " -p 8 -n 3 -r 1", false);
+  ASSERT_EQ(md.code, 0) << md.out;
+  EXPECT_NE(md.out.find("| test | t/s | GB/s (ceiling) |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| pp8 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tg3 |"), std::string::npos) << md.out;
+}
+
 TEST(CliTest, HelpAndBadArguments) {
   EXPECT_EQ(run("--help").code, 0);
   for (const char* cmd : {"generate", "logits", "info", "serve", "bench", "chat"}) {

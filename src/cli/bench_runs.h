@@ -28,11 +28,15 @@ struct BenchResult {
   double avg_ts() const, stddev_ts() const, avg_s() const, stddev_s() const;
   // Bytes a timed step reads (weights + K/V), for tg; 0 for pp.
   double bytes_per_step = 0;
+  // tg: the read-bandwidth ceiling (bytes/s) measured just before each repetition, and their mean.
+  std::vector<double> ceiling_samples;
+  double ceiling() const;
 };
 
 // Runs `tests` (each `reps` times) with one thread pool of n_threads. Depth prefixes are
 // prefilled once per depth (chunks of 512 tokens, untimed) and shared through the prefix cache,
-// so every repetition starts from the same state.
+// so every repetition starts from the same state. ceiling_bytes_per_s: the read ceiling
+// measured once before the tests (tg results also carry their own, measured beside each run).
 std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<BenchTest>& tests, int n_threads,
                                          int reps, const StatePlanOptions& plan, std::string* backend_name,
                                          double* ceiling_bytes_per_s);
