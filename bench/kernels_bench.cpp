@@ -1,9 +1,11 @@
 // Kernel micro-benchmarks: matmul for each weight type at decode (n = 1) and prefill (n = 128)
 // sizes of LFM2-1.2B's FFN (8192 × 2048), on every instruction-set level the CPU has
-// (generic = the portable reference), plus paged attention at a few depths.
-// Run: build/bench/lfm_microbench --benchmark_filter=Matmul
+// (generic = the portable reference), plus paged attention at a few depths and the plain read
+// that bounds a decode from memory.
+// Run: build/bench/lfm_microbench --benchmark_filter='Matmul|ReadCold'
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
@@ -13,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "core/aligned_buffer.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/cpu/simd_backends.h"
 #include "kernels/state_pools.h"
 #include "kernels/weight_pack.h"
 
@@ -144,7 +147,46 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows,
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// The pure read that bounds a cold decode GEMV: `bytes` from memory (a different copy of a
+// ring of more than 1 GiB each iteration, as Matmul/.../cold reads its weights), split over the
+// pool's threads in 16 KiB pieces, by the read loop of `lfm bench`'s ceiling for that level with
+// its line requested `prefetch` bytes ahead. A cold matmul's GB/s over this one's is its share
+// of what the memory gives a reader in the same conditions.
+void BM_ReadCold(benchmark::State& state, Isa isa, int64_t bytes, size_t prefetch) {
+  if (!isa_supported(isa)) {
+    state.SkipWithError("CPU lacks this instruction set");
+    return;
+  }
+  const auto read = isa == Isa::kAvx512 ? stream_read_avx512 : stream_read_avx2;
+  const size_t n = static_cast<size_t>(bytes), copies = (size_t{1} << 30) / n + 1;
+  AlignedBuffer many(n * copies);
+  std::memset(many.data(), 1, n * copies);
+  constexpr int64_t kPiece = 16 * 1024;
+  size_t copy = 0;
+  std::atomic<uint32_t> sink{0};
+  for (auto _ : state) {
+    const uint8_t* p = static_cast<const uint8_t*>(many.data()) + copy * n;
+    copy = (copy + 1) % copies;
+    pool().parallel_for(bytes / kPiece, 1, [&](int64_t b, int64_t e) {
+      const float v = read(p + b * kPiece, static_cast<size_t>((e - b) * kPiece), prefetch);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      sink.fetch_xor(bits, std::memory_order_relaxed);
+    });
+  }
+  benchmark::DoNotOptimize(sink.load());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+
 void register_all() {
+  // The sizes of the 8192 × 2048 Q4_0 and BF16 matrices below.
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    for (int64_t mib : {9, 32})
+      for (size_t prefetch : {0, 1024}) {
+        const std::string name = std::string("ReadCold/") + isa_name(isa) + "/" + std::to_string(mib) + "MiB/pf" + std::to_string(prefetch);
+        benchmark::RegisterBenchmark(name.c_str(), BM_ReadCold, isa, mib << 20, prefetch)->UseRealTime()->Unit(benchmark::kMillisecond);
+      }
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
     for (int64_t depth : {512, 8192, 32768})
       for (int64_t rows : {1, 16})
