@@ -244,8 +244,10 @@ TEST_P(StateKernelsTest, PagedAttentionOverLongContextsIsExactAndInvariant) {
   for (int64_t hd : {64, 128})
     for (DType type : kTypes) {
       std::vector<float> reference;
-      for (int64_t bt : {16, 5}) {
-        if (bt == 5 && type != DType::F16) continue;  // the block size matters to the addressing only
+      // 16: a tile is two whole blocks; 48: blocks straddle tiles (both take the SIMD backends'
+      // one-row path in decode); 5: no whole vector of positions in a block (the general path).
+      for (int64_t bt : {16, 48, 5}) {
+        if (bt != 16 && type != DType::F16) continue;  // the block size matters to the addressing only
         int64_t n_blocks = 0;
         auto seqs = make_seqs({n, 40, 3}, H, G, hd, bt, n_blocks, 11 + hd);
         auto alone = std::vector<Seq>{seqs[0]};

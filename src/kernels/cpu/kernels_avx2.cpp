@@ -32,6 +32,7 @@ using V = simd::Avx2;
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_ops.inc"
 #include "kernels/cpu/simd_attention.inc"
+#include "kernels/cpu/simd_attention_drivers.inc"
 #include "kernels/cpu/simd_conv.inc"
 #define LFM_SIMD_PACKED 1
 #include "kernels/cpu/simd_packed_avx2.inc"

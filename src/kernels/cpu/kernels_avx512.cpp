@@ -38,6 +38,7 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_ops.inc"
 #include "kernels/cpu/simd_attention.inc"
+#include "kernels/cpu/simd_attention_drivers.inc"
 #include "kernels/cpu/simd_conv.inc"
 #define LFM_SIMD_VNNI 1
 #define LFM_SIMD_PACKED 1
