@@ -261,40 +261,34 @@ TEST_P(SimdKernelsTest, RopeMatchesReferenceBitwise) {
     }
 }
 
-// kRowsCopy and kChunks16: the plain types' rows copied into owned memory, as stored or in
-// 16-row panels interleaved every 32 columns. The kernels read the copy (the original is poisoned
-// with NaN bytes after copying) and give bitwise the unpacked results on both paths (few tokens:
-// fused rows, whole panels at a time for kChunks16; many: panels), for heights that leave a
-// partial panel and widths that leave a partial chunk and a vector tail.
+// kChunks16: the plain types' rows copied into owned memory in 16-row panels interleaved every
+// 32 columns. The kernels read the copy (the original is poisoned with NaN bytes after copying)
+// and give bitwise the unpacked results on both paths (few tokens: whole panels at a time, and
+// fused rows for a partial panel; many: panels), for heights that leave a partial panel and
+// widths that leave a partial chunk and a vector tail.
 TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
-  for (PackedLayout layout : {PackedLayout::kRowsCopy, PackedLayout::kChunks16})
-    for (DType dt : {DType::F32, DType::F16, DType::BF16})
-      for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 5, 64}, {1, 48, 203}, {2, 33, 203}, {3, 67, 224},
-                                {4, 40, 2048}, {9, 67, 224}, {40, 20, 96}, {1, 16, 7}}) {
-        Weight w = make_weight(dt, out, in, 11 + out);
-        const auto x = randn(n * in, 12 + n);
-        std::vector<float> want(n * out), got(n * out);
-        simd_->matmul(x.data(), n, w.view, want.data());
-        const AlignedBuffer copy = pack_weight(layout, w.view);
-        ASSERT_EQ(copy.size(), layout == PackedLayout::kRowsCopy ? w.bytes.size()
-                                                                  : static_cast<size_t>((out + 15) / 16) * chunks16_panel_bytes(dt, in));
-        TensorView v = w.view;
-        v.packed = copy.data();
-        v.packed_layout = layout;
-        std::fill(w.bytes.begin(), w.bytes.end(), uint8_t{0xFF});
-        simd_->matmul(x.data(), n, v, got.data());
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
-            << dtype_name(dt) << (layout == PackedLayout::kChunks16 ? " chunks16" : " rows") << " n " << n << " out " << out
-            << " in " << in;
-      }
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 5, 64}, {1, 48, 203}, {2, 33, 203}, {3, 67, 224},
+                              {4, 40, 2048}, {9, 67, 224}, {40, 20, 96}, {1, 16, 7}}) {
+      Weight w = make_weight(dt, out, in, 11 + out);
+      const auto x = randn(n * in, 12 + n);
+      std::vector<float> want(n * out), got(n * out);
+      simd_->matmul(x.data(), n, w.view, want.data());
+      const AlignedBuffer copy = pack_weight(PackedLayout::kChunks16, w.view);
+      ASSERT_EQ(copy.size(), static_cast<size_t>((out + 15) / 16) * chunks16_panel_bytes(dt, in));
+      TensorView v = w.view;
+      v.packed = copy.data();
+      v.packed_layout = PackedLayout::kChunks16;
+      std::fill(w.bytes.begin(), w.bytes.end(), uint8_t{0xFF});
+      simd_->matmul(x.data(), n, v, got.data());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+          << dtype_name(dt) << " n " << n << " out " << out << " in " << in;
+    }
   const Weight q = make_weight(DType::Q4_0, 4, 64, 1);
-  EXPECT_THROW(copy_rows(q.view), Error);
   EXPECT_THROW(pack_weight(PackedLayout::kChunks16, q.view), Error);
-  // The SIMD backends copy every plain matrix that has no faster layout: AVX-512 into 32-column
-  // chunks, AVX2 as stored.
-  const Isa isa = selected_isa();
-  if (isa != Isa::kGeneric) {
-    const PackedLayout plain = isa == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
+  // The SIMD backends copy every plain matrix that has no faster layout into 32-column chunks.
+  if (selected_isa() != Isa::kGeneric) {
+    constexpr PackedLayout plain = PackedLayout::kChunks16;
     EXPECT_EQ(cpu_packed_layout(DType::F16), plain);
     EXPECT_EQ(cpu_packed_layout(DType::F32), plain);
     const Weight odd = make_weight(DType::BF16, 4, 203, 1);  // no whole column pairs for AMX

@@ -17,7 +17,6 @@ enum class PackedLayout : uint8_t {
   kNone,
   kRows16,  // Q4_0 / Q8_0 / K-quants interleaved in panels of 16 rows (int8 dot-product kernels)
   kPairs16, // BF16 column pairs in panels of 16 rows (the AMX tile unit)
-  kRowsCopy, // F32/F16/BF16 rows exactly as stored, copied into the process's own memory
   kChunks16, // F32/F16/BF16 rows in panels of 16, interleaved every 32 columns (one stream per panel)
 };
 
@@ -41,12 +40,8 @@ struct TensorView {
   int64_t rows() const { return shape.empty() ? 1 : numel() / shape.back(); }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
   size_t row_bytes() const { return dtype_row_bytes(dtype, cols()); }
-  // Row r as stored: from the copy when there is one in the stored layout (kRowsCopy, the same
-  // bytes in the process's own memory), otherwise from `data`.
-  const uint8_t* row(int64_t r) const {
-    const void* base = packed_layout == PackedLayout::kRowsCopy && packed ? packed : data;
-    return static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * row_bytes();
-  }
+  // Row r as stored (in `data`; a packed copy keeps its own layout).
+  const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes(); }
 };
 
 std::string shape_str(const std::vector<int64_t>& shape);

@@ -176,16 +176,11 @@ void pack_pairs16_into(const TensorView& w, uint8_t* base) {
   }
 }
 
-size_t rows_copy_bytes(const TensorView& w) {
-  LFM_CHECK(plain_matrix_type(w.dtype),
-            "weight pack: kRowsCopy holds F32/F16/BF16 matrices, not ", dtype_name(w.dtype));
-  LFM_CHECK(w.data && w.nbytes == w.row_bytes() * static_cast<size_t>(w.rows()),
-            "weight pack: a ", shape_str(w.shape), " matrix of ", w.nbytes, " bytes cannot be copied by rows");
-  return w.nbytes;
-}
-
 size_t chunks16_bytes(const TensorView& w) {
-  rows_copy_bytes(w);  // the same checks: a plain matrix stored row after row
+  LFM_CHECK(plain_matrix_type(w.dtype),
+            "weight pack: kChunks16 holds F32/F16/BF16 matrices, not ", dtype_name(w.dtype));
+  LFM_CHECK(w.data && w.shape.size() == 2 && w.nbytes == w.row_bytes() * static_cast<size_t>(w.rows()),
+            "weight pack: a ", shape_str(w.shape), " matrix of ", w.nbytes, " bytes cannot be packed by rows");
   return static_cast<size_t>((w.shape[0] + kPackRows - 1) / kPackRows) * chunks16_panel_bytes(w.dtype, w.shape[1]);
 }
 
@@ -218,7 +213,6 @@ size_t packed_size(PackedLayout layout, const TensorView& w) {
   switch (layout) {
     case PackedLayout::kRows16: return rows16_bytes(w);
     case PackedLayout::kPairs16: return pairs16_bytes(w);
-    case PackedLayout::kRowsCopy: return rows_copy_bytes(w);
     case PackedLayout::kChunks16: return chunks16_bytes(w);
     default: throw Error("weight pack: no layout to pack into");
   }
@@ -229,7 +223,6 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst) {
   switch (layout) {
     case PackedLayout::kRows16: return pack_rows16_into(w, out);
     case PackedLayout::kPairs16: return pack_pairs16_into(w, out);
-    case PackedLayout::kRowsCopy: std::memcpy(out, w.data, rows_copy_bytes(w)); return;
     case PackedLayout::kChunks16: return pack_chunks16_into(w, out);
     default: throw Error("weight pack: no layout to pack into");
   }
@@ -243,7 +236,6 @@ AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w) {
 
 AlignedBuffer pack_rows16(const TensorView& w) { return pack_weight(PackedLayout::kRows16, w); }
 AlignedBuffer pack_pairs16(const TensorView& w) { return pack_weight(PackedLayout::kPairs16, w); }
-AlignedBuffer copy_rows(const TensorView& w) { return pack_weight(PackedLayout::kRowsCopy, w); }
 
 bool pairs16_selected(DType t, DType act) {
   if (t != DType::BF16 || selected_isa() != Isa::kAvx512) return false;
@@ -254,7 +246,7 @@ PackedLayout cpu_packed_layout(const TensorView& w) {
   PackedLayout l = cpu_packed_layout(w.dtype);
   if (l != PackedLayout::kNone && pairs16_selected(w.dtype, w.act_type)) l = PackedLayout::kPairs16;
   if (l == PackedLayout::kPairs16 && (w.shape.size() != 2 || !bf16_pairs::fits(w.shape[1])))
-    return selected_isa() == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
+    return PackedLayout::kChunks16;
   return l;
 }
 
@@ -265,7 +257,7 @@ PackedLayout cpu_packed_layout(DType t) {
   const bool simd = isa == Isa::kAvx512 || isa == Isa::kAvx2;
   if (pairs16_selected(t, DType::F32)) return PackedLayout::kPairs16;  // AMX
   if (plain_matrix_type(t))
-    return !simd ? PackedLayout::kNone : isa == Isa::kAvx512 ? PackedLayout::kChunks16 : PackedLayout::kRowsCopy;
+    return simd ? PackedLayout::kChunks16 : PackedLayout::kNone;
   // AVX-512 VNNI and AVX2 read every packable type (simd_packed.inc, simd_packed_avx2.inc).
   const bool reads = simd && rows16_packable(t);
   return reads ? PackedLayout::kRows16 : PackedLayout::kNone;

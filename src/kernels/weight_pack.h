@@ -34,22 +34,19 @@
 //   rows past the end are zero. The copy costs as much memory as the matrix (whose mapped pages
 //   the model then releases), and holds the stored values bit for bit.
 //
-// PackedLayout::kRowsCopy (F32, F16, and BF16 where the AMX layout does not apply, on the SIMD
-//   backends): the rows exactly as stored, copied into memory the process allocates (same size
-//   as the matrix; the mapped pages are released). The decode GEMV streams several rows at once
-//   (simd_matmul.inc); from the mapped file it reached 85-87% of the read ceiling, from the copy
-//   98-99% (F16 LFM2-1.2B tg64 9.8-9.9 -> 11.0-11.1 tok/s; AVX2 8.3 -> 9.6; same run). A single
-//   sequential reader gets the full bandwidth from either, so the page cache's placement of the
-//   file's pages, not the instruction stream, costs the difference; TensorView::row reads the copy.
-//
-// PackedLayout::kChunks16 (F32, F16, BF16 on AVX-512), panels of 16 rows: the panel's columns in
-//   chunks of kChunkCols = 32, and chunk c holds rows 0..15's values of columns 32c..32c+31 one row
-//   after another (16 × 32 stored values: 1 KiB for F16/BF16, 2 KiB for F32). A decode GEMV that
-//   takes a panel's 16 rows at once then reads one sequential stream instead of 16 (on a Zen 5
-//   EPYC, 2 threads, a copy of the kernel outside the repo: 53-61 GB/s against 28-30 for rows
-//   read 8 at a time, same minute). Values keep their stored bits; rows past the matrix's end and
-//   columns past the last whole chunk are zero. Same size as the matrix up to that padding; the
-//   mapped originals' pages are released (TensorView::row still reads `data`, as stored).
+// PackedLayout::kChunks16 (F32, F16, and BF16 where the AMX layout does not apply, on the SIMD
+//   backends), panels of 16 rows: the panel's columns in chunks of kChunkCols = 32, and chunk c
+//   holds rows 0..15's values of columns 32c..32c+31 one row after another (16 × 32 stored
+//   values: 1 KiB for F16/BF16, 2 KiB for F32). A decode GEMV that takes a panel's 16 rows at
+//   once then reads one sequential stream instead of 16 (on a Zen 5 EPYC, 2 threads, a copy of
+//   the kernel outside the repo: AVX-512 53-61 GB/s against 28-30 for rows read 8 at a time, same
+//   minute; AVX2 40-44 against 24-25 for rows read 4 at a time). Values keep their stored bits;
+//   rows past the matrix's end and columns past the last whole chunk are zero. Same size as the
+//   matrix up to that padding. The copy lives in memory the process allocates and the mapped
+//   originals' pages are released (TensorView::row still reads `data`, as stored): read from the
+//   mapped file, even rows as stored decoded at only 85-87% of the read ceiling against 98-99%
+//   from a copy (F16 LFM2-1.2B tg64 9.8-9.9 -> 11.0-11.1 tok/s, Xeon; the page cache's placement
+//   of the file's pages, not the instruction stream, cost the difference).
 #pragma once
 
 #include <cstddef>
@@ -61,7 +58,7 @@
 namespace lfm {
 
 // F32, F16 and BF16: matrices the kernels multiply in their stored values (no blocks to decode);
-// the kRowsCopy and kChunks16 layouts hold these.
+// the kChunks16 layout holds these.
 inline bool plain_matrix_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 // Rows per panel and bytes per unit (two blocks of 16 rows) of the kRows16 layout.
@@ -79,12 +76,10 @@ AlignedBuffer pack_rows16(const TensorView& w);
 size_t pairs16_panel_bytes(int64_t cols);
 // Packs a [rows, cols] BF16 matrix; throws lfm::Error for other types or shapes.
 AlignedBuffer pack_pairs16(const TensorView& w);
-// A copy of a [rows, cols] F32/F16/BF16 matrix's bytes (kRowsCopy).
-AlignedBuffer copy_rows(const TensorView& w);
 // kChunks16: columns per chunk, and the bytes of one panel of 16 rows of `cols` columns of t.
 constexpr int64_t kChunkCols = 32;
 size_t chunks16_panel_bytes(DType t, int64_t cols);
-// pack_rows16, pack_pairs16 or copy_rows, as `layout` says.
+// pack_rows16, pack_pairs16 or the kChunks16 copy, as `layout` says.
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
 // The same in two steps, for callers that place many copies in one buffer: the bytes w's copy
 // takes in `layout` (checks w as the packers do; throws lfm::Error), then the copy written to dst
@@ -95,8 +90,7 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst);
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
 // than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and
 // AVX2; kPairs16 for BF16 where the AMX tile unit is usable (kernels/cpu/bf16_pairs.h);
-// kChunks16 for the other F32/F16/BF16 matrices on AVX-512, kRowsCopy on AVX2 (whose 8-row decode
-// tiles would read half of each chunk). LFM_PACK=0 in the environment turns packing off.
+// kChunks16 for the other F32/F16/BF16 matrices. LFM_PACK=0 in the environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
 // Whether this process's kernels read a BF16 matrix multiplying `act` activations
 // (TensorView::act_type) in kPairs16 column pairs: on AVX-512 with AMX whatever `act` is, or with
