@@ -32,6 +32,36 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Model::read_ranges: the packed copies plus every mapped byte that no copy stands for, each
+// once (what `lfm bench` measures its read ceiling over): no range touches a packed matrix's
+// released original, and the bytes add up.
+void expect_read_ranges_skip_packed_originals(const Model& m, const std::string& what) {
+  std::vector<const TensorView*> packed;
+  const ModelWeights& w = m.weights();
+  const auto add = [&](const TensorView& t) {
+    if (t.packed) packed.push_back(&t);
+  };
+  add(w.lm_head);
+  for (const LayerWeights& l : w.layers) {
+    for (const TensorView* t : {&l.conv.in_proj, &l.conv.out_proj, &l.attn.q, &l.attn.k, &l.attn.v, &l.attn.out,
+                                &l.ffn.w1, &l.ffn.w3, &l.ffn.w2, &l.moe.router})
+      add(*t);
+    for (const FfnWeights& e : l.moe.experts)
+      for (const TensorView* t : {&e.w1, &e.w3, &e.w2}) add(*t);
+  }
+  size_t read = 0, replaced = 0;
+  for (const auto& [p, n] : m.read_ranges()) {
+    read += n;
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (const TensorView* t : packed) {
+      const auto* d = static_cast<const uint8_t*>(t->data);
+      EXPECT_TRUE(b + n <= d || b >= d + t->nbytes) << what << ": a read range overlaps a packed matrix's original";
+    }
+  }
+  for (const TensorView* t : packed) replaced += t->nbytes;
+  EXPECT_EQ(read, m.weight_bytes() - replaced + m.packed_bytes()) << what;
+}
+
 double bound(DType t, float w, float amax_block, float amax_256) {
   const double f16 = std::ldexp(1.0, -11);
   switch (t) {
@@ -184,6 +214,9 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
       const bool expect_packing = cpu_packed_layout(main) != PackedLayout::kNone;
       EXPECT_EQ(packed->packed_bytes() > 0, expect_packing) << shape << " " << gguf::file_type_label(ft);
       EXPECT_EQ(plain->packed_bytes(), 0u);
+      const std::string what = std::string(shape) + " " + gguf::file_type_label(ft);
+      expect_read_ranges_skip_packed_originals(*packed, what);
+      expect_read_ranges_skip_packed_originals(*plain, what + " unpacked");
       const std::vector<int32_t> ids = {1, 7, 300, 12, 99, 5, 500, 42, 8};
       const auto a = test::prompt_logits(*packed, *be, ids);
       const auto b = test::prompt_logits(*plain, *be, ids);

@@ -83,20 +83,10 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
   ThreadPool pool(n_threads);
   auto backend = make_cpu_backend(pool);
   if (backend_name) *backend_name = backend->name();
-  // The read-bandwidth ceiling: every weight byte once, with this many threads, read where the
-  // file maps it and (when the kernels read packed copies) where the copies live, whose huge
-  // pages stream faster than the mapping's small ones; the faster of the two is the ceiling.
-  std::vector<std::pair<const void*, size_t>> mapped;
-  for (const auto& name : model.source().names()) {
-    const TensorView* t = model.source().find(name);
-    mapped.push_back({t->data, t->nbytes});
-  }
-  const auto packed = model.packed_ranges();
-  auto read_ceiling = [&](int passes) {
-    double c = measure_read_bandwidth(pool, mapped, passes);
-    if (!packed.empty()) c = std::max(c, measure_read_bandwidth(pool, packed, passes));
-    return c;
-  };
+  // The read-bandwidth ceiling: every weight byte once, with this many threads, where a forward
+  // reads it (packed matrices from their copies, whose mapped originals stay released).
+  const auto ranges = model.read_ranges();
+  auto read_ceiling = [&](int passes) { return measure_read_bandwidth(pool, ranges, passes); };
   if (ceiling_bytes_per_s) *ceiling_bytes_per_s = read_ceiling(3);
   // One cache for every test: room for the deepest context plus each test's tokens.
   int64_t max_ctx = 1, max_seqs = 1;

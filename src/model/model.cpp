@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <exception>
@@ -105,6 +106,7 @@ void Model::pack_matrices() {
     todo[i]->packed = arena + offsets[i];
     todo[i]->packed_layout = layouts[i];
     packed_ranges_.push_back({arena + offsets[i], offsets[i + 1] - offsets[i]});
+    packed_sources_.push_back({todo[i]->data, todo[i]->nbytes});
   }
 }
 
@@ -120,6 +122,27 @@ void Model::set_bf16_activations() {
 size_t Model::packed_bytes() const { return packed_.size(); }
 
 std::vector<std::pair<const void*, size_t>> Model::packed_ranges() const { return packed_ranges_; }
+
+std::vector<std::pair<const void*, size_t>> Model::read_ranges() const {
+  using Span = std::pair<uintptr_t, uintptr_t>;  // [begin, end) addresses
+  std::vector<Span> replaced;
+  for (const auto& [p, n] : packed_sources_) replaced.push_back({reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + n});
+  std::sort(replaced.begin(), replaced.end());
+  std::vector<std::pair<const void*, size_t>> out = packed_ranges_;
+  for (const auto& name : source_->names()) {
+    const TensorView* t = source_->find(name);
+    uintptr_t at = reinterpret_cast<uintptr_t>(t->data);
+    const uintptr_t end = at + t->nbytes;
+    for (const Span& r : replaced) {  // in address order: keep the pieces between replaced spans
+      if (r.first >= end) break;
+      if (r.second <= at) continue;
+      if (r.first > at) out.push_back({reinterpret_cast<const void*>(at), r.first - at});
+      at = std::max(at, r.second);
+    }
+    if (end > at) out.push_back({reinterpret_cast<const void*>(at), end - at});
+  }
+  return out;
+}
 
 int64_t Model::parameter_count() const {
   int64_t n = 0;

@@ -46,6 +46,10 @@ class Model {
   size_t packed_bytes() const;
   // Where those copies live: (address, bytes) per packed matrix.
   std::vector<std::pair<const void*, size_t>> packed_ranges() const;
+  // Every weight byte once, where a forward reads it: a packed matrix from its copy, the rest
+  // where the source maps it (a packed original's pages were handed back: reading them there
+  // would fault them in again and hold the model twice).
+  std::vector<std::pair<const void*, size_t>> read_ranges() const;
   // Whether some matrix multiplies bf16-rounded activations (LoadOptions::bf16_activations on a
   // model with BF16 matrices).
   bool bf16_activations() const { return bf16_activations_; }
@@ -59,6 +63,7 @@ class Model {
   ModelWeights weights_;
   AlignedBuffer packed_;  // kernel-layout copies the weight views point into, one after another
   std::vector<std::pair<const void*, size_t>> packed_ranges_;  // each copy's bytes in packed_
+  std::vector<std::pair<const void*, size_t>> packed_sources_;  // the mapped bytes each copy stands for
   std::vector<int64_t> slot_;
   std::vector<float> inv_freq_;
   bool bf16_activations_ = false;
