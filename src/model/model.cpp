@@ -121,8 +121,6 @@ void Model::set_bf16_activations() {
 
 size_t Model::packed_bytes() const { return packed_.size(); }
 
-std::vector<std::pair<const void*, size_t>> Model::packed_ranges() const { return packed_ranges_; }
-
 std::vector<std::pair<const void*, size_t>> Model::read_ranges() const {
   using Span = std::pair<uintptr_t, uintptr_t>;  // [begin, end) addresses
   std::vector<Span> replaced;

@@ -44,8 +44,6 @@ class Model {
   size_t expert_bytes() const;
   // Bytes of packed matrix copies the CPU kernels read instead of the stored ones (0 if none).
   size_t packed_bytes() const;
-  // Where those copies live: (address, bytes) per packed matrix.
-  std::vector<std::pair<const void*, size_t>> packed_ranges() const;
   // Every weight byte once, where a forward reads it: a packed matrix from its copy, the rest
   // where the source maps it (a packed original's pages were handed back: reading them there
   // would fault them in again and hold the model twice).
