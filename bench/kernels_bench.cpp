@@ -197,7 +197,8 @@ void register_all() {
           benchmark::RegisterBenchmark(name.c_str(), BM_Attention, isa, depth, rows, cold)->UseRealTime()->Unit(benchmark::kMillisecond);
         }
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
-    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K})
       for (DType act : {DType::F32, DType::BF16})
       for (int64_t n : {1, 128})
         for (bool packed : {false, true}) {

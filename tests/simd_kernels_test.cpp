@@ -395,6 +395,71 @@ TEST(WeightPack, LayoutPlacesEveryStoredByte) {
   EXPECT_THROW(pack_rows16(v), Error);
 }
 
+// Q4_1, Q5_0 and Q5_1 in the 16-row layout: every element's quant, rebuilt from its nibble (and
+// its bit in the fifth-bit plane) with the block's d (and m) from the unit, gives exactly what
+// the reference decoder gives from the stored block; rows past the end are zero.
+TEST(WeightPack, LayoutHoldsEveryValueOfTheFormatsWithMinsAndFifthBits) {
+  for (DType dt : {DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    const int64_t out = 21, in = 96, blocks = 3;
+    const Weight w = make_packed_weight(dt, out, in, 6);
+    const auto* p = static_cast<const uint8_t*>(w.view.packed);
+    const bool five = dt != DType::Q4_1, mins = dt != DType::Q5_0;
+    const size_t kb = five ? 320 : 256, unit = rows16_unit_bytes(dt), panel = rows16_panel_bytes(dt, in);
+    ASSERT_EQ(unit, 2 * kb + (mins ? 128 : 64));
+    ASSERT_EQ(unit, 32 * static_cast<size_t>(dtype_traits(dt).block_bytes));  // exactly the stored blocks
+    ASSERT_EQ(w.packed.size(), 2 * panel);
+    std::vector<float> want(in);
+    for (int64_t r = 0; r < 32; ++r) {
+      if (r < out) dequantize_row(dt, w.view.row(r), want.data(), in);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* u = p + (r / 16) * panel + (b / 2) * unit;
+        const uint8_t* blk = u + (b % 2) * kb;
+        const int64_t lane = r % 16;
+        uint16_t dbits, mbits = 0;
+        std::memcpy(&dbits, u + 2 * kb + (b % 2) * 32 + 2 * lane, 2);
+        if (mins) std::memcpy(&mbits, u + 2 * kb + 64 + (b % 2) * 32 + 2 * lane, 2);
+        const float d = f16_to_f32(dbits), m = f16_to_f32(mbits);
+        for (int g = 0; g < 4; ++g)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t nib = blk[64 * g + 4 * lane + j], high = five ? blk[256 + 4 * lane + j] : 0;
+            const int qlo = (nib & 0x0F) | (((high >> (2 * g)) & 1) << 4);
+            const int qhi = (nib >> 4) | (((high >> (2 * g + 1)) & 1) << 4);
+            for (auto [k, q] : {std::pair{4 * g + j, qlo}, std::pair{16 + 4 * g + j, qhi}}) {
+              const float got = dt == DType::Q5_0 ? static_cast<float>(q - 16) * d : static_cast<float>(q) * d + m;
+              if (r >= out) {
+                ASSERT_EQ(nib | high | dbits | mbits, 0) << dtype_name(dt) << " padding row " << r;
+              } else {
+                ASSERT_EQ(got, want[b * 32 + k]) << dtype_name(dt) << " row " << r << " element " << b * 32 + k;
+              }
+            }
+          }
+      }
+    }
+  }
+}
+
+// The AVX2 kernels claim the AVX-512 kernels' arithmetic (simd_packed_avx2.inc): on a CPU with
+// both, every packed type gives the same bits on both, for decode (1-4 tokens, two panels in
+// lockstep, a short last panel) and prefill tiles.
+TEST(SimdKernels, PackedAvx2AndAvx512GiveTheSameBits) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "CPU lacks avx512";
+  ThreadPool pool(2);
+  const auto avx2 = make_backend_for(Isa::kAvx2, pool), avx512 = make_backend_for(Isa::kAvx512, pool);
+  for (DType dt : kTypes) {
+    if (!rows16_packable(dt)) continue;
+    const int64_t blk = dtype_traits(dt).block_elems;
+    for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 96}, {2, 57, 512}, {4, 33, 256}, {9, 70, 256}, {17, 16, 768}}) {
+      const int64_t K = (in + blk - 1) / blk * blk;
+      const Weight w = make_packed_weight(dt, out, K, 300 + n);
+      const auto x = randn(n * K, 400 + n);
+      std::vector<float> a(n * out), b(n * out);
+      avx2->matmul(x.data(), n, w.view, a.data());
+      avx512->matmul(x.data(), n, w.view, b.data());
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << dtype_name(dt) << " n=" << n << " out=" << out << " in=" << K;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, SimdKernelsTest, ::testing::Values("avx2", "avx512"));
 
 }  // namespace

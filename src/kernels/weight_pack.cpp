@@ -14,8 +14,6 @@ namespace lfm {
 
 namespace {
 
-bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
-
 // One K-quant super-block unpacked: unsigned quants and the 8 (Q6_K: 16) sub-block scales.
 struct KValues {
   uint8_t q[quant::kQK_K];
@@ -67,6 +65,52 @@ KValues unpack_kquant(DType t, const uint8_t* src) {
   return v;
 }
 
+// Writes lane i's 32 unsigned quants q (of `bits` bits) into a packed block of 16 rows (blk):
+// the low 4 bits in the Q4_0 arrangement (group g, byte 4i + j: element 4g + j in the low
+// nibble, 16 + 4g + j in the high one), then the high bits in the planes weight_pack.h describes
+// (5 bits: one plane; 6 bits: two). The planes are ORed into: blk must start zeroed.
+void pack_block_quants(int bits, const uint8_t* q, int64_t i, uint8_t* blk) {
+  for (int g = 0; g < 4; ++g)
+    for (int b = 0; b < 4; ++b) {
+      const uint8_t lo = q[4 * g + b], hi = q[16 + 4 * g + b];
+      blk[64 * g + 4 * i + b] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
+      if (bits == 5)
+        blk[256 + 4 * i + b] |= static_cast<uint8_t>(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
+      if (bits == 6)
+        blk[256 + 64 * (g / 2) + 4 * i + b] |=
+            static_cast<uint8_t>(((lo >> 4) << (4 * (g % 2))) | ((hi >> 4) << (4 * (g % 2) + 2)));
+    }
+}
+
+// One block of 32 elements of a 32-block format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as unsigned
+// quants q (value = d·(q − offset), or d·q + m for the formats with mins) and the stored f16
+// bits of d and m. Q8_0's signed quants are biased by 128 (each byte's top bit flipped).
+struct BlockValues {
+  uint8_t q[32];
+  uint16_t d = 0, m = 0;
+};
+
+BlockValues unpack_block32(DType t, const uint8_t* src) {
+  BlockValues v;
+  std::memcpy(&v.d, src, 2);
+  if (t == DType::Q8_0) {
+    for (int k = 0; k < 32; ++k) v.q[k] = static_cast<uint8_t>(src[2 + k] ^ 0x80);
+    return v;
+  }
+  const bool mins = t == DType::Q4_1 || t == DType::Q5_1, five = t == DType::Q5_0 || t == DType::Q5_1;
+  if (mins) std::memcpy(&v.m, src + 2, 2);
+  const uint8_t* after = src + (mins ? 4 : 2);
+  uint32_t qh = 0;  // Q5_x: bit k is element k's fifth bit (little-endian, as ggml stores it)
+  if (five) qh = static_cast<uint32_t>(after[0]) | static_cast<uint32_t>(after[1]) << 8 |
+                 static_cast<uint32_t>(after[2]) << 16 | static_cast<uint32_t>(after[3]) << 24;
+  const uint8_t* qs = after + (five ? 4 : 0);
+  for (int k = 0; k < 16; ++k) {
+    v.q[k] = static_cast<uint8_t>((qs[k] & 0x0F) | (((qh >> k) & 1u) << 4));
+    v.q[k + 16] = static_cast<uint8_t>((qs[k] >> 4) | (((qh >> (k + 16)) & 1u) << 4));
+  }
+  return v;
+}
+
 // Writes row i (lane) of one K-quant super-block into its packed unit.
 void pack_kquant_row(DType t, const KValues& v, int64_t i, uint8_t* unit) {
   const size_t kb = rows16_kblock_bytes(t);
@@ -76,32 +120,14 @@ void pack_kquant_row(DType t, const KValues& v, int64_t i, uint8_t* unit) {
     uint8_t* hdr = unit + 64 + 32 * j;
     hdr[i] = t == DType::Q6_K ? v.scale[2 * j] : v.scale[j];
     hdr[16 + i] = t == DType::Q6_K ? v.scale[2 * j + 1] : v.min[j];
-    const uint8_t* q = v.q + 32 * j;
-    uint8_t* blk = unit + 320 + j * kb;
-    for (int g = 0; g < 4; ++g)
-      for (int b = 0; b < 4; ++b) {
-        const uint8_t lo = q[4 * g + b], hi = q[16 + 4 * g + b];
-        blk[64 * g + 4 * i + b] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
-        if (t == DType::Q5_K)
-          blk[256 + 4 * i + b] |= static_cast<uint8_t>(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
-        if (t == DType::Q6_K)
-          blk[256 + 64 * (g / 2) + 4 * i + b] |=
-              static_cast<uint8_t>(((lo >> 4) << (4 * (g % 2))) | ((hi >> 4) << (4 * (g % 2) + 2)));
-      }
+    pack_block_quants(t == DType::Q5_K ? 5 : t == DType::Q6_K ? 6 : 4, v.q + 32 * j, i, unit + 320 + j * kb);
   }
 }
 
 }  // namespace
 
-bool rows16_packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || is_kquant(t); }
-int64_t rows16_group_count(DType t) { return t == DType::Q8_0 ? 8 : 4; }
-size_t rows16_kblock_bytes(DType t) { return t == DType::Q4_K ? 256 : t == DType::Q5_K ? 320 : 384; }
-size_t rows16_unit_bytes(DType t) {
-  if (is_kquant(t)) return 320 + 8 * rows16_kblock_bytes(t);
-  return static_cast<size_t>(2 * rows16_group_count(t) * 64 + 64);
-}
 size_t rows16_panel_bytes(DType t, int64_t cols) {
-  if (is_kquant(t)) return static_cast<size_t>(cols / quant::kQK_K) * rows16_unit_bytes(t);
+  if (rows16_kquant(t)) return static_cast<size_t>(cols / quant::kQK_K) * rows16_unit_bytes(t);
   const int64_t blocks = cols / 32;
   return static_cast<size_t>((blocks + 1) / 2) * rows16_unit_bytes(t);
 }
@@ -110,7 +136,7 @@ namespace {
 
 void check_rows16(const TensorView& w) {
   LFM_CHECK(rows16_packable(w.dtype), "weight pack: no 16-row layout for ", dtype_name(w.dtype));
-  const int64_t blk = is_kquant(w.dtype) ? quant::kQK_K : 32;
+  const int64_t blk = rows16_kquant(w.dtype) ? quant::kQK_K : 32;
   LFM_CHECK(w.shape.size() == 2 && w.shape[1] % blk == 0, "weight pack: expected a [rows, ", blk,
             "·k] matrix, got ", shape_str(w.shape));
 }
@@ -126,28 +152,30 @@ void pack_rows16_into(const TensorView& w, uint8_t* base) {
   const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
   const size_t src_block = static_cast<size_t>(dtype_traits(w.dtype).block_bytes);
   std::memset(base, 0, rows16_bytes(w));  // rows past M, and the high-bit planes ORed into below
-  if (is_kquant(w.dtype)) {
+  if (rows16_kquant(w.dtype)) {
     for (int64_t r = 0; r < M; ++r)
       for (int64_t s = 0; s < w.shape[1] / quant::kQK_K; ++s)
         pack_kquant_row(w.dtype, unpack_kquant(w.dtype, w.row(r) + s * src_block), r % kPackRows,
                         base + (r / kPackRows) * panel_bytes + s * unit);
     return;
   }
-  const int64_t blocks = w.shape[1] / 32, G = rows16_group_count(w.dtype);
-  const bool q8 = w.dtype == DType::Q8_0;
+  const int64_t blocks = w.shape[1] / 32;
+  const size_t kb = rows16_kblock_bytes(w.dtype);
+  const bool q8 = w.dtype == DType::Q8_0, mins = rows16_has_mins(w.dtype);
+  const int bits = w.dtype == DType::Q5_0 || w.dtype == DType::Q5_1 ? 5 : 4;
   for (int64_t p = 0; p < panels; ++p) {
     for (int64_t i = 0; i < kPackRows && p * kPackRows + i < M; ++i) {
       const uint8_t* row = w.row(p * kPackRows + i);
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* src = row + b * src_block;  // f16 scale, then the quants
+        const BlockValues v = unpack_block32(w.dtype, row + b * src_block);
         uint8_t* u = base + p * panel_bytes + (b / 2) * unit;
-        uint8_t* quants = u + (b % 2) * G * 64;
-        std::memcpy(u + 2 * G * 64 + (b % 2) * 32 + 2 * i, src, 2);
-        for (int64_t g = 0; g < G; ++g) {
-          uint32_t v;  // 4 stored bytes; Q8_0's signed quants + 128 (flip each byte's top bit)
-          std::memcpy(&v, src + 2 + 4 * g, 4);
-          if (q8) v ^= 0x80808080u;
-          std::memcpy(quants + g * 64 + 4 * i, &v, 4);
+        uint8_t* blk = u + (b % 2) * kb;
+        std::memcpy(u + 2 * kb + (b % 2) * 32 + 2 * i, &v.d, 2);
+        if (mins) std::memcpy(u + 2 * kb + 64 + (b % 2) * 32 + 2 * i, &v.m, 2);
+        if (q8) {
+          for (int g = 0; g < 8; ++g) std::memcpy(blk + g * 64 + 4 * i, v.q + 4 * g, 4);
+        } else {
+          pack_block_quants(bits, v.q, i, blk);
         }
       }
     }

@@ -2,18 +2,22 @@
 // kernels read fastest. Packing changes where bytes sit, never their values (scales stay f16,
 // quants keep their bits up to a fixed offset), so a packed matmul sees exactly the stored weights.
 //
-// PackedLayout::kRows16 (Q4_0 and Q8_0), for rows r = 16p + i (i = lane 0..15) of panel p:
-//   the panel's blocks are grouped in pairs (a "unit"; an odd last block leaves half a unit
-//   unused), and a unit of blocks 2u, 2u+1 holds
-//     [quants of block 2u: G × 64 bytes][quants of block 2u+1: G × 64 bytes][f16 scales 2u: 16 × 2][f16 scales 2u+1: 16 × 2]
-//   where quant group g (64 bytes) has in lane i (bytes 4i..4i+3) the 4 stored bytes qs[4g..4g+3]
-//   of row i's block:
-//     Q4_0, G = 4: the bytes as stored: low nibbles are elements 4g..4g+3, high nibbles
-//                  elements 16+4g..16+4g+3 (unsigned 0..15, value = nibble - 8);
-//     Q8_0, G = 8: each signed quant + 128 as an unsigned byte (value = byte - 128).
-//   Rows past the matrix's end are zero. Units are 64-byte aligned (576 / 1088 bytes), so a
-//   kernel loads every group with one aligned 512-bit load and broadcasts 4 activation bytes
-//   against 16 rows at once.
+// PackedLayout::kRows16 (the 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), for rows
+//   r = 16p + i (i = lane 0..15) of panel p: the panel's blocks are grouped in pairs (a "unit";
+//   an odd last block leaves half a unit unused), and a unit of blocks 2u, 2u+1 holds
+//     [block 2u: B bytes][block 2u+1: B bytes][f16 d of 2u: 16 × 2][f16 d of 2u+1: 16 × 2]
+//     (Q4_1, Q5_1 then: [f16 m of 2u: 16 × 2][f16 m of 2u+1: 16 × 2])
+//   where quant group g (64 bytes) of a block has in lane i (bytes 4i..4i+3) 4 bytes of row i's
+//   block:
+//     Q4_0, Q4_1 (B = 256, G = 4): the bytes as stored: low nibbles are elements 4g..4g+3, high
+//                  nibbles elements 16+4g..16+4g+3 (unsigned 0..15; value = nibble − 8, or d·q + m);
+//     Q5_0, Q5_1 (B = 320): the low 4 bits as Q4_0, then a plane of the fifth bits as Q5_K's
+//                  below (value = q − 16, or d·q + m);
+//     Q8_0 (B = 512, G = 8): each signed quant + 128 as an unsigned byte (value = byte − 128).
+//   Rows past the matrix's end are zero. Units are 64-byte aligned (Q4_0 576, Q4_1 640, Q5_0 704,
+//   Q5_1 768, Q8_0 1088 bytes: exactly the 32 stored blocks, so a copy costs the matrix's size plus
+//   an odd last block's and a short last panel's padding), so a kernel loads every group with one
+//   aligned 512-bit load and broadcasts 4 activation bytes against 16 rows at once.
 //
 // The same layout for the K-quants (Q4_K, Q5_K, Q6_K): the unit is a 256-element super-block,
 //   [header 320 bytes][8 blocks of 32 elements, each (256 + H) bytes]
@@ -63,10 +67,29 @@ inline bool plain_matrix_type(DType t) { return t == DType::F32 || t == DType::F
 
 // Rows per panel and bytes per unit (two blocks of 16 rows) of the kRows16 layout.
 constexpr int64_t kPackRows = 16;
-bool rows16_packable(DType t);                 // Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
-int64_t rows16_group_count(DType t);           // G: 4 (Q4_0) or 8 (Q8_0)
-size_t rows16_unit_bytes(DType t);             // Q4_0/Q8_0: 2 · G · 64 + 64; K-quants: one super-block
-size_t rows16_kblock_bytes(DType t);           // K-quants: 256 + H, one block of 32 elements
+constexpr bool rows16_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+constexpr bool rows16_block32(DType t) {  // the formats of 32-element blocks with one d (and m) each
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+}
+constexpr bool rows16_packable(DType t) { return rows16_block32(t) || rows16_kquant(t); }
+// The 32-block formats whose values are d·q + m (Q4_1, Q5_1): their units also hold the m.
+constexpr bool rows16_has_mins(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
+// Quant groups of 64 bytes per block: 8 (Q8_0) or 4 (the rest's low 4 bits).
+constexpr int64_t rows16_group_count(DType t) { return t == DType::Q8_0 ? 8 : 4; }
+// B: the bytes of one block of 32 elements of 16 rows (K-quants: 256 + H).
+constexpr size_t rows16_kblock_bytes(DType t) {
+  switch (t) {
+    case DType::Q8_0: return 512;
+    case DType::Q5_0: case DType::Q5_1: case DType::Q5_K: return 320;
+    case DType::Q6_K: return 384;
+    default: return 256;  // Q4_0, Q4_1, Q4_K
+  }
+}
+// One unit: two 32-blocks and their d (and m); for the K-quants one super-block.
+constexpr size_t rows16_unit_bytes(DType t) {
+  if (rows16_kquant(t)) return 320 + 8 * rows16_kblock_bytes(t);
+  return 2 * rows16_kblock_bytes(t) + (rows16_has_mins(t) ? 128 : 64);
+}
 size_t rows16_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows, all its units
 
 // Packs a [rows, cols] matrix of those types (cols whole blocks); throws lfm::Error otherwise.

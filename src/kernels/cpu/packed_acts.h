@@ -16,9 +16,9 @@ struct PackedActs {
   int64_t n = 0, K = 0, blocks = 0;
   AlignedVector<int8_t> q;      // [n][K]          quantized x
   AlignedVector<float> dx;      // [n][blocks]     each block's scale
-  AlignedVector<int32_t> off;   // [n][blocks][2]  Q4_0 / Q8_0: [0] = offset · Σ q of the block;
+  AlignedVector<int32_t> off;   // [n][blocks][2]  Q4_0 / Q5_0 / Q8_0: [0] = offset · Σ q of the block;
                               //                 Q6_K: 32 · Σ q of elements 0..15 and of 16..31
-  AlignedVector<float> sx;      // [n][blocks]     Q4_K / Q5_K: dx · Σ q (for the mins)
+  AlignedVector<float> sx;      // [n][blocks]     Q4_1 / Q5_1 / Q4_K / Q5_K: dx · Σ q (for the mins)
 
   // Sizes the buffers for n tokens of K values against weights of type wt.
   void reset(int64_t n_tokens, int64_t k, DType wt) {
@@ -35,16 +35,23 @@ struct PackedActs {
   void set_block(int64_t t, int64_t b, float d, int32_t s0, int32_t s1) {
     const int64_t ib = t * blocks + b;
     const int32_t o = offset(type_);
-    const bool halves = type_ == DType::Q6_K, mins = type_ == DType::Q4_K || type_ == DType::Q5_K;
+    const bool halves = type_ == DType::Q6_K;
+    const bool mins = type_ == DType::Q4_1 || type_ == DType::Q5_1 || type_ == DType::Q4_K || type_ == DType::Q5_K;
     dx[ib] = d;
     off[2 * ib] = halves ? o * s0 : o * (s0 + s1);
     off[2 * ib + 1] = halves ? o * s1 : 0;
     sx[ib] = mins ? d * static_cast<float>(s0 + s1) : 0.0f;
   }
   // The weight offset of the format's unsigned quants (value = quant − offset); 0 for the
-  // K-quants with mins (their Σ x goes to sx instead).
+  // formats with mins (their Σ x goes to sx instead).
   static int32_t offset(DType t) {
-    return t == DType::Q4_0 ? 8 : t == DType::Q8_0 ? 128 : t == DType::Q6_K ? 32 : 0;
+    switch (t) {
+      case DType::Q4_0: return 8;
+      case DType::Q5_0: return 16;
+      case DType::Q6_K: return 32;
+      case DType::Q8_0: return 128;
+      default: return 0;
+    }
   }
 
  private:
