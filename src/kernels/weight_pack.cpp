@@ -82,33 +82,32 @@ void pack_block_quants(int bits, const uint8_t* q, int64_t i, uint8_t* blk) {
     }
 }
 
-// One block of 32 elements of a 32-block format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as unsigned
-// quants q (value = d·(q − offset), or d·q + m for the formats with mins) and the stored f16
-// bits of d and m. Q8_0's signed quants are biased by 128 (each byte's top bit flipped).
-struct BlockValues {
-  uint8_t q[32];
-  uint16_t d = 0, m = 0;
-};
-
-BlockValues unpack_block32(DType t, const uint8_t* src) {
-  BlockValues v;
-  std::memcpy(&v.d, src, 2);
-  if (t == DType::Q8_0) {
-    for (int k = 0; k < 32; ++k) v.q[k] = static_cast<uint8_t>(src[2 + k] ^ 0x80);
-    return v;
-  }
-  const bool mins = t == DType::Q4_1 || t == DType::Q5_1, five = t == DType::Q5_0 || t == DType::Q5_1;
-  if (mins) std::memcpy(&v.m, src + 2, 2);
+// Writes lane i's block (src: one stored block of a 32-block format) into a unit's block blk and
+// its d (and m) slots. The stored nibble bytes already are in Q4_0's arrangement (group g = qs[4g
+// .. 4g+3]), so they are copied 4 bytes at a time (Q8_0's with each byte's top bit flipped: +128);
+// Q5_x's fifth bits (qh bit k = element k) go to Q5_K's plane: bit 2g of byte j = element 4g + j,
+// bit 2g + 1 = element 16 + 4g + j.
+void pack_block32_lane(DType t, const uint8_t* src, int64_t i, uint8_t* blk, uint8_t* d_slot, uint8_t* m_slot) {
+  const bool mins = rows16_has_mins(t), five = t == DType::Q5_0 || t == DType::Q5_1;
+  std::memcpy(d_slot, src, 2);
+  if (mins) std::memcpy(m_slot, src + 2, 2);
   const uint8_t* after = src + (mins ? 4 : 2);
-  uint32_t qh = 0;  // Q5_x: bit k is element k's fifth bit (little-endian, as ggml stores it)
-  if (five) qh = static_cast<uint32_t>(after[0]) | static_cast<uint32_t>(after[1]) << 8 |
-                 static_cast<uint32_t>(after[2]) << 16 | static_cast<uint32_t>(after[3]) << 24;
   const uint8_t* qs = after + (five ? 4 : 0);
-  for (int k = 0; k < 16; ++k) {
-    v.q[k] = static_cast<uint8_t>((qs[k] & 0x0F) | (((qh >> k) & 1u) << 4));
-    v.q[k + 16] = static_cast<uint8_t>((qs[k] >> 4) | (((qh >> (k + 16)) & 1u) << 4));
+  const int64_t groups = rows16_group_count(t);
+  for (int64_t g = 0; g < groups; ++g) {
+    uint32_t v;
+    std::memcpy(&v, qs + 4 * g, 4);
+    if (t == DType::Q8_0) v ^= 0x80808080u;
+    std::memcpy(blk + g * 64 + 4 * i, &v, 4);
   }
-  return v;
+  if (!five) return;
+  const uint32_t qh = static_cast<uint32_t>(after[0]) | static_cast<uint32_t>(after[1]) << 8 |
+                      static_cast<uint32_t>(after[2]) << 16 | static_cast<uint32_t>(after[3]) << 24;
+  for (int j = 0; j < 4; ++j) {
+    uint32_t plane = 0;
+    for (int g = 0; g < 4; ++g) plane |= ((qh >> (4 * g + j)) & 1u) << (2 * g) | ((qh >> (16 + 4 * g + j)) & 1u) << (2 * g + 1);
+    blk[256 + 4 * i + j] = static_cast<uint8_t>(plane);
+  }
 }
 
 // Writes row i (lane) of one K-quant super-block into its packed unit.
@@ -161,22 +160,13 @@ void pack_rows16_into(const TensorView& w, uint8_t* base) {
   }
   const int64_t blocks = w.shape[1] / 32;
   const size_t kb = rows16_kblock_bytes(w.dtype);
-  const bool q8 = w.dtype == DType::Q8_0, mins = rows16_has_mins(w.dtype);
-  const int bits = w.dtype == DType::Q5_0 || w.dtype == DType::Q5_1 ? 5 : 4;
   for (int64_t p = 0; p < panels; ++p) {
     for (int64_t i = 0; i < kPackRows && p * kPackRows + i < M; ++i) {
       const uint8_t* row = w.row(p * kPackRows + i);
       for (int64_t b = 0; b < blocks; ++b) {
-        const BlockValues v = unpack_block32(w.dtype, row + b * src_block);
         uint8_t* u = base + p * panel_bytes + (b / 2) * unit;
-        uint8_t* blk = u + (b % 2) * kb;
-        std::memcpy(u + 2 * kb + (b % 2) * 32 + 2 * i, &v.d, 2);
-        if (mins) std::memcpy(u + 2 * kb + 64 + (b % 2) * 32 + 2 * i, &v.m, 2);
-        if (q8) {
-          for (int g = 0; g < 8; ++g) std::memcpy(blk + g * 64 + 4 * i, v.q + 4 * g, 4);
-        } else {
-          pack_block_quants(bits, v.q, i, blk);
-        }
+        uint8_t* scales = u + 2 * kb + (b % 2) * 32 + 2 * i;  // d; m 64 bytes further
+        pack_block32_lane(w.dtype, row + b * src_block, i, u + (b % 2) * kb, scales, scales + 64);
       }
     }
   }
