@@ -12,6 +12,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace lfm::quant {
 
@@ -43,6 +44,13 @@ struct BlockQ4_1 {
   uint8_t qs[kQK32 / 2];
 };
 static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0/Q5_1's qh: bit i is element i's fifth bit (little-endian, as ggml stores it).
+inline uint32_t load_qh32(const uint8_t qh[4]) {
+  uint32_t v;
+  std::memcpy(&v, qh, 4);
+  return v;
+}
 
 // Q5_0: x = (q - 16) * d with q = nibble | (bit i of qh) << 4, qh read as a little-endian uint32;
 // nibbles as Q4_0 (element j low, j + 16 high), qh bit i belongs to element i.

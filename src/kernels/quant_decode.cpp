@@ -18,12 +18,6 @@ Block load_block(const uint8_t* src, int64_t index) {
   return b;
 }
 
-uint32_t load_qh32(const uint8_t qh[4]) {
-  uint32_t v;
-  std::memcpy(&v, qh, 4);
-  return v;
-}
-
 }  // namespace
 
 void decode_q8_0(const uint8_t* src, float* dst, int64_t n_blocks) {

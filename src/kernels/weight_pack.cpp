@@ -88,7 +88,7 @@ void pack_block_quants(int bits, const uint8_t* q, int64_t i, uint8_t* blk) {
 // Q5_x's fifth bits (qh bit k = element k) go to Q5_K's plane: bit 2g of byte j = element 4g + j,
 // bit 2g + 1 = element 16 + 4g + j.
 void pack_block32_lane(DType t, const uint8_t* src, int64_t i, uint8_t* blk, uint8_t* d_slot, uint8_t* m_slot) {
-  const bool mins = rows16_has_mins(t), five = t == DType::Q5_0 || t == DType::Q5_1;
+  const bool mins = rows16_has_mins(t), five = rows16_fifth_bits(t);
   std::memcpy(d_slot, src, 2);
   if (mins) std::memcpy(m_slot, src + 2, 2);
   const uint8_t* after = src + (mins ? 4 : 2);
@@ -101,8 +101,7 @@ void pack_block32_lane(DType t, const uint8_t* src, int64_t i, uint8_t* blk, uin
     std::memcpy(blk + g * 64 + 4 * i, &v, 4);
   }
   if (!five) return;
-  const uint32_t qh = static_cast<uint32_t>(after[0]) | static_cast<uint32_t>(after[1]) << 8 |
-                      static_cast<uint32_t>(after[2]) << 16 | static_cast<uint32_t>(after[3]) << 24;
+  const uint32_t qh = quant::load_qh32(after);
   for (int j = 0; j < 4; ++j) {
     uint32_t plane = 0;
     for (int g = 0; g < 4; ++g) plane |= ((qh >> (4 * g + j)) & 1u) << (2 * g) | ((qh >> (16 + 4 * g + j)) & 1u) << (2 * g + 1);

@@ -72,6 +72,8 @@ constexpr bool rows16_block32(DType t) {  // the formats of 32-element blocks wi
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
 }
 constexpr bool rows16_packable(DType t) { return rows16_block32(t) || rows16_kquant(t); }
+// The 32-block formats with a fifth bit per quant (Q5_0, Q5_1): their blocks also hold its plane.
+constexpr bool rows16_fifth_bits(DType t) { return t == DType::Q5_0 || t == DType::Q5_1; }
 // The 32-block formats whose values are d·q + m (Q4_1, Q5_1): their units also hold the m.
 constexpr bool rows16_has_mins(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
 // Quant groups of 64 bytes per block: 8 (Q8_0) or 4 (the rest's low 4 bits).
