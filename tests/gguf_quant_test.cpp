@@ -7,14 +7,21 @@
 //   Q8_0 amax·(1/254 + 2^-11)      (half a step of amax/127, plus the f16 scale's rounding × 127)
 //   Q4_0 amax·(1/8 + 2^-11)        (step amax/8; the value at -amax's opposite end clamps to level 15,
 //   Q5_0 amax·(1/16 + 2^-11)        a full step; same for Q5_0 with step amax/16)
+//   Q4_1 amax·(1/15 + 3·2^-11)     (step (max-min)/15 ≤ 2·amax/15, half of it; the f16 scale's
+//   Q5_1 amax·(1/31 + 3·2^-11)      rounding × 15 (31) levels and the f16 min's add 3·amax·2^-11)
 //   Q4_K amax256·(2/15)            (4-bit levels spanning at most 2·amax of the 256-block: a half step
 //                                   is amax/15; the 6-bit sub-block scales and mins at most double it)
+//   Q5_K amax256·(2.5/31)          (5-bit levels, same argument, plus the 6-bit sub-block scale and
+//                                   min roundings, up to amax/63 + amax/126 per element, which at 5
+//                                   bits no longer hide in the doubling: measured 2.08 half steps)
 //   Q6_K amax256·(2/63)            (6-bit levels, same argument)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "convert/gguf_export.h"
 #include "model/gguf_model.h"
@@ -71,7 +78,10 @@ double bound(DType t, float w, float amax_block, float amax_256) {
     case DType::Q8_0: return amax_block * (1.0 / 254 + f16);
     case DType::Q4_0: return amax_block * (1.0 / 8 + f16);
     case DType::Q5_0: return amax_block * (1.0 / 16 + f16);
+    case DType::Q4_1: return amax_block * (1.0 / 15 + 3 * f16);
+    case DType::Q5_1: return amax_block * (1.0 / 31 + 3 * f16);
     case DType::Q4_K: return amax_256 * (2.0 / 15);
+    case DType::Q5_K: return amax_256 * (2.5 / 31);
     case DType::Q6_K: return amax_256 * (2.0 / 63);
     default: return -1;
   }
@@ -84,8 +94,8 @@ class GgufQuantized : public ::testing::Test {
 
 TEST_F(GgufQuantized, EveryWeightWithinItsFormatBound) {
   for (const char* shape : {"tiny", "tiny-moe"}) {
-    for (gguf::FileType ft : {gguf::FileType::F16, gguf::FileType::BF16, gguf::FileType::Q8_0, gguf::FileType::Q4_0,
-                              gguf::FileType::Q4_K_M}) {
+    for (gguf::FileType ft : gguf::all_file_types()) {
+      if (ft == gguf::FileType::F32) continue;
       gguf::RandomCheckpointOptions opt;
       opt.shape = shape;
       opt.seed = 11;
@@ -163,6 +173,70 @@ TEST_F(GgufQuantized, Q4KMTypeMixFollowsLlamaCpp) {
               gguf::use_more_bits(4, 16) && gguf::use_more_bits(15, 16) && !gguf::use_more_bits(5, 16));
 }
 
+// The other mixes on the 1.2B shape (16 layers, attention at 2, 5, 8, 10, 12, 14), as
+// llama-quantize chooses them at llama.cpp 84f7129 (checked there by quantizing the same F16 file).
+TEST_F(GgufQuantized, BlockAndKQuantMixesFollowLlamaCpp) {
+  const ModelConfig cfg = parse_model_config(gguf::random_shape_config("1.2B"));
+  auto types = [&](gguf::FileType ft, const char* tensor) {
+    gguf::QuantPolicy p(ft, cfg);
+    std::string out;
+    for (int64_t l = 0; l < cfg.n_layers; ++l) {
+      const bool attn = cfg.layer_kinds[static_cast<size_t>(l)] == LayerKind::Attention;
+      if (std::string(tensor).starts_with("attn") && !attn) continue;
+      const std::string name = "blk." + std::to_string(l) + "." + tensor + ".weight";
+      out += (out.empty() ? "" : " ") + std::to_string(l) + ":" + dtype_name(p.choose(name, {2048, 2048}));
+    }
+    return out;
+  };
+  // use_more_bits over 16 layers: 0, 1, 4, 7, 10, 13, 14, 15; over the 6 attention layers: the
+  // 3rd and 6th (layers 8 and 14).
+  const std::string more_bits_down =
+      "0:Q6_K 1:Q6_K 2:Q5_K 3:Q5_K 4:Q6_K 5:Q5_K 6:Q5_K 7:Q6_K 8:Q5_K 9:Q5_K 10:Q6_K 11:Q5_K 12:Q5_K 13:Q6_K "
+      "14:Q6_K 15:Q6_K";
+  EXPECT_EQ(types(gguf::FileType::Q5_K_M, "ffn_down"), more_bits_down);
+  EXPECT_EQ(types(gguf::FileType::Q5_K_M, "attn_v"), "2:Q5_K 5:Q5_K 8:Q6_K 10:Q5_K 12:Q5_K 14:Q6_K");
+  EXPECT_EQ(types(gguf::FileType::Q5_K_M, "attn_output"), "2:Q5_K 5:Q5_K 8:Q5_K 10:Q5_K 12:Q5_K 14:Q5_K");
+  // Q4_K_S: Q5_K for the first 4 attn_v and the first 16/8 ffn_down.
+  EXPECT_EQ(types(gguf::FileType::Q4_K_S, "attn_v"), "2:Q5_K 5:Q5_K 8:Q5_K 10:Q5_K 12:Q4_K 14:Q4_K");
+  EXPECT_EQ(types(gguf::FileType::Q4_K_S, "ffn_down").substr(0, 30), "0:Q5_K 1:Q5_K 2:Q4_K 3:Q4_K 4:");
+  EXPECT_EQ(types(gguf::FileType::Q4_K_S, "ffn_down").find("Q5_K", 20), std::string::npos);
+  // Q5_K_S, Q6_K and the block formats: one type for every layer.
+  for (auto [ft, want] : {std::pair{gguf::FileType::Q5_K_S, "Q5_K"}, {gguf::FileType::Q6_K, "Q6_K"},
+                          {gguf::FileType::Q4_1, "Q4_1"}, {gguf::FileType::Q5_0, "Q5_0"},
+                          {gguf::FileType::Q5_1, "Q5_1"}}) {
+    for (const char* t : {"ffn_down", "ffn_up", "attn_v", "attn_q", "shortconv.in_proj"}) {
+      std::istringstream got(types(ft, t));
+      for (std::string item; got >> item;)
+        EXPECT_EQ(item.substr(item.find(':') + 1), want) << gguf::file_type_label(ft) << " " << t << " " << item;
+    }
+    gguf::QuantPolicy p(ft, cfg);
+    EXPECT_EQ(p.choose("token_embd.weight", {2048, 65536}), DType::Q6_K) << gguf::file_type_label(ft);
+    EXPECT_EQ(p.choose("blk.0.shortconv.conv.weight", {3, 2048}), DType::F32);
+  }
+  // K-quant fallbacks on short rows: Q5_K → Q5_1, and the 8-expert rule for attn_k / attn_v.
+  const ModelConfig small = parse_model_config(gguf::random_shape_config("tiny"));
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q5_K_M, small).choose("blk.0.ffn_up.weight", {64, 192}), DType::Q5_1);
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q6_K, small).choose("blk.0.ffn_up.weight", {64, 192}), DType::Q8_0);
+  ModelConfig eight = cfg;
+  eight.n_experts = 8;
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q5_K_M, eight).choose("blk.2.attn_k.weight", {2048, 512}), DType::Q8_0);
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q4_K_S, eight).choose("blk.2.attn_output.weight", {2048, 2048}),
+            DType::Q5_K);
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q4_0, eight).choose("blk.2.attn_output.weight", {2048, 2048}),
+            DType::Q4_0);
+  // Names round-trip, any case; unknown names are refused with the list.
+  for (gguf::FileType ft : gguf::all_file_types())
+    EXPECT_EQ(gguf::parse_file_type(gguf::file_type_label(ft)), ft);
+  EXPECT_EQ(gguf::parse_file_type("q5_k_m"), gguf::FileType::Q5_K_M);
+  try {
+    gguf::parse_file_type("q3_k_m");
+    ADD_FAILURE() << "q3_k_m accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q3_k_m"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("q5_k_s"), std::string::npos);
+  }
+}
+
 TEST_F(GgufQuantized, Q8_0KeepsGreedyTokensOnLlamaCppTinyModel) {
   const std::string src = test::data_dir() + "/gguf_llamacpp/lfm2-tiny-random-f32.gguf";
   auto f32 = load_model(src);
@@ -194,11 +268,16 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
   ThreadPool pool(2);
   auto be = make_cpu_backend(pool);
   for (const char* shape : {"tiny", "tiny-moe"}) {
-    for (gguf::FileType ft : {gguf::FileType::Q8_0, gguf::FileType::Q4_0, gguf::FileType::Q4_K_M, gguf::FileType::BF16}) {
+    for (auto [ft, main] : {std::pair{gguf::FileType::Q8_0, DType::Q8_0}, {gguf::FileType::Q4_0, DType::Q4_0},
+                            {gguf::FileType::Q4_1, DType::Q4_1}, {gguf::FileType::Q5_0, DType::Q5_0},
+                            {gguf::FileType::Q5_1, DType::Q5_1}, {gguf::FileType::Q4_K_M, DType::Q4_K},
+                            {gguf::FileType::Q5_K_M, DType::Q5_K}, {gguf::FileType::Q6_K, DType::Q6_K},
+                            {gguf::FileType::BF16, DType::BF16}}) {
       // MoE with K-quants: float vs int8 activations can flip a near-tie in expert selection,
       // which changes a token's output wholesale (not a kernel error; the kernels are compared
       // with the reference in simd_kernels_test).
-      if (std::string(shape) == "tiny-moe" && ft == gguf::FileType::Q4_K_M) continue;
+      const bool k_quant = main == DType::Q4_K || main == DType::Q5_K || main == DType::Q6_K;
+      if (std::string(shape) == "tiny-moe" && k_quant) continue;
       gguf::RandomCheckpointOptions opt;
       opt.shape = shape;
       opt.seed = 5;
@@ -207,10 +286,6 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
       gguf::write_random_gguf(path, opt);
       auto packed = load_model(path);
       auto plain = load_model(path, LoadOptions{.pack = false});
-      const DType main = ft == gguf::FileType::Q8_0   ? DType::Q8_0
-                         : ft == gguf::FileType::Q4_0 ? DType::Q4_0
-                         : ft == gguf::FileType::BF16 ? DType::BF16
-                                                      : DType::Q4_K;
       const bool expect_packing = cpu_packed_layout(main) != PackedLayout::kNone;
       EXPECT_EQ(packed->packed_bytes() > 0, expect_packing) << shape << " " << gguf::file_type_label(ft);
       EXPECT_EQ(plain->packed_bytes(), 0u);

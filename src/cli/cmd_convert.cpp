@@ -1,6 +1,6 @@
 // lfm convert: a Hugging Face folder (or a GGUF) → a GGUF file llama.cpp can load, in one of
-// f32, f16, bf16, q8_0, q4_0, q4_k_m (type choices per tensor as llama.cpp makes them; see
-// src/gguf/quant_policy.h). Streams tensor by tensor; memory stays flat.
+// f32, f16, bf16, q8_0 and llama-quantize's block and K-quant mixes (type choices per tensor as
+// llama.cpp makes them; see src/convert/quant_policy.h). Streams tensor by tensor; memory stays flat.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -20,9 +20,10 @@ int run_convert(int argc, char** argv) {
   CLI::App app{
       "Convert a model to GGUF (llama.cpp's tensor names and metadata).\n"
       "Types: f32, f16, bf16, q8_0 (as llama.cpp's converter: vectors and the conv kernel stay F32,\n"
-      "rows not a multiple of 32 fall back to F16), q4_0 and q4_k_m (as llama-quantize: output/tied\n"
-      "embedding Q6_K, Q6_K for attn_v and ffn_down in the 'more bits' layers, K-quants on rows not a\n"
-      "multiple of 256 fall back to Q5_0 / Q8_0)."};
+      "rows not a multiple of 32 fall back to F16); q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s,\n"
+      "q5_k_m and q6_k as llama-quantize (no imatrix): output/tied embedding Q6_K, *_k_m give Q6_K to\n"
+      "attn_v and ffn_down in the 'more bits' layers, q4_k_s Q5_K to the first ones, K-quants on rows\n"
+      "not a multiple of 256 fall back to Q5_0 / Q5_1 / Q8_0)."};
   configure_app(app);
   std::string model, out, type = "f16", name;
   int threads = 0;
@@ -30,7 +31,7 @@ int run_convert(int argc, char** argv) {
   app.add_option("-m,--model", model, std::string("Input: Hugging Face folder (config.json + safetensors) or .gguf") + kModelRefHelp)
       ->required();
   app.add_option("-o,--output", out, "Output .gguf path")->required();
-  app.add_option("--type", type, "f32, f16, bf16, q8_0, q4_0 or q4_k_m")->capture_default_str();
+  app.add_option("--type", type, gguf::file_type_names())->capture_default_str();
   app.add_option("--name", name, "general.name (default: the input's name)");
   app.add_option("-t,--threads", threads, "Quantization threads (0: all cores)")->capture_default_str()->check(non_negative_number());
   app.add_flag("-q,--quiet", quiet, "No progress bar or summary");
@@ -66,7 +67,7 @@ int run_convert(int argc, char** argv) {
   return 0;
 }
 
-CommandRegistrar reg({"convert", "convert a model to GGUF (f32/f16/bf16/q8_0/q4_0/q4_k_m)", run_convert});
+CommandRegistrar reg({"convert", "convert a model to GGUF (f16, bf16, q8_0, q4_k_m, ...)", run_convert});
 
 }  // namespace
 }  // namespace lfm::cli

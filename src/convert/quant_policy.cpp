@@ -32,16 +32,12 @@ DType fit_row(DType t, int64_t row) {
 
 }  // namespace
 
-FileType parse_file_type(const std::string& name) {
-  std::string s(name);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (s == "f32") return FileType::F32;
-  if (s == "f16") return FileType::F16;
-  if (s == "bf16") return FileType::BF16;
-  if (s == "q8_0") return FileType::Q8_0;
-  if (s == "q4_0") return FileType::Q4_0;
-  if (s == "q4_k_m") return FileType::Q4_K_M;
-  fail("convert: unknown type '", name, "' (one of f32, f16, bf16, q8_0, q4_0, q4_k_m)");
+const std::vector<FileType>& all_file_types() {
+  static const std::vector<FileType> all = {FileType::F32,    FileType::F16,    FileType::BF16,   FileType::Q8_0,
+                                            FileType::Q4_0,   FileType::Q4_1,   FileType::Q5_0,   FileType::Q5_1,
+                                            FileType::Q4_K_S, FileType::Q4_K_M, FileType::Q5_K_S, FileType::Q5_K_M,
+                                            FileType::Q6_K};
+  return all;
 }
 
 const char* file_type_label(FileType t) {
@@ -51,9 +47,36 @@ const char* file_type_label(FileType t) {
     case FileType::BF16: return "BF16";
     case FileType::Q8_0: return "Q8_0";
     case FileType::Q4_0: return "Q4_0";
+    case FileType::Q4_1: return "Q4_1";
+    case FileType::Q5_0: return "Q5_0";
+    case FileType::Q5_1: return "Q5_1";
+    case FileType::Q4_K_S: return "Q4_K_S";
     case FileType::Q4_K_M: return "Q4_K_M";
+    case FileType::Q5_K_S: return "Q5_K_S";
+    case FileType::Q5_K_M: return "Q5_K_M";
+    case FileType::Q6_K: return "Q6_K";
   }
   return "?";
+}
+
+namespace {
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+}  // namespace
+
+std::string file_type_names() {
+  std::string out;
+  for (FileType t : all_file_types()) out += (out.empty() ? "" : ", ") + lower(file_type_label(t));
+  return out;
+}
+
+FileType parse_file_type(const std::string& name) {
+  const std::string s = lower(name);
+  for (FileType t : all_file_types())
+    if (s == lower(file_type_label(t))) return t;
+  fail("convert: unknown type '", name, "' (one of ", file_type_names(), ")");
 }
 
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
@@ -69,15 +92,24 @@ DType QuantPolicy::choose(const std::string& name, const std::vector<int64_t>& n
       contains(name, "ffn_gate_inp.weight"))
     return DType::F32;
   const int64_t row = ne[0];
+  DType base = DType::F16;
   switch (ft_) {
     case FileType::F32: return DType::F32;
     case FileType::F16: return DType::F16;
     case FileType::BF16: return DType::BF16;
     case FileType::Q8_0: return row % 32 == 0 ? DType::Q8_0 : DType::F16;
-    case FileType::Q4_0:
-    case FileType::Q4_K_M: break;
+    case FileType::Q4_0: base = DType::Q4_0; break;
+    case FileType::Q4_1: base = DType::Q4_1; break;
+    case FileType::Q5_0: base = DType::Q5_0; break;
+    case FileType::Q5_1: base = DType::Q5_1; break;
+    case FileType::Q4_K_S:
+    case FileType::Q4_K_M: base = DType::Q4_K; break;
+    case FileType::Q5_K_S:
+    case FileType::Q5_K_M: base = DType::Q5_K; break;
+    case FileType::Q6_K: base = DType::Q6_K; break;
   }
-  const DType base = ft_ == FileType::Q4_0 ? DType::Q4_0 : DType::Q4_K;
+  const bool k_m = ft_ == FileType::Q4_K_M || ft_ == FileType::Q5_K_M;
+  const bool q4_k = ft_ == FileType::Q4_K_S || ft_ == FileType::Q4_K_M;
   DType t = base;
   const bool is_output = name == "output.weight" || (!has_output_ && name == "token_embd.weight");
   const int64_t layer = block_index(name);
@@ -85,12 +117,16 @@ DType QuantPolicy::choose(const std::string& name, const std::vector<int64_t>& n
     t = row % dtype_traits(base).block_elems != 0 ? DType::Q8_0 : DType::Q6_K;
   } else if (contains(name, "attn_v.weight")) {
     const int64_t i = layer >= 0 && layer < static_cast<int64_t>(attn_index_.size()) ? attn_index_[layer] : -1;
-    if (ft_ == FileType::Q4_K_M && i >= 0 && use_more_bits(i, n_attn_)) t = DType::Q6_K;
+    if (k_m && i >= 0 && use_more_bits(i, n_attn_)) t = DType::Q6_K;
+    else if (ft_ == FileType::Q4_K_S && i >= 0 && i < 4) t = DType::Q5_K;
     if (n_experts_ == 8) t = DType::Q8_0;  // llama.cpp: cheap for 8-expert models
+  } else if (contains(name, "attn_k.weight")) {
+    if (n_experts_ == 8) t = DType::Q8_0;
   } else if (contains(name, "attn_output.weight")) {
-    if (ft_ == FileType::Q4_K_M && n_experts_ == 8) t = DType::Q5_K;
+    if (q4_k && n_experts_ == 8) t = DType::Q5_K;
   } else if (contains(name, "ffn_down")) {
-    if (ft_ == FileType::Q4_K_M && layer >= 0 && use_more_bits(layer, n_layers_)) t = DType::Q6_K;
+    if (k_m && layer >= 0 && use_more_bits(layer, n_layers_)) t = DType::Q6_K;
+    else if (ft_ == FileType::Q4_K_S && layer >= 0 && layer < n_layers_ / 8) t = DType::Q5_K;
   }
   return fit_row(t, row);
 }
