@@ -25,6 +25,7 @@
 #include "kernels/backend.h"
 #include "kernels/dequant.h"
 #include "convert/quant.h"
+#include "convert/quant_encode_util.h"
 #include "kernels/quant_blocks.h"
 
 namespace lfm {
@@ -84,6 +85,22 @@ const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
 
 // ---------------------------------------------------------------------------------------------
 // Traits and plain types
+
+// The encoders' inline rounding agrees with std::nearbyint (round half to even) on ties, on
+// random values across the range the K-quant searches use, and clamps what ggml would reject.
+TEST(QuantEncode, RoundHalfEvenMatchesNearbyint) {
+  for (float v : {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.49999997f, 63.5f, -64.5f, 4194302.5f, -4194302.5f, 0.0f, -0.0f})
+    EXPECT_EQ(quant::round_half_even(v), static_cast<int>(std::nearbyint(v))) << v;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> small(-300.0f, 300.0f), large(-4194000.0f, 4194000.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float v = i % 2 ? small(rng) : large(rng);
+    ASSERT_EQ(quant::round_half_even(v), static_cast<int>(std::nearbyint(v))) << v;
+  }
+  EXPECT_EQ(quant::round_half_even(1e9f), 4194303);
+  EXPECT_EQ(quant::round_half_even(-1e9f), -4194303);
+  EXPECT_EQ(quant::round_half_even(std::nanf("")), -4194303);
+}
 
 TEST(QuantTraits, BlockSizesMatchGgml) {
   // ggml-common.h: sizeof(block_q*) and QK*.
