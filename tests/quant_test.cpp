@@ -388,6 +388,34 @@ TEST(QuantDecode, Q6_K) {
   EXPECT_EQ(y[17], -63.5f);
 }
 
+// Q3_K test block (llama.cpp's files only: no encoder): q(e) = (5 e + 3) mod 8 covers all 8
+// quants, sc(s) = (23 s + 7) mod 64 the 6-bit scales, both packed by hand from the layout:
+//   qs[32h + l] bits 2j..2j+1 = q(128h + 32j + l) & 3;  hmask[l] bit 4h + j = q(...) >> 2
+//   scales[b] (b < 8) = sc(b) & 15 | (sc(b + 8) & 15) << 4;  scales[8 + j] bits 2k..2k+1 = sc(j + 4k) >> 4
+int q3_test_quant(int e) { return (5 * e + 3) % 8; }
+int q3_test_scale(int s) { return (23 * s + 7) % 64; }
+
+TEST(QuantDecode, Q3_K) {
+  std::vector<uint8_t> b(110);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32, q = q3_test_quant(e);
+    b[32 + 32 * h + l] |= static_cast<uint8_t>((q & 3) << (2 * j));
+    b[l] |= static_cast<uint8_t>((q >> 2) << (4 * h + j));
+  }
+  for (int i = 0; i < 8; ++i) b[96 + i] = static_cast<uint8_t>((q3_test_scale(i) & 15) | ((q3_test_scale(i + 8) & 15) << 4));
+  for (int s = 0; s < 16; ++s) b[104 + s % 4] |= static_cast<uint8_t>((q3_test_scale(s) >> 4) << (2 * (s / 4)));
+  put_u16(b, 108, kF16OneOver64);
+  const auto y = decode_misaligned(DType::Q3_K, b, 256);
+  for (int e = 0; e < 256; ++e) {
+    const double want = std::ldexp(1.0, -6) * (q3_test_scale(e / 16) - 32) * (q3_test_quant(e) - 4);
+    EXPECT_EQ(y[e], static_cast<float>(want)) << e;
+  }
+  // By hand: e = 0: q 3, sc 7 -> 2^-6 * -25 * -1 = 0.390625; e = 255: q (1278 mod 8) = 6, sc(15) =
+  // 352 mod 64 = 32 -> 0.
+  EXPECT_EQ(y[0], 0.390625f);
+  EXPECT_EQ(y[255], 0.0f);
+}
+
 TEST(QuantDecode, Q8_K) {
   // d = -0.75 as float32, qs = j - 128 (all of int8), bsums junk (not used to decode).
   std::vector<uint8_t> b(292);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 
@@ -14,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/dequant.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/reference_backend.h"
 #include "kernels/weight_pack.h"
 #include "test_util.h"
@@ -24,7 +26,8 @@ namespace {
 using test::randn;
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+                        DType::Q5_0, DType::Q5_1, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                        DType::Q8_K};
 
 struct Weight {
   std::vector<uint8_t> bytes;
@@ -37,7 +40,16 @@ Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   Weight w;
   const size_t row = dtype_row_bytes(dt, in);
   w.bytes.resize(row * out);
-  for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
+  if (dt == DType::Q3_K) {  // read-only format, no encoder: random blocks (every bit pattern is
+    std::mt19937 rng(static_cast<uint32_t>(seed));  // one) with d in [0.005, 0.015)
+    for (auto& b : w.bytes) b = static_cast<uint8_t>(rng());
+    for (size_t at = 0; at < w.bytes.size(); at += sizeof(quant::BlockQ3_K)) {
+      const uint16_t d = f32_to_f16(0.005f + 0.01f * static_cast<float>(rng() % 1000) / 1000.0f);
+      std::memcpy(w.bytes.data() + at + offsetof(quant::BlockQ3_K, d), &d, 2);
+    }
+  } else {
+    for (int64_t r = 0; r < out; ++r) quantize_row(dt, f.data() + r * in, w.bytes.data() + r * row, in);
+  }
   w.view = TensorView{dt, {out, in}, w.bytes.data(), w.bytes.size()};
   return w;
 }

@@ -25,9 +25,10 @@ constexpr DTypeTraits kTraits[] = {
     {"Q5_K",   256,   176,   true,      true,      true},
     {"Q6_K",   256,   210,   true,      true,      true},
     {"Q8_K",   256,   292,   true,      true,      true},
+    {"Q3_K",   256,   110,   true,      true,      false},  // read from llama.cpp's files only
 };
 // clang-format on
-static_assert(std::size(kTraits) == static_cast<size_t>(DType::Q8_K) + 1, "one row per DType, in enum order");
+static_assert(std::size(kTraits) == static_cast<size_t>(DType::Q3_K) + 1, "one row per DType, in enum order");
 }  // namespace
 
 const DTypeTraits& dtype_traits(DType t) { return kTraits[static_cast<int>(t)]; }

@@ -26,7 +26,7 @@ constexpr GgmlTypeEntry kGgmlTypes[] = {
     {0, "F32", true, DType::F32},      {1, "F16", true, DType::F16},      {2, "Q4_0", true, DType::Q4_0},
     {3, "Q4_1", true, DType::Q4_1},    {6, "Q5_0", true, DType::Q5_0},    {7, "Q5_1", true, DType::Q5_1},
     {8, "Q8_0", true, DType::Q8_0},    {9, "Q8_1", false, DType::F32},    {10, "Q2_K", false, DType::F32},
-    {11, "Q3_K", false, DType::F32},   {12, "Q4_K", true, DType::Q4_K},   {13, "Q5_K", true, DType::Q5_K},
+    {11, "Q3_K", true, DType::Q3_K},   {12, "Q4_K", true, DType::Q4_K},   {13, "Q5_K", true, DType::Q5_K},
     {14, "Q6_K", true, DType::Q6_K},   {15, "Q8_K", true, DType::Q8_K},   {16, "IQ2_XXS", false, DType::F32},
     {17, "IQ2_XS", false, DType::F32}, {18, "IQ3_XXS", false, DType::F32}, {19, "IQ1_S", false, DType::F32},
     {20, "IQ4_NL", false, DType::F32}, {21, "IQ3_S", false, DType::F32},  {22, "IQ2_S", false, DType::F32},
@@ -334,7 +334,7 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
     LFM_CHECK(tname, "gguf: '", p, "': tensor '", t.name, "' has unknown tensor type id ", t.ggml_type);
     const std::optional<DType> dt = dtype_from_ggml(t.ggml_type);
     LFM_CHECK(dt, "gguf: '", p, "': tensor '", t.name, "' has ggml type ", tname,
-              " which lfm does not support (F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K)");
+              " which lfm does not support (F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K)");
     t.dtype = *dt;
     const DTypeTraits& tr = dtype_traits(t.dtype);
     LFM_CHECK(t.ne[0] % tr.block_elems == 0, "gguf: '", p, "': tensor '", t.name, "' row length ", t.ne[0],

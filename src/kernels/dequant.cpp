@@ -55,6 +55,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: quant::decode_q5_k(bytes, dst, blocks); return;
     case DType::Q6_K: quant::decode_q6_k(bytes, dst, blocks); return;
     case DType::Q8_K: quant::decode_q8_k(bytes, dst, blocks); return;
+    case DType::Q3_K: quant::decode_q3_k(bytes, dst, blocks); return;
     case DType::I32: break;
   }
   fail("kernels: no decoder for weight type ", dtype_name(type));

@@ -105,6 +105,19 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// Q3_K: 16 sub-blocks of 16; x = d * (sc[s] - 32) * (q - 4), q 3-bit: the low 2 bits in qs (2
+// chunks of 32 bytes per 128 elements: bit pair j of qs[32h + l] for element 128h + 32j + l,
+// l = 0..31), the third in hmask (bit j + 4h of hmask[l], same element). The
+// 12 scale bytes pack sixteen 6-bit sc: bytes 0..7 hold the low nibbles (byte b: sc[b] low, sc[b
+// + 8] high), bytes 8..11 the high 2-bit pairs (byte 8 + j, bit pair 2k: sc[j + 4k]).
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
 // Q8_K: x = qs[i] * d with a float32 scale; bsums[g] = sum of qs[16g .. 16g + 15] (used by ggml's
 // dot products, not needed to decode, but an encoder must fill it).
 struct BlockQ8_K {
@@ -149,6 +162,7 @@ void decode_q4_k(const uint8_t* src, float* dst, int64_t n_blocks);
 void decode_q5_k(const uint8_t* src, float* dst, int64_t n_blocks);
 void decode_q6_k(const uint8_t* src, float* dst, int64_t n_blocks);
 void decode_q8_k(const uint8_t* src, float* dst, int64_t n_blocks);
+void decode_q3_k(const uint8_t* src, float* dst, int64_t n_blocks);
 
 void encode_q8_0(const float* src, uint8_t* dst, int64_t n_blocks);
 void encode_q4_0(const float* src, uint8_t* dst, int64_t n_blocks);

@@ -25,6 +25,21 @@ struct KValues {
 KValues unpack_kquant(DType t, const uint8_t* src) {
   using namespace quant;
   KValues v{};
+  if (t == DType::Q3_K) {  // as Q6_K (rows16_kernel_type): scale sc − 32, quant q + 28
+    BlockQ3_K b;
+    std::memcpy(&b, src, sizeof b);
+    v.d = b.d;
+    for (int s = 0; s < 16; ++s) {
+      const int sc = ((b.scales[s % 8] >> (4 * (s / 8))) & 0x0F) | (((b.scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+      v.scale[s] = static_cast<uint8_t>(static_cast<int8_t>(sc - 32));
+    }
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+      const int q = ((b.qs[32 * h + l] >> (2 * j)) & 3) + ((b.hmask[l] >> (4 * h + j)) & 1 ? 4 : 0);
+      v.q[e] = static_cast<uint8_t>(q + 28);
+    }
+    return v;
+  }
   if (t == DType::Q6_K) {
     BlockQ6_K b;
     std::memcpy(&b, src, sizeof b);
@@ -125,6 +140,7 @@ void pack_kquant_row(DType t, const KValues& v, int64_t i, uint8_t* unit) {
 }  // namespace
 
 size_t rows16_panel_bytes(DType t, int64_t cols) {
+  t = rows16_kernel_type(t);
   if (rows16_kquant(t)) return static_cast<size_t>(cols / quant::kQK_K) * rows16_unit_bytes(t);
   const int64_t blocks = cols / 32;
   return static_cast<size_t>((blocks + 1) / 2) * rows16_unit_bytes(t);
@@ -134,7 +150,7 @@ namespace {
 
 void check_rows16(const TensorView& w) {
   LFM_CHECK(rows16_packable(w.dtype), "weight pack: no 16-row layout for ", dtype_name(w.dtype));
-  const int64_t blk = rows16_kquant(w.dtype) ? quant::kQK_K : 32;
+  const int64_t blk = rows16_kquant(rows16_kernel_type(w.dtype)) ? quant::kQK_K : 32;
   LFM_CHECK(w.shape.size() == 2 && w.shape[1] % blk == 0, "weight pack: expected a [rows, ", blk,
             "·k] matrix, got ", shape_str(w.shape));
 }
@@ -147,13 +163,14 @@ size_t rows16_bytes(const TensorView& w) {
 
 void pack_rows16_into(const TensorView& w, uint8_t* base) {
   const int64_t M = w.shape[0], panels = (M + kPackRows - 1) / kPackRows;
-  const size_t unit = rows16_unit_bytes(w.dtype), panel_bytes = rows16_panel_bytes(w.dtype, w.shape[1]);
+  const DType kt = rows16_kernel_type(w.dtype);
+  const size_t unit = rows16_unit_bytes(kt), panel_bytes = rows16_panel_bytes(kt, w.shape[1]);
   const size_t src_block = static_cast<size_t>(dtype_traits(w.dtype).block_bytes);
   std::memset(base, 0, rows16_bytes(w));  // rows past M, and the high-bit planes ORed into below
-  if (rows16_kquant(w.dtype)) {
+  if (rows16_kquant(kt)) {
     for (int64_t r = 0; r < M; ++r)
       for (int64_t s = 0; s < w.shape[1] / quant::kQK_K; ++s)
-        pack_kquant_row(w.dtype, unpack_kquant(w.dtype, w.row(r) + s * src_block), r % kPackRows,
+        pack_kquant_row(kt, unpack_kquant(w.dtype, w.row(r) + s * src_block), r % kPackRows,
                         base + (r / kPackRows) * panel_bytes + s * unit);
     return;
   }

@@ -71,7 +71,11 @@ constexpr bool rows16_kquant(DType t) { return t == DType::Q4_K || t == DType::Q
 constexpr bool rows16_block32(DType t) {  // the formats of 32-element blocks with one d (and m) each
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
 }
-constexpr bool rows16_packable(DType t) { return rows16_block32(t) || rows16_kquant(t); }
+// Q3_K is packed as Q6_K: its values d·(sc − 32)·(q − 4), q in 0..7, are exactly Q6_K's
+// d·sc6·(q6 − 32) with sc6 = sc − 32 and q6 = q + 28, so the Q6_K kernels multiply it unchanged
+// (its packed copy takes Q6_K's 6.56 bits per weight instead of 3.44).
+constexpr DType rows16_kernel_type(DType t) { return t == DType::Q3_K ? DType::Q6_K : t; }
+constexpr bool rows16_packable(DType t) { return rows16_block32(t) || rows16_kquant(rows16_kernel_type(t)); }
 // The 32-block formats with a fifth bit per quant (Q5_0, Q5_1): their blocks also hold its plane.
 constexpr bool rows16_fifth_bits(DType t) { return t == DType::Q5_0 || t == DType::Q5_1; }
 // The 32-block formats whose values are d·q + m (Q4_1, Q5_1): their units also hold the m.
