@@ -9,6 +9,10 @@
 //   Q5_0 amax·(1/16 + 2^-11)        a full step; same for Q5_0 with step amax/16)
 //   Q4_1 amax·(1/15 + 3·2^-11)     (step (max-min)/15 ≤ 2·amax/15, half of it; the f16 scale's
 //   Q5_1 amax·(1/31 + 3·2^-11)      rounding × 15 (31) levels and the f16 min's add 3·amax·2^-11)
+//   Q3_K amax256·(3/7)             (3-bit symmetric levels -4..3 of a 16-element sub-block: a half
+//                                   step is amax16/8 (amax16/4 where the positive end clamps at
+//                                   3), and the 6-bit scale's rounding against the block's largest
+//                                   adds ~amax256/16 and a refit scale; measured: 0.66 of it)
 //   Q4_K amax256·(2/15)            (4-bit levels spanning at most 2·amax of the 256-block: a half step
 //                                   is amax/15; the 6-bit sub-block scales and mins at most double it)
 //   Q5_K amax256·(2.5/31)          (5-bit levels, same argument, plus the 6-bit sub-block scale and
@@ -80,6 +84,7 @@ double bound(DType t, float w, float amax_block, float amax_256) {
     case DType::Q5_0: return amax_block * (1.0 / 16 + f16);
     case DType::Q4_1: return amax_block * (1.0 / 15 + 3 * f16);
     case DType::Q5_1: return amax_block * (1.0 / 31 + 3 * f16);
+    case DType::Q3_K: return amax_256 * (3.0 / 7);
     case DType::Q4_K: return amax_256 * (2.0 / 15);
     case DType::Q5_K: return amax_256 * (2.5 / 31);
     case DType::Q6_K: return amax_256 * (2.0 / 63);
@@ -200,8 +205,19 @@ TEST_F(GgufQuantized, BlockAndKQuantMixesFollowLlamaCpp) {
   EXPECT_EQ(types(gguf::FileType::Q4_K_S, "attn_v"), "2:Q5_K 5:Q5_K 8:Q5_K 10:Q5_K 12:Q4_K 14:Q4_K");
   EXPECT_EQ(types(gguf::FileType::Q4_K_S, "ffn_down").substr(0, 30), "0:Q5_K 1:Q5_K 2:Q4_K 3:Q4_K 4:");
   EXPECT_EQ(types(gguf::FileType::Q4_K_S, "ffn_down").find("Q5_K", 20), std::string::npos);
-  // Q5_K_S, Q6_K and the block formats: one type for every layer.
-  for (auto [ft, want] : {std::pair{gguf::FileType::Q5_K_S, "Q5_K"}, {gguf::FileType::Q6_K, "Q6_K"},
+  // Q3_K_M: attn_v Q5_K in the first 2 attention layers then Q4_K; ffn_down Q5_K below 16/16 = 1
+  // then Q4_K; attn_output Q4_K. Q3_K_L: Q5_K for the three. Q3_K_S: Q3_K throughout.
+  EXPECT_EQ(types(gguf::FileType::Q3_K_M, "attn_v"), "2:Q5_K 5:Q5_K 8:Q4_K 10:Q4_K 12:Q4_K 14:Q4_K");
+  EXPECT_EQ(types(gguf::FileType::Q3_K_M, "ffn_down").substr(0, 21), "0:Q5_K 1:Q4_K 2:Q4_K ");
+  EXPECT_EQ(types(gguf::FileType::Q3_K_M, "ffn_down").find("Q5_K", 7), std::string::npos);
+  EXPECT_EQ(types(gguf::FileType::Q3_K_M, "attn_output"), "2:Q4_K 5:Q4_K 8:Q4_K 10:Q4_K 12:Q4_K 14:Q4_K");
+  EXPECT_EQ(types(gguf::FileType::Q3_K_M, "ffn_up").find("Q4_K"), std::string::npos);
+  EXPECT_EQ(types(gguf::FileType::Q3_K_L, "attn_output"), "2:Q5_K 5:Q5_K 8:Q5_K 10:Q5_K 12:Q5_K 14:Q5_K");
+  EXPECT_EQ(types(gguf::FileType::Q3_K_L, "ffn_down").find("Q4_K"), std::string::npos);
+  EXPECT_EQ(types(gguf::FileType::Q3_K_L, "ffn_down").find("Q3_K"), std::string::npos);
+  // Q3_K_S, Q5_K_S, Q6_K and the block formats: one type for every layer.
+  for (auto [ft, want] : {std::pair{gguf::FileType::Q3_K_S, "Q3_K"}, {gguf::FileType::Q5_K_S, "Q5_K"},
+                          {gguf::FileType::Q6_K, "Q6_K"},
                           {gguf::FileType::Q4_1, "Q4_1"}, {gguf::FileType::Q5_0, "Q5_0"},
                           {gguf::FileType::Q5_1, "Q5_1"}}) {
     for (const char* t : {"ffn_down", "ffn_up", "attn_v", "attn_q", "shortconv.in_proj"}) {
@@ -217,6 +233,7 @@ TEST_F(GgufQuantized, BlockAndKQuantMixesFollowLlamaCpp) {
   const ModelConfig small = parse_model_config(gguf::random_shape_config("tiny"));
   EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q5_K_M, small).choose("blk.0.ffn_up.weight", {64, 192}), DType::Q5_1);
   EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q6_K, small).choose("blk.0.ffn_up.weight", {64, 192}), DType::Q8_0);
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q3_K_S, small).choose("blk.0.ffn_up.weight", {64, 192}), DType::Q4_0);
   ModelConfig eight = cfg;
   eight.n_experts = 8;
   EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q5_K_M, eight).choose("blk.2.attn_k.weight", {2048, 512}), DType::Q8_0);
@@ -224,15 +241,19 @@ TEST_F(GgufQuantized, BlockAndKQuantMixesFollowLlamaCpp) {
             DType::Q5_K);
   EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q4_0, eight).choose("blk.2.attn_output.weight", {2048, 2048}),
             DType::Q4_0);
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q3_K_M, eight).choose("blk.2.attn_output.weight", {2048, 2048}),
+            DType::Q5_K);
+  EXPECT_EQ(gguf::QuantPolicy(gguf::FileType::Q3_K_L, eight).choose("blk.2.attn_output.weight", {2048, 2048}),
+            DType::Q3_K);
   // Names round-trip, any case; unknown names are refused with the list.
   for (gguf::FileType ft : gguf::all_file_types())
     EXPECT_EQ(gguf::parse_file_type(gguf::file_type_label(ft)), ft);
   EXPECT_EQ(gguf::parse_file_type("q5_k_m"), gguf::FileType::Q5_K_M);
   try {
-    gguf::parse_file_type("q3_k_m");
-    ADD_FAILURE() << "q3_k_m accepted";
+    gguf::parse_file_type("q2_k");
+    ADD_FAILURE() << "q2_k accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q3_k_m"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("q2_k"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("q5_k_s"), std::string::npos);
   }
 }
@@ -270,13 +291,14 @@ TEST_F(GgufQuantized, PackedModelMatchesUnpacked) {
   for (const char* shape : {"tiny", "tiny-moe"}) {
     for (auto [ft, main] : {std::pair{gguf::FileType::Q8_0, DType::Q8_0}, {gguf::FileType::Q4_0, DType::Q4_0},
                             {gguf::FileType::Q4_1, DType::Q4_1}, {gguf::FileType::Q5_0, DType::Q5_0},
-                            {gguf::FileType::Q5_1, DType::Q5_1}, {gguf::FileType::Q4_K_M, DType::Q4_K},
+                            {gguf::FileType::Q5_1, DType::Q5_1}, {gguf::FileType::Q3_K_S, DType::Q3_K},
+                            {gguf::FileType::Q4_K_M, DType::Q4_K},
                             {gguf::FileType::Q5_K_M, DType::Q5_K}, {gguf::FileType::Q6_K, DType::Q6_K},
                             {gguf::FileType::BF16, DType::BF16}}) {
       // MoE with K-quants: float vs int8 activations can flip a near-tie in expert selection,
       // which changes a token's output wholesale (not a kernel error; the kernels are compared
       // with the reference in simd_kernels_test).
-      const bool k_quant = main == DType::Q4_K || main == DType::Q5_K || main == DType::Q6_K;
+      const bool k_quant = main == DType::Q3_K || main == DType::Q4_K || main == DType::Q5_K || main == DType::Q6_K;
       if (std::string(shape) == "tiny-moe" && k_quant) continue;
       gguf::RandomCheckpointOptions opt;
       opt.shape = shape;

@@ -388,7 +388,7 @@ TEST(QuantDecode, Q6_K) {
   EXPECT_EQ(y[17], -63.5f);
 }
 
-// Q3_K test block (llama.cpp's files only: no encoder): q(e) = (5 e + 3) mod 8 covers all 8
+// Q3_K test block: q(e) = (5 e + 3) mod 8 covers all 8
 // quants, sc(s) = (23 s + 7) mod 64 the 6-bit scales, both packed by hand from the layout:
 //   qs[32h + l] bits 2j..2j+1 = q(128h + 32j + l) & 3;  hmask[l] bit 4h + j = q(...) >> 2
 //   scales[b] (b < 8) = sc(b) & 15 | (sc(b + 8) & 15) << 4;  scales[8 + j] bits 2k..2k+1 = sc(j + 4k) >> 4

@@ -40,8 +40,10 @@ Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   Weight w;
   const size_t row = dtype_row_bytes(dt, in);
   w.bytes.resize(row * out);
-  if (dt == DType::Q3_K) {  // read-only format, no encoder: random blocks (every bit pattern is
-    std::mt19937 rng(static_cast<uint32_t>(seed));  // one) with d in [0.005, 0.015)
+  if (dt == DType::Q3_K) {  // random blocks (every bit pattern is one; llama.cpp's files hold
+    // more than our encoder writes, e.g. any scale beside the -32 of the largest) with d in
+    // [0.005, 0.015)
+    std::mt19937 rng(static_cast<uint32_t>(seed));
     for (auto& b : w.bytes) b = static_cast<uint8_t>(rng());
     for (size_t at = 0; at < w.bytes.size(); at += sizeof(quant::BlockQ3_K)) {
       const uint16_t d = f32_to_f16(0.005f + 0.01f * static_cast<float>(rng() % 1000) / 1000.0f);

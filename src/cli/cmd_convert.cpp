@@ -20,10 +20,11 @@ int run_convert(int argc, char** argv) {
   CLI::App app{
       "Convert a model to GGUF (llama.cpp's tensor names and metadata).\n"
       "Types: f32, f16, bf16, q8_0 (as llama.cpp's converter: vectors and the conv kernel stay F32,\n"
-      "rows not a multiple of 32 fall back to F16); q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s,\n"
-      "q5_k_m and q6_k as llama-quantize (no imatrix): output/tied embedding Q6_K, *_k_m give Q6_K to\n"
-      "attn_v and ffn_down in the 'more bits' layers, q4_k_s Q5_K to the first ones, K-quants on rows\n"
-      "not a multiple of 256 fall back to Q5_0 / Q5_1 / Q8_0)."};
+      "rows not a multiple of 32 fall back to F16); q4_0, q4_1, q5_0, q5_1, q3_k_s, q3_k_m, q3_k_l,\n"
+      "q4_k_s, q4_k_m, q5_k_s, q5_k_m and q6_k as llama-quantize (no imatrix): output/tied embedding\n"
+      "Q6_K, q4_k_m/q5_k_m give Q6_K to attn_v and ffn_down in the 'more bits' layers, q3_k_m/q3_k_l\n"
+      "and q4_k_s Q4_K/Q5_K to some, K-quants on rows not a multiple of 256 fall back to Q4_0 / Q5_0 /\n"
+      "Q5_1 / Q8_0; src/convert/quant_policy.h has every rule)."};
   configure_app(app);
   std::string model, out, type = "f16", name;
   int threads = 0;

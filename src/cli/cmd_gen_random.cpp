@@ -28,7 +28,8 @@ int run_gen_random(int argc, char** argv) {
   app.add_option("-o,--output", out, "Output folder, or a .gguf path")->required();
   app.add_option("--type", type,
                  "Storage type: f32, f16, bf16 (default) for folders; for GGUF also q8_0, q4_0, q4_1, q5_0,\n"
-                 "q5_1, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k (llama-quantize's mixes, as lfm convert)");
+                 "q5_1, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k (llama-quantize's mixes,\n"
+                 "as lfm convert)");
   app.add_option("--seed", seed, "Random seed")->capture_default_str();
   app.add_option("-t,--threads", threads, "Threads for quantizing GGUF output (0: all cores)")->check(non_negative_number());
   app.add_flag("--config-only", config_only, "Write only config.json (e.g. for `lfm info` on a real size)");

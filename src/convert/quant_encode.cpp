@@ -180,8 +180,8 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: quant::encode_q5_k(src, out, blocks); return;
     case DType::Q6_K: quant::encode_q6_k(src, out, blocks); return;
     case DType::Q8_K: quant::encode_q8_k(src, out, blocks); return;
-    case DType::I32:
-    case DType::Q3_K: break;  // read-only (dtype.cpp)
+    case DType::Q3_K: quant::encode_q3_k(src, out, blocks); return;
+    case DType::I32: break;
   }
   fail("quant: no encoder for type ", dtype_name(type));
 }

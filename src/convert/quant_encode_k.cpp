@@ -1,5 +1,5 @@
-// Encoders for the K-quants (Q4_K, Q5_K, Q6_K, Q8_K), following the semantics of ggml's
-// reference quantizers without importance matrices (quantize_row_q{4,5,6,8}_K_ref), so that our
+// Encoders for the K-quants (Q3_K, Q4_K, Q5_K, Q6_K, Q8_K), following the semantics of ggml's
+// reference quantizers without importance matrices (quantize_row_q{3,4,5,6,8}_K_ref), so that our
 // files match what `llama-quantize` produces without --imatrix:
 //   * Q4_K/Q5_K: each 32-element sub-block gets an affine fit x ≈ scale * q - min from a small
 //     grid search over the inverse scale with a weighted least-squares refit (search_affine_fit,
@@ -182,7 +182,104 @@ void fit_k_super_block(const float* x, int nmax, float rmin, int nstep, uint16_t
   }
 }
 
+// Symmetric fit x[i] ≈ scale * L[i] with L[i] in [-nmax, nmax - 1] (ggml's make_q3_quants with
+// its rmse search): round at the inverse scale that maps the largest-magnitude element to -nmax,
+// then up to 5 passes that move one element at a time to the level its least-squares scale
+// asks for, whenever that raises (Σ w x l)² / Σ w l² (w = x²). Writes L[i] + nmax (0 for an
+// all-zero group) and returns the least-squares scale.
+float search_q3_fit(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::memset(L, 0, static_cast<size_t>(n));
+    return 0.0f;
+  }
+  const float iscale = -static_cast<float>(nmax) / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = clamp_int(round_half_even(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * static_cast<float>(L[i]);
+      if (slx <= 0.0f) continue;
+      float sl2 = suml2 - w * static_cast<float>(L[i]) * static_cast<float>(L[i]);
+      const int l = clamp_int(round_half_even(x[i] * sl2 / slx), -nmax, nmax - 1);
+      if (l == L[i]) continue;
+      slx += w * x[i] * static_cast<float>(l);
+      sl2 += w * static_cast<float>(l) * static_cast<float>(l);
+      if (sl2 > 0.0f && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<int8_t>(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 }  // namespace
+
+// Q3_K (quantize_row_q3_K_ref): 16 sub-blocks fitted with search_q3_fit; the signed largest
+// scale maps to the 6-bit level 0 (sc − 32 = −32), the others round to theirs; every element is
+// then re-quantized against the scale the decoder will see (a sub-block whose scale rounds to 0
+// keeps its fitted quants, which decode to 0 anyway).
+void encode_q3_k(const float* src, uint8_t* dst, int64_t n_blocks) {
+  constexpr int kSub = kQK_K / 16;
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const float* x = src + i * kQK_K;
+    BlockQ3_K b{};
+    int8_t L[kQK_K];
+    float scales[kSub];
+    float max_scale = 0.0f, max_abs_scale = 0.0f;
+    for (int j = 0; j < kSub; ++j) {
+      scales[j] = search_q3_fit(16, 4, x + 16 * j, L + 16 * j);
+      if (std::fabs(scales[j]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    if (max_scale != 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      for (int j = 0; j < kSub; ++j) {
+        const int l = clamp_int(round_half_even(iscale * scales[j]), -32, 31) + 32;
+        b.scales[j % 8] |= static_cast<uint8_t>((l & 0x0F) << (4 * (j / 8)));
+        b.scales[8 + j % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+      }
+      b.d = f32_to_f16(1.0f / iscale);
+    }
+    const float d_all = f16_to_f32(b.d);
+    for (int j = 0; j < kSub; ++j) {
+      const int sc = (((b.scales[j % 8] >> (4 * (j / 8))) & 0x0F) | (((b.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+      const float d = d_all * static_cast<float>(sc);
+      if (d == 0.0f) continue;
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<int8_t>(clamp_int(round_half_even(x[16 * j + l] / d), -4, 3) + 4);
+    }
+    // Element e = 128h + 32j + l: its third bit in hmask[l] bit 4h + j, the low two in qs.
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+      if (L[e] > 3) b.hmask[l] |= static_cast<uint8_t>(1u << (4 * h + j));
+      b.qs[32 * h + l] |= static_cast<uint8_t>((L[e] & 3) << (2 * j));
+    }
+    store_block(dst, i, b);
+  }
+}
 
 void encode_q4_k(const float* src, uint8_t* dst, int64_t n_blocks) {
   for (int64_t i = 0; i < n_blocks; ++i) {

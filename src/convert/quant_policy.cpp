@@ -22,6 +22,7 @@ DType fit_row(DType t, int64_t row) {
   if (row % dtype_traits(t).block_elems == 0) return t;
   DType alt = DType::F16;
   switch (t) {
+    case DType::Q3_K: alt = DType::Q4_0; break;
     case DType::Q4_K: alt = DType::Q5_0; break;
     case DType::Q5_K: alt = DType::Q5_1; break;
     case DType::Q6_K: alt = DType::Q8_0; break;
@@ -35,6 +36,7 @@ DType fit_row(DType t, int64_t row) {
 const std::vector<FileType>& all_file_types() {
   static const std::vector<FileType> all = {FileType::F32,    FileType::F16,    FileType::BF16,   FileType::Q8_0,
                                             FileType::Q4_0,   FileType::Q4_1,   FileType::Q5_0,   FileType::Q5_1,
+                                            FileType::Q3_K_S, FileType::Q3_K_M, FileType::Q3_K_L,
                                             FileType::Q4_K_S, FileType::Q4_K_M, FileType::Q5_K_S, FileType::Q5_K_M,
                                             FileType::Q6_K};
   return all;
@@ -50,6 +52,9 @@ const char* file_type_label(FileType t) {
     case FileType::Q4_1: return "Q4_1";
     case FileType::Q5_0: return "Q5_0";
     case FileType::Q5_1: return "Q5_1";
+    case FileType::Q3_K_S: return "Q3_K_S";
+    case FileType::Q3_K_M: return "Q3_K_M";
+    case FileType::Q3_K_L: return "Q3_K_L";
     case FileType::Q4_K_S: return "Q4_K_S";
     case FileType::Q4_K_M: return "Q4_K_M";
     case FileType::Q5_K_S: return "Q5_K_S";
@@ -102,6 +107,9 @@ DType QuantPolicy::choose(const std::string& name, const std::vector<int64_t>& n
     case FileType::Q4_1: base = DType::Q4_1; break;
     case FileType::Q5_0: base = DType::Q5_0; break;
     case FileType::Q5_1: base = DType::Q5_1; break;
+    case FileType::Q3_K_S:
+    case FileType::Q3_K_M:
+    case FileType::Q3_K_L: base = DType::Q3_K; break;
     case FileType::Q4_K_S:
     case FileType::Q4_K_M: base = DType::Q4_K; break;
     case FileType::Q5_K_S:
@@ -117,15 +125,25 @@ DType QuantPolicy::choose(const std::string& name, const std::vector<int64_t>& n
     t = row % dtype_traits(base).block_elems != 0 ? DType::Q8_0 : DType::Q6_K;
   } else if (contains(name, "attn_v.weight")) {
     const int64_t i = layer >= 0 && layer < static_cast<int64_t>(attn_index_.size()) ? attn_index_[layer] : -1;
-    if (k_m && i >= 0 && use_more_bits(i, n_attn_)) t = DType::Q6_K;
+    if (ft_ == FileType::Q3_K_M) t = i >= 0 && i < 2 ? DType::Q5_K : DType::Q4_K;
+    else if (ft_ == FileType::Q3_K_L) t = DType::Q5_K;
+    else if (k_m && i >= 0 && use_more_bits(i, n_attn_)) t = DType::Q6_K;
     else if (ft_ == FileType::Q4_K_S && i >= 0 && i < 4) t = DType::Q5_K;
     if (n_experts_ == 8) t = DType::Q8_0;  // llama.cpp: cheap for 8-expert models
   } else if (contains(name, "attn_k.weight")) {
     if (n_experts_ == 8) t = DType::Q8_0;
   } else if (contains(name, "attn_output.weight")) {
-    if (q4_k && n_experts_ == 8) t = DType::Q5_K;
+    if (n_experts_ == 8) {
+      if (q4_k || ft_ == FileType::Q3_K_S || ft_ == FileType::Q3_K_M) t = DType::Q5_K;
+    } else if (ft_ == FileType::Q3_K_M) {
+      t = DType::Q4_K;
+    } else if (ft_ == FileType::Q3_K_L) {
+      t = DType::Q5_K;
+    }
   } else if (contains(name, "ffn_down")) {
-    if (k_m && layer >= 0 && use_more_bits(layer, n_layers_)) t = DType::Q6_K;
+    if (ft_ == FileType::Q3_K_M) t = layer >= 0 && layer < n_layers_ / 16 ? DType::Q5_K : DType::Q4_K;
+    else if (ft_ == FileType::Q3_K_L) t = DType::Q5_K;
+    else if (k_m && layer >= 0 && use_more_bits(layer, n_layers_)) t = DType::Q6_K;
     else if (ft_ == FileType::Q4_K_S && layer >= 0 && layer < n_layers_ / 8) t = DType::Q5_K;
   }
   return fit_row(t, row);

@@ -25,7 +25,7 @@ constexpr DTypeTraits kTraits[] = {
     {"Q5_K",   256,   176,   true,      true,      true},
     {"Q6_K",   256,   210,   true,      true,      true},
     {"Q8_K",   256,   292,   true,      true,      true},
-    {"Q3_K",   256,   110,   true,      true,      false},  // read from llama.cpp's files only
+    {"Q3_K",   256,   110,   true,      true,      true},
 };
 // clang-format on
 static_assert(std::size(kTraits) == static_cast<size_t>(DType::Q3_K) + 1, "one row per DType, in enum order");

@@ -23,7 +23,7 @@ enum class DType : uint8_t {
   Q5_K,
   Q6_K,
   Q8_K,
-  Q3_K,  // read only (llama.cpp writes it); after Q8_K so the earlier values keep their numbers
+  Q3_K,  // after Q8_K so the earlier values keep their numbers
 };
 
 // Every fact about a storage type, in one table (dtype.cpp).

@@ -171,6 +171,7 @@ void encode_q5_0(const float* src, uint8_t* dst, int64_t n_blocks);
 void encode_q5_1(const float* src, uint8_t* dst, int64_t n_blocks);
 void encode_q4_k(const float* src, uint8_t* dst, int64_t n_blocks);
 void encode_q5_k(const float* src, uint8_t* dst, int64_t n_blocks);
+void encode_q3_k(const float* src, uint8_t* dst, int64_t n_blocks);
 void encode_q6_k(const float* src, uint8_t* dst, int64_t n_blocks);
 void encode_q8_k(const float* src, uint8_t* dst, int64_t n_blocks);
 
