@@ -21,18 +21,6 @@ namespace quant {
 
 namespace {
 
-// The value with the largest magnitude (first one on ties), keeping its sign.
-float signed_abs_max(const float* x, int n) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
-}
-
 void min_max(const float* x, int n, float& min, float& max) {
   min = FLT_MAX;
   max = -FLT_MAX;

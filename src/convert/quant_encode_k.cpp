@@ -29,15 +29,8 @@ constexpr float kGroupMaxEps = 1e-15f;
 // scales -(nmax + 0.1 k) / max for k = -9..9 are tried, each followed by the least-squares scale
 // for its rounding, and the best weighted fit wins. Returns the scale (0 for an all-zero group).
 float search_symmetric_fit(int n, int nmax, const float* x, uint8_t* L) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_abs_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
@@ -188,15 +181,8 @@ void fit_k_super_block(const float* x, int nmax, float rmin, int nstep, uint16_t
 // asks for, whenever that raises (Σ w x l)² / Σ w l² (w = x²). Writes L[i] + nmax (0 for an
 // all-zero group) and returns the least-squares scale.
 float search_q3_fit(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_abs_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
@@ -246,14 +232,8 @@ void encode_q3_k(const float* src, uint8_t* dst, int64_t n_blocks) {
     BlockQ3_K b{};
     int8_t L[kQK_K];
     float scales[kSub];
-    float max_scale = 0.0f, max_abs_scale = 0.0f;
-    for (int j = 0; j < kSub; ++j) {
-      scales[j] = search_q3_fit(16, 4, x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < kSub; ++j) scales[j] = search_q3_fit(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_abs_max(scales, kSub);
     if (max_scale != 0.0f) {
       const float iscale = -32.0f / max_scale;
       for (int j = 0; j < kSub; ++j) {
@@ -265,7 +245,7 @@ void encode_q3_k(const float* src, uint8_t* dst, int64_t n_blocks) {
     }
     const float d_all = f16_to_f32(b.d);
     for (int j = 0; j < kSub; ++j) {
-      const int sc = (((b.scales[j % 8] >> (4 * (j / 8))) & 0x0F) | (((b.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+      const int sc = unpack_q3k_scale(b.scales, j) - 32;
       const float d = d_all * static_cast<float>(sc);
       if (d == 0.0f) continue;
       for (int l = 0; l < 16; ++l)
@@ -316,15 +296,9 @@ void encode_q6_k(const float* src, uint8_t* dst, int64_t n_blocks) {
     BlockQ6_K b{};
     uint8_t L[kQK_K];
     float scales[kSub];
-    float max_scale = 0.0f, max_abs_scale = 0.0f;
-    for (int j = 0; j < kSub; ++j) {
-      scales[j] = search_symmetric_fit(16, 32, x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
-    if (max_abs_scale < kGroupMaxEps) {  // all-zero super-block: every field zero
+    for (int j = 0; j < kSub; ++j) scales[j] = search_symmetric_fit(16, 32, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_abs_max(scales, kSub);
+    if (std::fabs(max_scale) < kGroupMaxEps) {  // all-zero super-block: every field zero
       store_block(dst, i, b);
       continue;
     }

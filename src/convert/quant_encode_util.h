@@ -32,6 +32,18 @@ inline int truncate_clamped(float v, int lo, int hi) {
   return static_cast<int>(v);
 }
 
+// The value with the largest magnitude (first one on ties), keeping its sign.
+inline float signed_abs_max(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
 inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // Writes a locally built block to dst at block index i (dst may have any alignment).

@@ -136,6 +136,11 @@ struct KScaleMin {
   uint8_t min;
 };
 
+// Q3_K's 6-bit scale of sub-block s (0..15), 0..63 (the decoder subtracts 32); see BlockQ3_K.
+inline int unpack_q3k_scale(const uint8_t* scales, int s) {
+  return ((scales[s % 8] >> (4 * (s / 8))) & 0x0F) | (((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+}
+
 inline KScaleMin unpack_k_scale(const uint8_t* packed, int sub_block) {
   const int j = sub_block;
   if (j < 4) return {static_cast<uint8_t>(packed[j] & 63), static_cast<uint8_t>(packed[j + 4] & 63)};

@@ -171,8 +171,7 @@ void decode_q3_k(const uint8_t* src, float* dst, int64_t n_blocks) {
     const auto b = load_block<BlockQ3_K>(src, i);
     const float d = f16_to_f32(b.d);
     int sc[16];
-    for (int s = 0; s < 16; ++s)
-      sc[s] = (((b.scales[s % 8] >> (4 * (s / 8))) & 0x0F) | (((b.scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32;
+    for (int s = 0; s < 16; ++s) sc[s] = unpack_q3k_scale(b.scales, s) - 32;
     float* y = dst + i * kQK_K;
     for (int e = 0; e < kQK_K; ++e) {
       const int h = e / 128, j = (e % 128) / 32, l = e % 32;

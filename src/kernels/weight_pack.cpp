@@ -29,10 +29,7 @@ KValues unpack_kquant(DType t, const uint8_t* src) {
     BlockQ3_K b;
     std::memcpy(&b, src, sizeof b);
     v.d = b.d;
-    for (int s = 0; s < 16; ++s) {
-      const int sc = ((b.scales[s % 8] >> (4 * (s / 8))) & 0x0F) | (((b.scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
-      v.scale[s] = static_cast<uint8_t>(static_cast<int8_t>(sc - 32));
-    }
+    for (int s = 0; s < 16; ++s) v.scale[s] = static_cast<uint8_t>(static_cast<int8_t>(unpack_q3k_scale(b.scales, s) - 32));
     for (int e = 0; e < kQK_K; ++e) {
       const int h = e / 128, j = (e % 128) / 32, l = e % 32;
       const int q = ((b.qs[32 * h + l] >> (2 * j)) & 3) + ((b.hmask[l] >> (4 * h + j)) & 1 ? 4 : 0);
