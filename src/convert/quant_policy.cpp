@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <utility>
 
 #include "core/error.h"
 
@@ -33,34 +34,26 @@ DType fit_row(DType t, int64_t row) {
 
 }  // namespace
 
+// Every file type with its label, in the order the CLI lists them.
+constexpr std::pair<FileType, const char*> kFileTypes[] = {
+    {FileType::F32, "F32"},       {FileType::F16, "F16"},       {FileType::BF16, "BF16"},     {FileType::Q8_0, "Q8_0"},
+    {FileType::Q4_0, "Q4_0"},     {FileType::Q4_1, "Q4_1"},     {FileType::Q5_0, "Q5_0"},     {FileType::Q5_1, "Q5_1"},
+    {FileType::Q3_K_S, "Q3_K_S"}, {FileType::Q3_K_M, "Q3_K_M"}, {FileType::Q3_K_L, "Q3_K_L"}, {FileType::Q4_K_S, "Q4_K_S"},
+    {FileType::Q4_K_M, "Q4_K_M"}, {FileType::Q5_K_S, "Q5_K_S"}, {FileType::Q5_K_M, "Q5_K_M"}, {FileType::Q6_K, "Q6_K"},
+};
+
 const std::vector<FileType>& all_file_types() {
-  static const std::vector<FileType> all = {FileType::F32,    FileType::F16,    FileType::BF16,   FileType::Q8_0,
-                                            FileType::Q4_0,   FileType::Q4_1,   FileType::Q5_0,   FileType::Q5_1,
-                                            FileType::Q3_K_S, FileType::Q3_K_M, FileType::Q3_K_L,
-                                            FileType::Q4_K_S, FileType::Q4_K_M, FileType::Q5_K_S, FileType::Q5_K_M,
-                                            FileType::Q6_K};
+  static const std::vector<FileType> all = [] {
+    std::vector<FileType> v;
+    for (const auto& [t, label] : kFileTypes) v.push_back(t);
+    return v;
+  }();
   return all;
 }
 
 const char* file_type_label(FileType t) {
-  switch (t) {
-    case FileType::F32: return "F32";
-    case FileType::F16: return "F16";
-    case FileType::BF16: return "BF16";
-    case FileType::Q8_0: return "Q8_0";
-    case FileType::Q4_0: return "Q4_0";
-    case FileType::Q4_1: return "Q4_1";
-    case FileType::Q5_0: return "Q5_0";
-    case FileType::Q5_1: return "Q5_1";
-    case FileType::Q3_K_S: return "Q3_K_S";
-    case FileType::Q3_K_M: return "Q3_K_M";
-    case FileType::Q3_K_L: return "Q3_K_L";
-    case FileType::Q4_K_S: return "Q4_K_S";
-    case FileType::Q4_K_M: return "Q4_K_M";
-    case FileType::Q5_K_S: return "Q5_K_S";
-    case FileType::Q5_K_M: return "Q5_K_M";
-    case FileType::Q6_K: return "Q6_K";
-  }
+  for (const auto& [type, label] : kFileTypes)
+    if (type == t) return label;
   return "?";
 }
 

@@ -136,6 +136,13 @@ struct KScaleMin {
   uint8_t min;
 };
 
+// Q3_K's 3-bit quant (0..7; the decoder subtracts 4) of element e = 128h + 32j + l: bit pair j of
+// qs[32h + l], third bit 4h + j of hmask[l].
+inline int unpack_q3k_quant(const uint8_t* hmask, const uint8_t* qs, int e) {
+  const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+  return ((qs[32 * h + l] >> (2 * j)) & 3) | (((hmask[l] >> (4 * h + j)) & 1) << 2);
+}
+
 // Q3_K's 6-bit scale of sub-block s (0..15), 0..63 (the decoder subtracts 32); see BlockQ3_K.
 inline int unpack_q3k_scale(const uint8_t* scales, int s) {
   return ((scales[s % 8] >> (4 * (s / 8))) & 0x0F) | (((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);

@@ -164,8 +164,8 @@ void decode_q8_k(const uint8_t* src, float* dst, int64_t n_blocks) {
   }
 }
 
-// Q3_K: element e = 128h + 32j + l takes bit pair j of qs[32h + l] and bit 4h + j of hmask[l];
-// the arithmetic order is ggml's (the sub-block's d·(sc − 32) first, then one product).
+// Q3_K (unpack_q3k_quant, unpack_q3k_scale); the arithmetic order is ggml's (the sub-block's
+// d·(sc − 32) first, then one product).
 void decode_q3_k(const uint8_t* src, float* dst, int64_t n_blocks) {
   for (int64_t i = 0; i < n_blocks; ++i) {
     const auto b = load_block<BlockQ3_K>(src, i);
@@ -173,12 +173,8 @@ void decode_q3_k(const uint8_t* src, float* dst, int64_t n_blocks) {
     int sc[16];
     for (int s = 0; s < 16; ++s) sc[s] = unpack_q3k_scale(b.scales, s) - 32;
     float* y = dst + i * kQK_K;
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
-      const int low = (b.qs[32 * h + l] >> (2 * j)) & 3;
-      const int q = low - ((b.hmask[l] >> (4 * h + j)) & 1 ? 0 : 4);
-      y[e] = d * static_cast<float>(sc[e / 16]) * static_cast<float>(q);
-    }
+    for (int e = 0; e < kQK_K; ++e)
+      y[e] = d * static_cast<float>(sc[e / 16]) * static_cast<float>(unpack_q3k_quant(b.hmask, b.qs, e) - 4);
   }
 }
 

@@ -30,11 +30,7 @@ KValues unpack_kquant(DType t, const uint8_t* src) {
     std::memcpy(&b, src, sizeof b);
     v.d = b.d;
     for (int s = 0; s < 16; ++s) v.scale[s] = static_cast<uint8_t>(static_cast<int8_t>(unpack_q3k_scale(b.scales, s) - 32));
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
-      const int q = ((b.qs[32 * h + l] >> (2 * j)) & 3) + ((b.hmask[l] >> (4 * h + j)) & 1 ? 4 : 0);
-      v.q[e] = static_cast<uint8_t>(q + 28);
-    }
+    for (int e = 0; e < kQK_K; ++e) v.q[e] = static_cast<uint8_t>(unpack_q3k_quant(b.hmask, b.qs, e) + 28);
     return v;
   }
   if (t == DType::Q6_K) {
