@@ -71,6 +71,13 @@ void expect_read_ranges_skip_packed_originals(const Model& m, const std::string&
   }
   for (const TensorView* t : packed) replaced += t->nbytes;
   EXPECT_EQ(read, m.weight_bytes() - replaced + m.packed_bytes()) << what;
+  EXPECT_EQ(m.read_bytes(), read) << what;  // what `lfm bench` counts a decode step streaming
+  // The routed experts as the kernels read them: their packed copies where they have them.
+  size_t experts = 0;
+  for (const LayerWeights& l : w.layers)
+    for (const FfnWeights& e : l.moe.experts)
+      for (const TensorView* t : {&e.w1, &e.w3, &e.w2}) experts += t->packed ? packed_size(t->packed_layout, *t) : t->nbytes;
+  EXPECT_EQ(m.expert_bytes(), experts) << what;
 }
 
 double bound(DType t, float w, float amax_block, float amax_256) {

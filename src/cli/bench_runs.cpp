@@ -134,10 +134,11 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
     r.test = t;
     r.n_threads = pool.size();
     if (t.n_gen > 0) {
-      // Weights read per step: all but the routed experts, and of those the share a step's
-      // tokens select (expected distinct experts per layer for b tokens routed at random to k
-      // of E: E · (1 − (1 − k/E)^b)); plus the KV cache.
-      double weights = static_cast<double>(model.weight_bytes());
+      // Weights read per step, as the kernels stream them (packed copies' sizes): all but the
+      // routed experts, and of those the share a step's tokens select (expected distinct
+      // experts per layer for b tokens routed at random to k of E: E · (1 − (1 − k/E)^b)); plus
+      // the KV cache.
+      double weights = static_cast<double>(model.read_bytes());
       if (cfg.is_moe()) {
         const double k = static_cast<double>(cfg.n_experts_used), e = static_cast<double>(cfg.n_experts);
         const double share = 1.0 - std::pow(1.0 - k / e, static_cast<double>(t.n_seqs));

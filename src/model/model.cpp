@@ -157,7 +157,14 @@ size_t Model::weight_bytes() const {
 size_t Model::expert_bytes() const {
   size_t n = 0;
   for (const LayerWeights& l : weights_.layers)
-    for (const FfnWeights& e : l.moe.experts) n += e.w1.nbytes + e.w3.nbytes + e.w2.nbytes;
+    for (const FfnWeights& e : l.moe.experts)
+      for (const TensorView* t : {&e.w1, &e.w3, &e.w2}) n += t->packed ? packed_size(t->packed_layout, *t) : t->nbytes;
+  return n;
+}
+
+size_t Model::read_bytes() const {
+  size_t n = 0;
+  for (const auto& range : read_ranges()) n += range.second;
   return n;
 }
 

@@ -39,9 +39,12 @@ class Model {
 
   int64_t parameter_count() const;
   size_t weight_bytes() const;
-  // Bytes of the routed experts' matrices (0 for dense models): a decode step reads only the
-  // experts its tokens select.
+  // Bytes of the routed experts' matrices as the kernels read them (packed copies where there
+  // are; 0 for dense models): a decode step reads only the experts its tokens select.
   size_t expert_bytes() const;
+  // Weight bytes a forward step streams: the sizes of read_ranges(), packed copies in place of
+  // their originals (a Q3_K copy is ~1.9× its stored bytes; the other formats' within a few %).
+  size_t read_bytes() const;
   // Bytes of packed matrix copies the CPU kernels read instead of the stored ones (0 if none).
   size_t packed_bytes() const;
   // Every weight byte once, where a forward reads it: a packed matrix from its copy, the rest
