@@ -66,6 +66,6 @@ inline std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f, 
 }
 
 inline constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                             DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+                             DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
 
 }  // namespace lfm::quant_test
