@@ -83,7 +83,7 @@ void BM_Matmul(benchmark::State& state, Isa isa, DType dt, DType act, int64_t n,
     return;
   }
   auto be = make_backend_for(isa, pool());
-  const int64_t out = 8192, in = 2048;
+  const int64_t out = getenv("OUT") ? atoi(getenv("OUT")) : 8192, in = 2048;
   const Weight& w = weight(dt, out, in, packed, act);
   const auto x = randn(static_cast<size_t>(n * in), 2);
   std::vector<float> y(static_cast<size_t>(n * out));
