@@ -77,13 +77,13 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed, DType act) 
 // cold (packed weights only): the packed matrix copied end to end into a buffer of more than
 // 1 GiB (huge pages, like the model's) and a different copy read each iteration, so the weights
 // come from memory as in a model's decode.
-void BM_Matmul(benchmark::State& state, Isa isa, DType dt, DType act, int64_t n, bool packed, bool cold) {
+void BM_Matmul(benchmark::State& state, Isa isa, DType dt, DType act, int64_t n, bool packed, bool cold, int64_t out) {
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
   }
   auto be = make_backend_for(isa, pool());
-  const int64_t out = getenv("OUT") ? atoi(getenv("OUT")) : 8192, in = 2048;
+  const int64_t in = 2048;
   const Weight& w = weight(dt, out, in, packed, act);
   const auto x = randn(static_cast<size_t>(n * in), 2);
   std::vector<float> y(static_cast<size_t>(n * out));
@@ -210,10 +210,13 @@ void register_all() {
           if (packed && bench_layout(dt, act) == PackedLayout::kPairs16 && isa != Isa::kAvx512) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) +
                                    (act == DType::BF16 ? "-bf16act" : "") + (packed ? "-packed" : "") + "/n" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false)->UseRealTime()->Unit(benchmark::kMillisecond);
-          if (packed && n == 1)  // decode from memory
-            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true)
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false, 8192)->UseRealTime()->Unit(benchmark::kMillisecond);
+          if (packed && n == 1) {  // decode from memory; also an 8B-A1B expert's w1 (1792 rows)
+            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 8192)
                 ->UseRealTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark((name + "/cold/rows1792").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 1792)
+                ->UseRealTime()->Unit(benchmark::kMillisecond);
+          }
         }
 }
 
