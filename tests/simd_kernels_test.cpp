@@ -190,6 +190,42 @@ TEST_P(SimdKernelsTest, SharedInputMatmulsEqualSeparateOnes) {
   }
 }
 
+// matmul_jobs (each job's input prepared apart, one parallel pass over all their matrices)
+// gives bit for bit what separate matmul calls give: an MoE layer's experts, each on its own
+// tokens (1 in decode, a few in a batch), of one packed type or mixed, of different widths, and
+// with a job of no rows.
+TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
+  for (auto [types, packed, act] : std::vector<std::tuple<std::vector<DType>, bool, DType>>{
+           {{DType::Q4_0, DType::Q4_0, DType::Q4_0, DType::Q4_0}, true, DType::F32},
+           {{DType::Q4_K, DType::Q6_K, DType::Q4_K}, true, DType::F32},
+           {{DType::Q5_K, DType::Q5_K}, true, DType::F32},
+           {{DType::BF16, DType::BF16, DType::BF16}, true, DType::F32},
+           {{DType::BF16, DType::BF16}, true, DType::BF16},
+           {{DType::Q8_0, DType::Q8_0, DType::Q8_0}, true, DType::F32},
+           {{DType::F32, DType::F16}, false, DType::F32}}) {
+    const int64_t heights[] = {67, 16, 33, 1}, widths[] = {256, 512, 256, 256};
+    for (const std::vector<int64_t>& rows : std::vector<std::vector<int64_t>>{{1, 1, 1, 1}, {3, 1, 19, 2}, {2, 0, 5, 1}}) {
+      std::vector<Weight> ws;
+      std::vector<std::vector<float>> xs, jobs_out, alone;
+      std::vector<Backend::MatmulJob> jobs;
+      for (size_t i = 0; i < types.size(); ++i) {
+        ws.push_back(make_case_weight({types[i], packed, act}, heights[i], widths[i], 70 + i));
+        xs.push_back(randn(rows[i] * widths[i], 80 + i));
+        jobs_out.emplace_back(rows[i] * heights[i], -1.0f);
+        alone.emplace_back(rows[i] * heights[i], -2.0f);
+      }
+      for (size_t i = 0; i < types.size(); ++i) {
+        jobs.push_back({xs[i].data(), rows[i], &ws[i].view, jobs_out[i].data()});
+        simd_->matmul(xs[i].data(), rows[i], ws[i].view, alone[i].data());
+      }
+      simd_->matmul_jobs(jobs);
+      for (size_t i = 0; i < types.size(); ++i)
+        ASSERT_EQ(std::memcmp(jobs_out[i].data(), alone[i].data(), alone[i].size() * 4), 0)
+            << case_name(types[i], packed, act) << " job " << i << " rows=" << rows[i];
+    }
+  }
+}
+
 TEST_P(SimdKernelsTest, DecodersAreBitExact) {
   // x = the identity: y[t, j] = w[j, t] exactly (one non-zero lane, the rest sum zeros).
   for (DType dt : kTypes) {

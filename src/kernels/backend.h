@@ -34,6 +34,21 @@ class Backend {
     for (size_t i = 0; i < ws.size(); ++i) matmul(x, n, *ws[i], ys[i]);
   }
 
+  // Independent matmuls, each with its own input and output (an MoE layer's experts on the
+  // tokens routed to them): job i computes jobs[i].y = jobs[i].x · jobs[i].wᵀ over jobs[i].n rows,
+  // bit for bit what separate matmul calls give, but a backend may run them in one parallel pass
+  // (a decode step's experts are small matrices: one pass each would pay a pass's start-up cost
+  // per matrix).
+  struct MatmulJob {
+    const float* x;
+    int64_t n;
+    const TensorView* w;
+    float* y;
+  };
+  virtual void matmul_jobs(std::span<const MatmulJob> jobs) {
+    for (const MatmulJob& j : jobs) matmul(j.x, j.n, *j.w, j.y);
+  }
+
   // out[i, :] = row ids[i] of table [V, d] as float32.
   virtual void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) = 0;
 

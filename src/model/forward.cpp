@@ -226,23 +226,37 @@ void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
     std::sort(chosen[t].begin(), chosen[t].end());
     for (const auto& [e, wt] : chosen[t]) tokens_of[e].push_back(t);
   }
-  // Run each expert on the tokens routed to it; keep per-(token, expert) outputs.
-  std::vector<std::vector<float>> expert_out(E);
-  std::vector<float> in, out;
+  // Each expert runs on the tokens routed to it, its rows packed after the previous expert's
+  // ([R = rows · k] in all): the inputs gathered, then w1/w3 of every expert as one batch of
+  // matmuls, SwiGLU, and w2 likewise, so a decode step's k experts cost two passes, not 2k.
+  const int64_t F = w.experts.empty() ? 0 : w.experts[0].w1.shape[0];
+  std::vector<int64_t> first(E + 1, 0);  // expert e owns rows [first[e], first[e + 1])
+  for (int64_t e = 0; e < E; ++e) first[e + 1] = first[e] + static_cast<int64_t>(tokens_of[e].size());
+  const int64_t R = first[E];
+  moe_in_.resize(R * d);
+  ffn_gate_.resize(R * F);
+  ffn_up_.resize(R * F);
+  moe_out_.resize(R * d);
+  std::vector<Backend::MatmulJob> gate_up, down;
   for (int64_t e = 0; e < E; ++e) {
-    const auto& toks = tokens_of[e];
-    if (toks.empty()) continue;
-    const int64_t n = static_cast<int64_t>(toks.size());
-    in.resize(n * d);
-    for (int64_t r = 0; r < n; ++r) std::copy_n(a_.data() + toks[r] * d, d, in.data() + r * d);
-    expert_out[e].resize(n * d);
-    dense_ffn(w.experts[e], in.data(), n, expert_out[e].data());
+    const int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    for (int64_t r = 0; r < n; ++r) std::copy_n(a_.data() + tokens_of[e][r] * d, d, moe_in_.data() + (first[e] + r) * d);
+    const FfnWeights& fw = w.experts[e];
+    LFM_CHECK(fw.w1.shape[0] == F && fw.w3.shape[0] == F && fw.w2.shape[1] == F, "forward: expert ", e,
+              " has an intermediate size other than ", F);
+    gate_up.push_back({moe_in_.data() + first[e] * d, n, &fw.w1, ffn_gate_.data() + first[e] * F});
+    gate_up.push_back({moe_in_.data() + first[e] * d, n, &fw.w3, ffn_up_.data() + first[e] * F});
+    down.push_back({ffn_gate_.data() + first[e] * F, n, &fw.w2, moe_out_.data() + first[e] * d});
   }
+  be_.matmul_jobs(gate_up);
+  be_.swiglu(ffn_gate_.data(), ffn_up_.data(), R * F, ffn_gate_.data());
+  be_.matmul_jobs(down);
   std::vector<size_t> cursor(E, 0);
   std::fill(mix_.begin(), mix_.begin() + rows * d, 0.0f);
   for (int64_t t = 0; t < rows; ++t)
     for (const auto& [e, wt] : chosen[t]) {
-      const float* src = expert_out[e].data() + cursor[e]++ * d;
+      const float* src = moe_out_.data() + (first[e] + static_cast<int64_t>(cursor[e]++)) * d;
       float* dst = mix_.data() + t * d;
       for (int64_t i = 0; i < d; ++i) dst[i] += wt * src[i];
     }

@@ -70,6 +70,7 @@ class Forward {
   std::vector<SeqRun> runs_;        // one per item
   std::vector<float> h_, a_, mix_, proj_, tmp_, tmp2_, tmp3_;
   std::vector<float> ffn_gate_, ffn_up_;  // [rows, F] SwiGLU scratch, reused across layers and steps
+  std::vector<float> moe_in_, moe_out_;  // [rows · k, d] the experts' gathered inputs and outputs
 };
 
 }  // namespace lfm
