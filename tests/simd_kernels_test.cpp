@@ -192,8 +192,9 @@ TEST_P(SimdKernelsTest, SharedInputMatmulsEqualSeparateOnes) {
 
 // matmul_jobs (each job's input prepared apart, one parallel pass over all their matrices)
 // gives bit for bit what separate matmul calls give: an MoE layer's experts, each on its own
-// tokens (1 in decode, a few in a batch), of one packed type or mixed, of different widths, and
-// with a job of no rows.
+// tokens (1 in decode, a few in a batch), of one packed type or mixed, of different widths, with
+// a job of no rows, and with jobs 0 and 1 reading one input (an expert's w1 and w3; the input is
+// prepared once where their types agree).
 TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
   for (auto [types, packed, act] : std::vector<std::tuple<std::vector<DType>, bool, DType>>{
            {{DType::Q4_0, DType::Q4_0, DType::Q4_0, DType::Q4_0}, true, DType::F32},
@@ -203,8 +204,10 @@ TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
            {{DType::BF16, DType::BF16}, true, DType::BF16},
            {{DType::Q8_0, DType::Q8_0, DType::Q8_0}, true, DType::F32},
            {{DType::F32, DType::F16}, false, DType::F32}}) {
-    const int64_t heights[] = {67, 16, 33, 1}, widths[] = {256, 512, 256, 256};
-    for (const std::vector<int64_t>& rows : std::vector<std::vector<int64_t>>{{1, 1, 1, 1}, {3, 1, 19, 2}, {2, 0, 5, 1}}) {
+    const int64_t heights[] = {67, 16, 33, 1}, widths[] = {256, 256, 512, 256};
+    for (const std::vector<int64_t>& rows :
+         std::vector<std::vector<int64_t>>{{1, 1, 1, 1}, {3, 1, 19, 2}, {2, 0, 5, 1}, {4, 4, 2, 3}}) {
+      const bool share01 = rows[0] == rows[1];  // job 1 reads job 0's input (the same pointer)
       std::vector<Weight> ws;
       std::vector<std::vector<float>> xs, jobs_out, alone;
       std::vector<Backend::MatmulJob> jobs;
@@ -214,9 +217,11 @@ TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
         jobs_out.emplace_back(rows[i] * heights[i], -1.0f);
         alone.emplace_back(rows[i] * heights[i], -2.0f);
       }
+      if (share01) xs[1] = xs[0];
       for (size_t i = 0; i < types.size(); ++i) {
-        jobs.push_back({xs[i].data(), rows[i], &ws[i].view, jobs_out[i].data()});
-        simd_->matmul(xs[i].data(), rows[i], ws[i].view, alone[i].data());
+        const float* x = (share01 && i == 1 ? xs[0] : xs[i]).data();
+        jobs.push_back({x, rows[i], &ws[i].view, jobs_out[i].data()});
+        simd_->matmul(x, rows[i], ws[i].view, alone[i].data());
       }
       simd_->matmul_jobs(jobs);
       for (size_t i = 0; i < types.size(); ++i)
