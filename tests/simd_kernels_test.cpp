@@ -225,8 +225,9 @@ TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
       }
       simd_->matmul_jobs(jobs);
       for (size_t i = 0; i < types.size(); ++i)
-        ASSERT_EQ(std::memcmp(jobs_out[i].data(), alone[i].data(), alone[i].size() * 4), 0)
-            << case_name(types[i], packed, act) << " job " << i << " rows=" << rows[i];
+        if (!alone[i].empty())  // a job of no rows has no output (and memcmp no null pointers)
+          ASSERT_EQ(std::memcmp(jobs_out[i].data(), alone[i].data(), alone[i].size() * 4), 0)
+              << case_name(types[i], packed, act) << " job " << i << " rows=" << rows[i];
     }
   }
 }
