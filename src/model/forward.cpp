@@ -229,7 +229,7 @@ void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
   // Each expert runs on the tokens routed to it, its rows packed after the previous expert's
   // ([R = rows · k] in all): the inputs gathered, then w1/w3 of every expert as one batch of
   // matmuls, SwiGLU, and w2 likewise, so a decode step's k experts cost two passes, not 2k.
-  const int64_t F = w.experts.empty() ? 0 : w.experts[0].w1.shape[0];
+  const int64_t F = c.moe_ffn_dim;  // every expert's w1/w3 [F, d], w2 [d, F] (checked at load)
   std::vector<int64_t> first(E + 1, 0);  // expert e owns rows [first[e], first[e + 1])
   for (int64_t e = 0; e < E; ++e) first[e + 1] = first[e] + static_cast<int64_t>(tokens_of[e].size());
   const int64_t R = first[E];
@@ -243,8 +243,6 @@ void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
     if (n == 0) continue;
     for (int64_t r = 0; r < n; ++r) std::copy_n(a_.data() + tokens_of[e][r] * d, d, moe_in_.data() + (first[e] + r) * d);
     const FfnWeights& fw = w.experts[e];
-    LFM_CHECK(fw.w1.shape[0] == F && fw.w3.shape[0] == F && fw.w2.shape[1] == F, "forward: expert ", e,
-              " has an intermediate size other than ", F);
     gate_up.push_back({moe_in_.data() + first[e] * d, n, &fw.w1, ffn_gate_.data() + first[e] * F});
     gate_up.push_back({moe_in_.data() + first[e] * d, n, &fw.w3, ffn_up_.data() + first[e] * F});
     down.push_back({ffn_gate_.data() + first[e] * F, n, &fw.w2, moe_out_.data() + first[e] * d});
