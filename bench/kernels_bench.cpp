@@ -1,5 +1,6 @@
 // Kernel micro-benchmarks: matmul for each weight type at decode (n = 1) and prefill (n = 128)
-// sizes of LFM2-1.2B's FFN (8192 × 2048), on every instruction-set level the CPU has
+// sizes of LFM2-1.2B's FFN w1 (8192 × 2048; from memory also its w2, 2048 × 8192, and an 8B-A1B
+// expert's w1, 1792 × 2048), on every instruction-set level the CPU has
 // (generic = the portable reference), plus paged attention at a few depths and the plain read
 // that bounds a decode from memory.
 // Run: build/bench/lfm_microbench --benchmark_filter='Matmul|ReadCold'
@@ -77,13 +78,13 @@ const Weight& weight(DType dt, int64_t out, int64_t in, bool packed, DType act) 
 // cold (packed weights only): the packed matrix copied end to end into a buffer of more than
 // 1 GiB (huge pages, like the model's) and a different copy read each iteration, so the weights
 // come from memory as in a model's decode.
-void BM_Matmul(benchmark::State& state, Isa isa, DType dt, DType act, int64_t n, bool packed, bool cold, int64_t out) {
+void BM_Matmul(benchmark::State& state, Isa isa, DType dt, DType act, int64_t n, bool packed, bool cold, int64_t out,
+               int64_t in) {
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
   }
   auto be = make_backend_for(isa, pool());
-  const int64_t in = 2048;
   const Weight& w = weight(dt, out, in, packed, act);
   const auto x = randn(static_cast<size_t>(n * in), 2);
   std::vector<float> y(static_cast<size_t>(n * out));
@@ -210,11 +211,14 @@ void register_all() {
           if (packed && bench_layout(dt, act) == PackedLayout::kPairs16 && isa != Isa::kAvx512) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) +
                                    (act == DType::BF16 ? "-bf16act" : "") + (packed ? "-packed" : "") + "/n" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false, 8192)->UseRealTime()->Unit(benchmark::kMillisecond);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false, 8192, 2048)->UseRealTime()->Unit(benchmark::kMillisecond);
           if (packed && n == 1) {  // decode from memory; also an 8B-A1B expert's w1 (1792 rows)
-            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 8192)
+            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 8192, 2048)
                 ->UseRealTime()->Unit(benchmark::kMillisecond);
-            benchmark::RegisterBenchmark((name + "/cold/rows1792").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 1792)
+            // An FFN's w2 (2048 × 8192): rows of 8192 columns.
+            benchmark::RegisterBenchmark((name + "/cold/in8192").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 2048, 8192)
+                ->UseRealTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark((name + "/cold/rows1792").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 1792, 2048)
                 ->UseRealTime()->Unit(benchmark::kMillisecond);
           }
         }
