@@ -212,6 +212,13 @@ void register_all() {
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) +
                                    (act == DType::BF16 ? "-bf16act" : "") + (packed ? "-packed" : "") + "/n" + std::to_string(n);
           benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false, 8192, 2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+          if (packed && plain && n == 128) {  // a 512-token prefill's GEMM: the FFN's w1/w3 shape, then w2's (rows of 8192)
+            const std::string n512 = name.substr(0, name.rfind('/')) + "/n512";
+            benchmark::RegisterBenchmark(n512.c_str(), BM_Matmul, isa, dt, act, 512, packed, false, 8192, 2048)
+                ->UseRealTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark((n512 + "/in8192").c_str(), BM_Matmul, isa, dt, act, 512, packed, false, 2048, 8192)
+                ->UseRealTime()->Unit(benchmark::kMillisecond);
+          }
           if (packed && n == 1) {  // decode from memory; also an 8B-A1B expert's w1 (1792 rows)
             benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 8192, 2048)
                 ->UseRealTime()->Unit(benchmark::kMillisecond);
