@@ -1,6 +1,7 @@
 // Kernel micro-benchmarks: matmul for each weight type at decode (n = 1) and prefill (n = 128)
 // sizes of LFM2-1.2B's FFN w1 (8192 × 2048; from memory also its w2, 2048 × 8192, and an 8B-A1B
-// expert's w1, 1792 × 2048), on every instruction-set level the CPU has
+// expert's w1, 1792 × 2048; the plain types' prefill GEMM also at n = 512 on w1's and w2's
+// shapes), on every instruction-set level the CPU has
 // (generic = the portable reference), plus paged attention at a few depths and the plain read
 // that bounds a decode from memory.
 // Run: build/bench/lfm_microbench --benchmark_filter='Matmul|ReadCold'
@@ -211,22 +212,21 @@ void register_all() {
           if (packed && bench_layout(dt, act) == PackedLayout::kPairs16 && isa != Isa::kAvx512) continue;
           const std::string name = std::string("Matmul/") + isa_name(isa) + "/" + dtype_name(dt) +
                                    (act == DType::BF16 ? "-bf16act" : "") + (packed ? "-packed" : "") + "/n" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, isa, dt, act, n, packed, false, 8192, 2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+          // One registration: `tokens` rows of input against an out × in matrix, warm or from memory.
+          const auto add = [&](const std::string& label, int64_t tokens, bool cold, int64_t out, int64_t in) {
+            benchmark::RegisterBenchmark(label.c_str(), BM_Matmul, isa, dt, act, tokens, packed, cold, out, in)
+                ->UseRealTime()->Unit(benchmark::kMillisecond);
+          };
+          add(name, n, false, 8192, 2048);
           if (packed && plain && n == 128) {  // a 512-token prefill's GEMM: the FFN's w1/w3 shape, then w2's (rows of 8192)
             const std::string n512 = name.substr(0, name.rfind('/')) + "/n512";
-            benchmark::RegisterBenchmark(n512.c_str(), BM_Matmul, isa, dt, act, 512, packed, false, 8192, 2048)
-                ->UseRealTime()->Unit(benchmark::kMillisecond);
-            benchmark::RegisterBenchmark((n512 + "/in8192").c_str(), BM_Matmul, isa, dt, act, 512, packed, false, 2048, 8192)
-                ->UseRealTime()->Unit(benchmark::kMillisecond);
+            add(n512, 512, false, 8192, 2048);
+            add(n512 + "/in8192", 512, false, 2048, 8192);
           }
-          if (packed && n == 1) {  // decode from memory; also an 8B-A1B expert's w1 (1792 rows)
-            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 8192, 2048)
-                ->UseRealTime()->Unit(benchmark::kMillisecond);
-            // An FFN's w2 (2048 × 8192): rows of 8192 columns.
-            benchmark::RegisterBenchmark((name + "/cold/in8192").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 2048, 8192)
-                ->UseRealTime()->Unit(benchmark::kMillisecond);
-            benchmark::RegisterBenchmark((name + "/cold/rows1792").c_str(), BM_Matmul, isa, dt, act, n, packed, true, 1792, 2048)
-                ->UseRealTime()->Unit(benchmark::kMillisecond);
+          if (packed && n == 1) {  // decode from memory: w1's shape, w2's (rows of 8192), an 8B-A1B expert's w1 (1792 rows)
+            add(name + "/cold", n, true, 8192, 2048);
+            add(name + "/cold/in8192", n, true, 2048, 8192);
+            add(name + "/cold/rows1792", n, true, 1792, 2048);
           }
         }
 }
