@@ -25,7 +25,7 @@ StatePlanOptions f32_plan(int64_t ctx, int64_t block_tokens) {
 
 std::vector<std::vector<float>> prompt_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids,
                                               const StatePlanOptions& plan) {
-  auto cache = make_state_cache(model, plan);
+  auto cache = make_state_cache(model, plan, backend);
   Forward fwd(model, backend, *cache);
   StepOutput out;
   BatchItem item{cache->open(plan.ctx_size), ids, true};

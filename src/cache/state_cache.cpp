@@ -40,7 +40,8 @@ StateBytes state_bytes(const StateShape& s, const StateCacheOptions& o) {
   return b;
 }
 
-StateCache::StateCache(const StateShape& shape, const StateCacheOptions& opt) : shape_(shape), opt_(opt) {
+StateCache::StateCache(const StateShape& shape, const StateCacheOptions& opt, DeviceMemory& memory)
+    : shape_(shape), opt_(opt), mem_(memory) {
   LFM_CHECK(is_state_type(opt.type), "state: cache type must be f32, f16 or bf16, got ", dtype_name(opt.type));
   LFM_CHECK(opt.block_tokens >= 1 && opt.block_tokens <= (1 << 20), "state: block size must be in [1, 1048576], got ",
             opt.block_tokens);
@@ -53,13 +54,13 @@ StateCache::StateCache(const StateShape& shape, const StateCacheOptions& opt) : 
   const StateBytes b = bytes();
   const size_t kv_layer = b.kv_per_block / 2 / std::max<int64_t>(shape.attn_layers, 1);
   for (int64_t l = 0; l < shape.attn_layers; ++l) {
-    k_.emplace_back(kv_layer * static_cast<size_t>(opt.n_blocks));
-    v_.emplace_back(kv_layer * static_cast<size_t>(opt.n_blocks));
+    k_.push_back(mem_.allocate(kv_layer * static_cast<size_t>(opt.n_blocks)));
+    v_.push_back(mem_.allocate(kv_layer * static_cast<size_t>(opt.n_blocks)));
   }
   const size_t conv_layer = b.conv_per_slot / std::max<int64_t>(shape.conv_layers, 1);
   for (int64_t l = 0; l < shape.conv_layers; ++l) {
-    conv_.emplace_back(conv_layer * static_cast<size_t>(opt.n_slots));
-    snaps_.emplace_back(opt.prefix_cache ? conv_layer * static_cast<size_t>(opt.n_blocks) : 0);
+    conv_.push_back(mem_.allocate(conv_layer * static_cast<size_t>(opt.n_slots)));
+    snaps_.push_back(mem_.allocate(opt.prefix_cache ? conv_layer * static_cast<size_t>(opt.n_blocks) : 0));
   }
   blocks_.resize(static_cast<size_t>(opt.n_blocks));
   for (int64_t i = opt.n_blocks - 1; i >= 0; --i) free_blocks_.push_back(static_cast<int32_t>(i));
@@ -119,7 +120,7 @@ void StateCache::reset(Sequence& seq) {
 void StateCache::zero_slot(int32_t slot) {
   for (auto& c : conv_) {
     const size_t per = c.size() / static_cast<size_t>(opt_.n_slots);
-    std::memset(static_cast<uint8_t*>(c.data()) + per * static_cast<size_t>(slot), 0, per);
+    mem_.fill_zero(static_cast<uint8_t*>(c.data()) + per * static_cast<size_t>(slot), per);
   }
 }
 
@@ -277,8 +278,8 @@ int64_t StateCache::attach_prefix(Sequence& seq, std::span<const int32_t> tokens
   const int32_t last = found.back();
   for (size_t l = 0; l < conv_.size(); ++l) {
     const size_t per = conv_[l].size() / static_cast<size_t>(opt_.n_slots);
-    std::memcpy(static_cast<uint8_t*>(conv_[l].data()) + per * static_cast<size_t>(seq.slot_),
-                static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(last), per);
+    mem_.copy(static_cast<uint8_t*>(conv_[l].data()) + per * static_cast<size_t>(seq.slot_),
+              static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(last), per);
   }
   seq.reused_ = n;
   counters_.prefix_hit_tokens += n;
@@ -290,8 +291,8 @@ int64_t StateCache::attach_prefix(Sequence& seq, std::span<const int32_t> tokens
 KvPool StateCache::kv_pool(int64_t attn_layer) const {
   LFM_CHECK(attn_layer >= 0 && attn_layer < shape_.attn_layers, "state: no attention layer ", attn_layer);
   KvPool p;
-  p.k = const_cast<void*>(k_[attn_layer].data());
-  p.v = const_cast<void*>(v_[attn_layer].data());
+  p.k = k_[attn_layer].data();
+  p.v = v_[attn_layer].data();
   p.type = opt_.type;
   p.n_blocks = opt_.n_blocks;
   p.block_tokens = opt_.block_tokens;
@@ -303,8 +304,8 @@ KvPool StateCache::kv_pool(int64_t attn_layer) const {
 ConvPool StateCache::conv_pool(int64_t conv_layer) const {
   LFM_CHECK(conv_layer >= 0 && conv_layer < shape_.conv_layers, "state: no conv layer ", conv_layer);
   ConvPool p;
-  p.state = const_cast<void*>(conv_[conv_layer].data());
-  p.snapshots = opt_.prefix_cache ? const_cast<void*>(snaps_[conv_layer].data()) : nullptr;
+  p.state = conv_[conv_layer].data();
+  p.snapshots = opt_.prefix_cache ? snaps_[conv_layer].data() : nullptr;
   p.type = opt_.type;
   p.n_slots = opt_.n_slots;
   p.n_snapshots = opt_.prefix_cache ? opt_.n_blocks : 0;

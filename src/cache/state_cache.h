@@ -23,8 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "core/dtype.h"
+#include "kernels/device_memory.h"
 #include "kernels/state_pools.h"
 
 namespace lfm {
@@ -84,7 +84,9 @@ class Sequence {
 
 class StateCache {
  public:
-  StateCache(const StateShape& shape, const StateCacheOptions& opt);
+  // The pools live in `memory` (a backend's: device memory for a GPU backend); every byte of
+  // them is moved through it (zeroing a slot, restoring a snapshot), never by host code.
+  StateCache(const StateShape& shape, const StateCacheOptions& opt, DeviceMemory& memory = host_memory());
   ~StateCache();
   StateCache(const StateCache&) = delete;
   StateCache& operator=(const StateCache&) = delete;
@@ -151,8 +153,9 @@ class StateCache {
 
   StateShape shape_;
   StateCacheOptions opt_;
-  std::vector<AlignedBuffer> k_, v_;            // per attention layer
-  std::vector<AlignedBuffer> conv_, snaps_;     // per conv layer
+  DeviceMemory& mem_;
+  std::vector<DeviceBuffer> k_, v_;             // per attention layer
+  std::vector<DeviceBuffer> conv_, snaps_;      // per conv layer
   std::vector<Block> blocks_;
   std::vector<int32_t> free_blocks_;            // a stack: lowest ids first out
   std::list<int32_t> lru_;                      // cached, unused blocks; front = evicted first

@@ -78,15 +78,16 @@ double BenchResult::stddev_s() const {
 
 std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<BenchTest>& tests, int n_threads,
                                          int reps, const StatePlanOptions& plan_in, std::string* backend_name,
-                                         double* ceiling_bytes_per_s) {
+                                         double* ceiling_bytes_per_s, Backend* device_backend) {
   const ModelConfig& cfg = model.config();
   ThreadPool pool(n_threads);
-  auto backend = make_cpu_backend(pool);
+  std::unique_ptr<Backend> cpu_backend = device_backend ? nullptr : make_cpu_backend(pool);
+  Backend* backend = device_backend ? device_backend : cpu_backend.get();
   if (backend_name) *backend_name = backend->name();
   // The read-bandwidth ceiling: every weight byte once, with this many threads, where a forward
   // reads it (packed matrices from their copies, whose mapped originals stay released).
   const auto ranges = model.read_ranges();
-  auto read_ceiling = [&](int passes) { return measure_read_bandwidth(pool, ranges, passes); };
+  auto read_ceiling = [&](int passes) { return device_backend ? 0.0 : measure_read_bandwidth(pool, ranges, passes); };
   if (ceiling_bytes_per_s) *ceiling_bytes_per_s = read_ceiling(3);
   // One cache for every test: room for the deepest context plus each test's tokens.
   int64_t max_ctx = 1, max_seqs = 1;
@@ -99,7 +100,7 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
   plan.ctx_size = max_ctx;
   plan.parallel = max_seqs + 1;
   const StateCacheOptions opt = plan_state_cache(cfg, plan);
-  auto cache = std::make_unique<StateCache>(state_shape(cfg), opt);
+  auto cache = std::make_unique<StateCache>(state_shape(cfg), opt, *backend);
   Forward fwd(model, *backend, *cache);
   const StateBytes sb = cache->bytes();
   StepOutput out;

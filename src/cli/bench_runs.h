@@ -37,8 +37,10 @@ struct BenchResult {
 // prefilled once per depth (chunks of 512 tokens, untimed) and shared through the prefix cache,
 // so every repetition starts from the same state. ceiling_bytes_per_s: the read ceiling
 // measured once before the tests (tg results also carry their own, measured beside each run).
+// device_backend: the (GPU) backend the model was prepared for, used instead of a CPU backend of
+// n_threads; no host read ceiling is measured then.
 std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<BenchTest>& tests, int n_threads,
                                          int reps, const StatePlanOptions& plan, std::string* backend_name,
-                                         double* ceiling_bytes_per_s);
+                                         double* ceiling_bytes_per_s, Backend* device_backend = nullptr);
 
 }  // namespace lfm::cli

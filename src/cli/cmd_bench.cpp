@@ -14,6 +14,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "kernels/backend_factory.h"
 #include "kernels/cpu_backend.h"
 
 namespace lfm::cli {
@@ -96,9 +97,19 @@ int run_bench(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   LoadOptions load;
   add_load_options(app, load);
+  std::string device = "cpu";
+  add_device_option(app, device);
   app.add_flag_callback("--json", [&] { output = "json"; }, "Same as -o json");
   LFM_CLI_PARSE(app, argc, argv);
 
+  // A GPU backend is made once, before the model (it prepares the weights); CPU backends per
+  // thread count, as llama-bench does.
+  ThreadPool device_pool(1);
+  std::unique_ptr<Backend> device_backend = make_backend(parse_device(device), device_pool);
+  if (device_backend->host_memory())
+    device_backend.reset();
+  else
+    load.backend = device_backend.get();
   auto m = load_model(resolve_model_arg(model), load);
   const StatePlanOptions plan = state_plan(state, m->config(), m.get());
   std::vector<BenchTest> tests;
@@ -119,7 +130,7 @@ int run_bench(int argc, char** argv) {
   for (int t : threads) {
     std::string backend;
     double ceiling = 0;
-    const auto results = run_bench_tests(*m, tests, t, reps, plan, &backend, &ceiling);
+    const auto results = run_bench_tests(*m, tests, t, reps, plan, &backend, &ceiling, device_backend.get());
     for (const BenchResult& r : results) {
       const double gbs = r.bytes_per_step > 0 ? r.bytes_per_step * static_cast<double>(r.test.n_gen) / r.avg_s() / 1e9 : 0;
       // A tg row's ceiling is the one measured beside its repetitions; a pp row shows the run's.
@@ -129,7 +140,7 @@ int run_bench(int argc, char** argv) {
       j["model_type"] = label;
       j["model_size"] = m->weight_bytes();
       j["model_n_params"] = m->parameter_count();
-      j["backends"] = "CPU";
+      j["backends"] = device_backend ? "CUDA" : "CPU";
       j["cpu_info"] = backend;
       j["bf16_activations"] = m->bf16_activations();  // ours: --bf16-activations took effect
       j["n_threads"] = r.n_threads;
@@ -172,10 +183,14 @@ int run_bench(int argc, char** argv) {
     // `prefix` tokens, the history plus 32 new tokens reuses every whole cached block of it.
     Runtime rt;
     rt.pool = std::make_unique<ThreadPool>(threads.front());
-    rt.backend = make_cpu_backend(*rt.pool);
+    Backend* engine_backend = device_backend.get();
+    if (!engine_backend) {
+      rt.backend = make_cpu_backend(*rt.pool);
+      engine_backend = rt.backend.get();
+    }
     StateArgs ps = state;
     ps.ctx_size = prefix + 64;
-    Engine engine(*m, *rt.backend, nullptr, engine_options(ps, *m));
+    Engine engine(*m, *engine_backend, nullptr, engine_options(ps, *m));
     std::mt19937 rng(99);
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m->config().vocab_size - 1));
     auto random_ids = [&](int64_t n) {

@@ -51,6 +51,8 @@ int run_chat(int argc, char** argv) {
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
+  std::string device = "cpu";
+  add_device_option(app, device);
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
@@ -73,7 +75,7 @@ int run_chat(int argc, char** argv) {
     }
   }
   model = resolve_model_arg(model);
-  Runtime rt = open_runtime(model, threads, load);
+  Runtime rt = open_runtime(model, threads, load, device);
   auto tok = load_tokenizer(model);
   LFM_CHECK(!tok->chat_template().empty(),
             "chat: the model ships no chat template (chat_template.jinja, "

@@ -38,6 +38,8 @@ int run_generate(int argc, char** argv) {
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
+  std::string device = "cpu";
+  add_device_option(app, device);
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
@@ -51,7 +53,7 @@ int run_generate(int argc, char** argv) {
   finish_sampling_options(req.sampling, seed);
 
   model = resolve_model_arg(model);
-  Runtime rt = open_runtime(model, threads, load);
+  Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
   if (!prompt_text.empty() || !stops.empty()) tok = load_tokenizer(model);
   req.prompt = !prompt_text.empty() ? tok->encode(prompt_text, !no_special) : parse_id_list(prompt_ids, "--prompt-ids");

@@ -34,6 +34,8 @@ int run_logits(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   LoadOptions load;
   add_load_options(app, load);
+  std::string device = "cpu";
+  add_device_option(app, device);
   app.add_flag("--json", json_out, "Print {\"logits\": [[...], ...]}");
   LFM_CLI_PARSE(app, argc, argv);
 
@@ -41,10 +43,10 @@ int run_logits(int argc, char** argv) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (prefill < 0) prefill = n;
   LFM_CHECK(prefill <= n, "--prefill ", prefill, " exceeds the number of ids (", n, ")");
-  Runtime rt = open_runtime(resolve_model_arg(model), threads, load);
+  Runtime rt = open_runtime(resolve_model_arg(model), threads, load, device);
   const int64_t vocab = rt.model->config().vocab_size;
   state.ctx_size = n;
-  auto cache = make_state_cache(*rt.model, state_plan(state, rt.model->config(), rt.model.get()));
+  auto cache = make_state_cache(*rt.model, state_plan(state, rt.model->config(), rt.model.get()), *rt.backend);
   Forward fwd(*rt.model, *rt.backend, *cache);
   Sequence* seq = cache->open(n);
   std::vector<std::vector<float>> rows;

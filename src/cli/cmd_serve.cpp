@@ -37,6 +37,8 @@ int run_serve(int argc, char** argv) {
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
+  std::string device = "cpu";
+  add_device_option(app, device);
   app.add_option("--max-queue", max_queue, "Requests that may wait; beyond, 429 with Retry-After")
       ->capture_default_str()
       ->check(positive_number());
@@ -66,7 +68,7 @@ int run_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
   model = resolve_model_arg(model);  // after the name is taken from what the user wrote
-  Runtime rt = open_runtime(model, threads, load);
+  Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
   try {
     tok = load_tokenizer(model);

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "hub/resolve.h"
 #include "hub/settings.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/backend_factory.h"
 
 namespace lfm::cli {
 
@@ -61,12 +61,21 @@ void configure_app(CLI::App& app) {
   app.get_formatter()->column_width(34);
 }
 
-Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load) {
+Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load, const std::string& device) {
   Runtime rt;
-  rt.model = load_model(model_path, load);
   rt.pool = std::make_unique<ThreadPool>(threads);
-  rt.backend = make_cpu_backend(*rt.pool);
+  rt.backend = make_backend(parse_device(device), *rt.pool);
+  LoadOptions opt = load;
+  if (!rt.backend->host_memory()) opt.backend = rt.backend.get();  // the CPU backends share one preparation
+  rt.model = load_model(model_path, opt);
   return rt;
+}
+
+void add_device_option(CLI::App& app, std::string& device) {
+  app.add_option("--device", device,
+                 "Where the model runs: cpu, cuda (an NVIDIA GPU; an error when there is none) or auto (a GPU when "
+                 "there is one)")
+      ->capture_default_str();
 }
 
 void add_load_options(CLI::App& app, LoadOptions& load) {

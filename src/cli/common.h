@@ -37,13 +37,17 @@ void configure_app(CLI::App& app);
 CLI::Validator non_negative_number();  // "--threads: '-1' must be 0 or more"
 CLI::Validator positive_number();      // "--ctx-size: '0' must be greater than 0"
 
-// A model plus the machinery to run it.
+// A model plus the machinery to run it. The backend is made first: it prepares the weights.
 struct Runtime {
-  std::unique_ptr<Model> model;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
 };
-Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load = {});
+// `device`: cpu, cuda or auto (--device); a bad name or a missing GPU is an lfm::Error saying why.
+Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load = {},
+                     const std::string& device = "cpu");
+// --device cpu|cuda|auto (default cpu), for every command that runs a model.
+void add_device_option(CLI::App& app, std::string& device);
 // --bf16-activations (LoadOptions::bf16_activations).
 void add_load_options(CLI::App& app, LoadOptions& load);
 

@@ -61,7 +61,7 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   LFM_CHECK(opt.prefill_chunk >= 0, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
-  cache_ = make_state_cache(model, opt.state);
+  cache_ = make_state_cache(model, opt.state, backend);
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
   eos_ids_ = model.config().eos_token_ids;
   if (tok_) {

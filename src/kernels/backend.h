@@ -3,6 +3,14 @@
 // implements every op plainly; faster backends (SIMD, quantized, CUDA) override the same calls
 // and are tested against the reference on random inputs.
 //
+// Where data lives: every pointer an op takes (activations, scratch, ids, positions, indices,
+// the small weight vectors) points into the backend's own memory (DeviceMemory, below): host
+// memory for the CPU backends, device memory for a GPU. Callers allocate scratch there, upload
+// what the host produced (token ids, positions) and download what it needs back (logits), so a
+// step stays on the device between those two transfers. Matrices arrive as TensorViews; a backend
+// reads its own prepared copy of them (prepare_weights). Shapes, counts and the SeqRun
+// descriptors are host values.
+//
 // Invariant every implementation must keep: each output element is computed from its own
 // inputs in a fixed order, independent of the batch size, the other rows and the thread count.
 // That is what makes a sequence's results independent of its neighbours in a ragged batch.
@@ -13,16 +21,31 @@
 #include <span>
 
 #include "core/tensor.h"
+#include "kernels/device_memory.h"
 #include "kernels/state_pools.h"
+#include "kernels/weight_set.h"
 
 namespace lfm {
 
 class ThreadPool;
 
-class Backend {
+class Backend : public DeviceMemory {
  public:
-  virtual ~Backend() = default;
+  ~Backend() override = default;
   virtual const char* name() const = 0;
+
+  // ---- weights ----
+  // Called once at load, before any op sees the weights: the backend makes the copies its
+  // kernels read (a packed layout, device memory), points each view's `packed` at its copy and
+  // each vector's `device` at its own, and returns the object that owns them; the model keeps it
+  // as long as the views. The CPU backends pack (kernels/weight_pack.h) and share one layout.
+  virtual std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) = 0;
+
+  // ---- a step ----
+  // Called before the ops of a step with every sequence's run: a device backend uploads the
+  // descriptors (block tables, checkpoints) once here, and the state ops of the step then receive
+  // the same runs. The CPU backends read the runs where they are.
+  virtual void begin_step(std::span<const SeqRun> runs) {}
 
   // y[n, W.rows] = x[n, W.cols] · Wᵀ, W stored [out, in] in any supported dtype.
   virtual void matmul(const float* x, int64_t n, const TensorView& w, float* y) = 0;
@@ -89,6 +112,29 @@ class Backend {
   virtual void add(float* y, const float* x, int64_t n) = 0;
   // In-place softmax over n values.
   virtual void softmax(float* x, int64_t n) = 0;
+
+  // ---- row ops (what a model does between the big ops, kept on the backend's memory) ----
+  // out[r, c] = a[r · lda + c] * b[r · ldb + c] for r < rows, c < cols (in place allowed: out
+  // may be a or b with the same stride).
+  virtual void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols,
+                        float* out, int64_t ldo) = 0;
+  // y[r, :] += bias for every row of y [rows, cols].
+  virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) = 0;
+  // out[i, :] = x[index[i], :] for i < n; x and out [*, cols].
+  virtual void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) = 0;
+
+  // ---- mixture of experts ----
+  // Sigmoid routing of rows tokens over n_experts: score = sigmoid(logits[t, e]); the k experts
+  // with the largest score + selection_bias[e] (selection_bias may be null; ties keep the lower
+  // expert) are chosen, weight = score (divided by the chosen scores' sum + 1e-6 when
+  // `normalize`) · scale. experts/weights [rows, k] list each token's choice in ascending expert
+  // order. Each token's result depends on its own logits only.
+  virtual void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
+                         bool normalize, float scale, int32_t* experts, float* weights) = 0;
+  // out[t, :] = Σ_j weights[t, j] · x[src[t, j], :], j = 0 .. k-1 in order (from zero), for
+  // t < rows; x [*, cols], src and weights [rows, k].
+  virtual void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
+                           int64_t cols, float* out) = 0;
 };
 
 // The plain reference CPU backend; matmul and attention are spread over `pool`.

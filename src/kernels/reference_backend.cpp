@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/dequant.h"
 #include "kernels/reference_ops.h"
+#include "kernels/weight_pack.h"
 
 namespace lfm {
 
@@ -146,6 +149,64 @@ void ReferenceBackend::add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 void ReferenceBackend::softmax(float* x, int64_t n) { ref::softmax(x, n); }
+
+void ReferenceBackend::mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols,
+                                float* out, int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r) mul(a + r * lda, b + r * ldb, cols, out + r * ldo);
+}
+
+void ReferenceBackend::add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) add(y + r * cols, bias, cols);
+}
+
+void ReferenceBackend::gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) std::copy_n(x + static_cast<int64_t>(index[i]) * cols, cols, out + i * cols);
+}
+
+void ReferenceBackend::moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k,
+                                 const float* selection_bias, bool normalize, float scale, int32_t* experts,
+                                 float* weights) {
+  LFM_CHECK(k >= 1 && k <= n_experts, "kernels: moe_route picks ", k, " of ", n_experts, " experts");
+  std::vector<float> score(n_experts), sel(n_experts);
+  std::vector<int64_t> idx(n_experts);
+  std::vector<std::pair<int64_t, float>> chosen;
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t e = 0; e < n_experts; ++e) {
+      score[e] = 1.0f / (1.0f + std::exp(-logits[t * n_experts + e]));
+      sel[e] = score[e] + (selection_bias ? selection_bias[e] : 0.0f);
+    }
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) { return sel[x] > sel[y]; });
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += score[idx[j]];
+    chosen.clear();
+    for (int64_t j = 0; j < k; ++j) {
+      float wt = score[idx[j]];
+      if (normalize) wt /= (sum + 1e-6f);
+      chosen.push_back({idx[j], wt * scale});
+    }
+    std::sort(chosen.begin(), chosen.end());
+    for (int64_t j = 0; j < k; ++j) {
+      experts[t * k + j] = static_cast<int32_t>(chosen[j].first);
+      weights[t * k + j] = chosen[j].second;
+    }
+  }
+}
+
+void ReferenceBackend::moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
+                                   int64_t cols, float* out) {
+  for (int64_t t = 0; t < rows; ++t) {
+    float* dst = out + t * cols;
+    std::fill(dst, dst + cols, 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      const float wt = weights[t * k + j];
+      const float* row = x + static_cast<int64_t>(src[t * k + j]) * cols;
+      for (int64_t i = 0; i < cols; ++i) dst[i] += wt * row[i];
+    }
+  }
+}
+
+std::unique_ptr<PreparedWeights> ReferenceBackend::prepare_weights(WeightSet& set) { return prepare_cpu_weights(set); }
 
 std::unique_ptr<Backend> make_reference_backend(ThreadPool& pool) { return std::make_unique<ReferenceBackend>(pool); }
 

@@ -25,6 +25,16 @@ class ReferenceBackend : public Backend {
   void mul(const float* a, const float* b, int64_t n, float* out) override;
   void add(float* y, const float* x, int64_t n) override;
   void softmax(float* x, int64_t n) override;
+  void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
+                int64_t ldo) override;
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override;
+  void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) override;
+  void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
+                 bool normalize, float scale, int32_t* experts, float* weights) override;
+  void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
+                   float* out) override;
+  // Every CPU backend packs as prepare_cpu_weights does (kernels/weight_pack.h).
+  std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) override;
 
  protected:
   ThreadPool& pool_;

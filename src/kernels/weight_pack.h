@@ -55,9 +55,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/aligned_buffer.h"
 #include "core/tensor.h"
+#include "kernels/weight_set.h"
 
 namespace lfm {
 
@@ -129,5 +131,16 @@ bool pairs16_selected(DType t, DType act);
 // to kChunks16 (plain types) or kNone where its shape does not suit the layout's kernel
 // (kPairs16: whole 32-column blocks).
 PackedLayout cpu_packed_layout(const TensorView& w);
+
+}  // namespace lfm
+
+namespace lfm {
+
+// The CPU backends' Backend::prepare_weights (they share one layout choice, cpu_packed_layout):
+// every matrix with a faster layout is copied into it, the copies one after another in one buffer
+// (large enough to be all huge pages; no copy leaves a partly used page behind), one worker per
+// core, each original released as soon as its copy exists so resident memory stays about one
+// model's worth. Tables and vectors stay where they are (host memory).
+std::unique_ptr<PreparedWeights> prepare_cpu_weights(WeightSet& set);
 
 }  // namespace lfm

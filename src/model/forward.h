@@ -4,6 +4,11 @@
 // padded: matmuls see all T tokens at once, and the state ops (K/V write, paged attention, short
 // conv) get one run per sequence for the whole step, so nothing crosses between sequences and a
 // backend can parallelise over sequences × heads. Forward never touches cache memory itself.
+//
+// Forward is one description of LFM2 for every backend: activations and scratch live in the
+// backend's memory (device memory on a GPU), and per step only the token ids, positions and a few
+// indices go up and the wanted logits come down (plus, on MoE layers, each token's chosen experts,
+// which size the experts' matmuls).
 #pragma once
 
 #include <cstdint>
@@ -58,19 +63,32 @@ class Forward {
   // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.
   void observe(int64_t layer, const char* suffix, const float* data, int64_t rows, int64_t cols);
 
+  // A scratch buffer of at least n elements of T in the backend's memory (grown, never shrunk).
+  template <typename T>
+  T* scratch(DeviceBuffer& buf, int64_t n) {
+    ensure_capacity(be_, buf, static_cast<size_t>(n) * sizeof(T));
+    return buf.as<T>();
+  }
+
   const Model& model_;
   Backend& be_;
   StateCache& cache_;
   ActivationObserver observer_;
 
-  // Step scratch, sized by the packed token count T (reused between steps).
+  // Step scratch in the backend's memory, sized by the packed token count T (reused between steps).
   int64_t T_ = 0;
   int64_t current_layer_ = 0;  // for observer names inside the FFN
-  std::vector<int64_t> positions_;  // [T]
-  std::vector<SeqRun> runs_;        // one per item
-  std::vector<float> h_, a_, mix_, proj_, tmp_, tmp2_, tmp3_;
-  std::vector<float> ffn_gate_, ffn_up_;  // [rows, F] SwiGLU scratch, reused across layers and steps
-  std::vector<float> moe_in_, moe_out_;  // [rows · k, d] the experts' gathered inputs and outputs
+  std::vector<SeqRun> runs_;   // one per item (host descriptors)
+  float *h_ = nullptr, *a_ = nullptr, *mix_ = nullptr;  // [T, d]: residual stream, normed input, mixer/FFN output
+  const int64_t* positions_ = nullptr;                   // [T]
+  DeviceBuffer h_buf_, a_buf_, mix_buf_, proj_buf_, tmp_buf_, tmp2_buf_, tmp3_buf_, ids_buf_, positions_buf_;
+  DeviceBuffer rows_buf_, logits_buf_;
+  DeviceBuffer gate_buf_, up_buf_;  // [rows, F] SwiGLU scratch, reused across layers and steps
+  // MoE: router logits [rows, E]; each token's experts and weights [rows, k]; the experts' gathered
+  // inputs and outputs [rows · k, d]; the gather index [rows · k] and each choice's output row [rows, k].
+  DeviceBuffer moe_logits_buf_, moe_experts_buf_, moe_weights_buf_, moe_in_buf_, moe_out_buf_, moe_index_buf_,
+      moe_src_buf_;
+  std::vector<float> observed_;  // a host copy of what the observer sees, for a device backend
 };
 
 }  // namespace lfm

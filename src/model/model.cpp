@@ -1,16 +1,12 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <filesystem>
 
 #include "core/error.h"
 #include "formats/safetensors.h"
+#include "kernels/backend.h"
 #include "kernels/weight_pack.h"
 #include "model/gguf_model.h"
 
@@ -32,10 +28,10 @@ Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, const LoadOp
     : cfg_(std::move(cfg)), source_(std::move(source)) {
   weights_ = bind_weights(cfg_, *source_);
   if (options.bf16_activations) set_bf16_activations();
-  if (options.pack) pack_matrices();
   int64_t n_conv = 0, n_attn = 0;
   for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
   inv_freq_ = rope_inverse_frequencies(cfg_.rope_theta, cfg_.head_dim);
+  if (options.pack) prepare_weights(options.backend);
 }
 
 namespace {
@@ -54,60 +50,34 @@ void for_each_matmul_weight(ModelWeights& w, F&& f) {
   }
 }
 
+// Every small vector an op reads.
+template <typename F>
+void for_each_weight_vector(ModelWeights& w, F&& f) {
+  f(w.final_norm);
+  for (LayerWeights& l : w.layers)
+    for (WeightVector* v : {&l.operator_norm, &l.ffn_norm, &l.conv.kernel, &l.conv.in_bias, &l.conv.conv_bias,
+                            &l.conv.out_bias, &l.attn.q_norm, &l.attn.k_norm, &l.moe.expert_bias})
+      f(*v);
+}
+
 }  // namespace
 
-// Copies the matrices the CPU kernels read faster in another layout (kernels/weight_pack.h) and
-// lets the source drop the originals' pages, so resident memory stays about one model's worth.
-// The copies share one buffer: it is large enough to be all huge pages (core/aligned_buffer.h),
-// and no copy leaves a partly used page behind.
-void Model::pack_matrices() {
-  std::vector<TensorView*> todo;
-  std::vector<PackedLayout> layouts;
+// The backend makes the copies its kernels read (Backend::prepare_weights); the CPU preparation
+// when none is named. Absent tensors (views without data, empty vectors) are not offered.
+void Model::prepare_weights(Backend* backend) {
+  WeightSet set;
   for_each_matmul_weight(weights_, [&](TensorView& t) {
-    const PackedLayout layout = t.data ? cpu_packed_layout(t) : PackedLayout::kNone;
-    if (layout == PackedLayout::kNone) return;
-    todo.push_back(&t);
-    layouts.push_back(layout);
+    if (t.data) set.matrices.push_back(&t);
   });
-  std::vector<size_t> offsets(todo.size() + 1, 0);
-  for (size_t i = 0; i < todo.size(); ++i)
-    offsets[i + 1] = offsets[i] + (packed_size(layouts[i], *todo[i]) + 63) / 64 * 64;
-  packed_ = AlignedBuffer(offsets.back());
-  auto* arena = static_cast<uint8_t*>(packed_.data());
-  const void* embed = weights_.embed.data;
-  // Tensors are independent: one worker per core takes the next one, and hands the original's
-  // pages back as soon as its copy exists (resident memory stays near one model's worth).
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mu;
-  auto worker = [&] {
-    for (size_t i; (i = next++) < todo.size();) {
-      try {
-        pack_weight_into(layouts[i], *todo[i], arena + offsets[i]);
-        if (todo[i]->data != embed) source_->drop_pages(*todo[i]);  // embedding lookups read a tied table
-      } catch (...) {
-        std::lock_guard lock(error_mu);
-        error = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  const unsigned n_threads = std::max(1u, std::thread::hardware_concurrency());
-  threads.reserve(n_threads - 1);
-  try {
-    for (unsigned k = 1; k < n_threads; ++k) threads.emplace_back(worker);
-  } catch (const std::system_error&) {
-    // The OS refused a thread: the ones started (and this one) share the work.
-  }
-  worker();
-  for (auto& th : threads) th.join();
-  if (error) std::rethrow_exception(error);
-  for (size_t i = 0; i < todo.size(); ++i) {
-    todo[i]->packed = arena + offsets[i];
-    todo[i]->packed_layout = layouts[i];
-    packed_ranges_.push_back({arena + offsets[i], offsets[i + 1] - offsets[i]});
-    packed_sources_.push_back({todo[i]->data, todo[i]->nbytes});
-  }
+  set.tables.push_back(&weights_.embed);
+  for_each_weight_vector(weights_, [&](WeightVector& v) {
+    if (!v.empty()) set.vectors.push_back(&v);
+  });
+  set.vectors.push_back(&inv_freq_);
+  TensorSource* src = source_.get();
+  set.release_original = [src](const TensorView& t) { src->drop_pages(t); };
+  prepared_ = backend ? backend->prepare_weights(set) : prepare_cpu_weights(set);
+  prepared_for_ = backend;
 }
 
 // Before packing: the layout a matrix gets depends on its act_type (weight_pack.h).
@@ -119,14 +89,25 @@ void Model::set_bf16_activations() {
   });
 }
 
-size_t Model::packed_bytes() const { return packed_.size(); }
+size_t Model::packed_bytes() const {
+  size_t n = 0;
+  if (prepared_)
+    for (const auto& r : prepared_->host_copies) n += r.second;
+  return n;
+}
+
+size_t Model::prepared_bytes() const { return prepared_ ? prepared_->bytes : 0; }
 
 std::vector<std::pair<const void*, size_t>> Model::read_ranges() const {
   using Span = std::pair<uintptr_t, uintptr_t>;  // [begin, end) addresses
   std::vector<Span> replaced;
-  for (const auto& [p, n] : packed_sources_) replaced.push_back({reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + n});
+  std::vector<std::pair<const void*, size_t>> out;
+  if (prepared_) {
+    for (const auto& [p, n] : prepared_->replaced)
+      replaced.push_back({reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + n});
+    out = prepared_->host_copies;
+  }
   std::sort(replaced.begin(), replaced.end());
-  std::vector<std::pair<const void*, size_t>> out = packed_ranges_;
   for (const auto& name : source_->names()) {
     const TensorView* t = source_->find(name);
     uintptr_t at = reinterpret_cast<uintptr_t>(t->data);
@@ -158,7 +139,7 @@ size_t Model::expert_bytes() const {
   size_t n = 0;
   for (const LayerWeights& l : weights_.layers)
     for (const FfnWeights& e : l.moe.experts)
-      for (const TensorView* t : {&e.w1, &e.w3, &e.w2}) n += t->packed ? packed_size(t->packed_layout, *t) : t->nbytes;
+      for (const TensorView* t : {&e.w1, &e.w3, &e.w2}) n += t->packed && t->packed_layout != PackedLayout::kDevice ? packed_size(t->packed_layout, *t) : t->nbytes;
   return n;
 }
 

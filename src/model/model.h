@@ -7,17 +7,23 @@
 #include <utility>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "formats/tensor_source.h"
+#include "kernels/weight_set.h"
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace lfm {
 
+class Backend;
+
 struct LoadOptions {
-  // Copy the matrices the CPU kernels read faster in another layout (off for tools that only
-  // inspect or convert the weights).
+  // Let the backend prepare the weights it computes with (Backend::prepare_weights: the CPU
+  // backends copy the matrices their kernels read faster in another layout, a GPU backend uploads
+  // everything). Off for tools that only inspect or convert the weights.
   bool pack = true;
+  // The backend the model will run on; null: the CPU backends' preparation (every CPU backend,
+  // the reference included, runs such a model).
+  Backend* backend = nullptr;
   // BF16 matrices multiply activations rounded to bf16 (TensorView::act_type), as llama.cpp and
   // transformers running in bf16 do, instead of exact float32 ones: one bf16 term for AVX-512
   // BF16 / AMX instead of three. Other weight types are unaffected.
@@ -35,7 +41,7 @@ class Model {
   // Index of layer i among the conv layers (or among the attention layers).
   int64_t state_slot(int64_t layer) const { return slot_[layer]; }
   // RoPE inverse frequencies [head_dim / 2], computed in float32 like transformers.
-  const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+  const WeightVector& rope_inv_freq() const { return inv_freq_; }
 
   int64_t parameter_count() const;
   size_t weight_bytes() const;
@@ -47,6 +53,11 @@ class Model {
   size_t read_bytes() const;
   // Bytes of packed matrix copies the CPU kernels read instead of the stored ones (0 if none).
   size_t packed_bytes() const;
+  // The backend whose prepare_weights made the copies the views point into (null: the CPU
+  // preparation, or none). Forward checks that it runs the model on that backend.
+  const Backend* prepared_for() const { return prepared_for_; }
+  // Bytes of the backend's copies (host or device), 0 if none.
+  size_t prepared_bytes() const;
   // Every weight byte once, where a forward reads it: a packed matrix from its copy, the rest
   // where the source maps it (a packed original's pages were handed back: reading them there
   // would fault them in again and hold the model twice).
@@ -56,17 +67,16 @@ class Model {
   bool bf16_activations() const { return bf16_activations_; }
 
  private:
-  void pack_matrices();
+  void prepare_weights(Backend* backend);
   void set_bf16_activations();
 
   ModelConfig cfg_;
   std::unique_ptr<TensorSource> source_;
   ModelWeights weights_;
-  AlignedBuffer packed_;  // kernel-layout copies the weight views point into, one after another
-  std::vector<std::pair<const void*, size_t>> packed_ranges_;  // each copy's bytes in packed_
-  std::vector<std::pair<const void*, size_t>> packed_sources_;  // the mapped bytes each copy stands for
   std::vector<int64_t> slot_;
-  std::vector<float> inv_freq_;
+  WeightVector inv_freq_;
+  std::unique_ptr<PreparedWeights> prepared_;  // the backend's copies the views point into
+  const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
 };
 

@@ -66,10 +66,10 @@ StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOption
   return c;
 }
 
-std::unique_ptr<StateCache> make_state_cache(const Model& model, const StatePlanOptions& opt) {
+std::unique_ptr<StateCache> make_state_cache(const Model& model, const StatePlanOptions& opt, DeviceMemory& memory) {
   StatePlanOptions o = opt;
   if (!o.type) o.type = default_state_type(model);
-  return std::make_unique<StateCache>(state_shape(model.config()), plan_state_cache(model.config(), o));
+  return std::make_unique<StateCache>(state_shape(model.config()), plan_state_cache(model.config(), o), memory);
 }
 
 DType parse_state_type(const std::string& name, DType fallback) {

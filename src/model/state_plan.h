@@ -37,8 +37,10 @@ struct StatePlanOptions {
 // Blocks for ctx_size × parallel tokens, or as many as memory_bytes holds (at least one
 // sequence's full context). Throws on impossible requests, naming the numbers.
 StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOptions& opt);
-// The plan for a loaded model (its default type when none is given), allocated.
-std::unique_ptr<StateCache> make_state_cache(const Model& model, const StatePlanOptions& opt);
+// The plan for a loaded model (its default type when none is given), allocated in `memory` (the
+// backend's that will run it).
+std::unique_ptr<StateCache> make_state_cache(const Model& model, const StatePlanOptions& opt,
+                                             DeviceMemory& memory = host_memory());
 
 // Parses "f32" / "float32", "f16" / "float16", "bf16" / "bfloat16" (case-insensitive); "auto" → fallback.
 DType parse_state_type(const std::string& name, DType fallback);

@@ -15,17 +15,17 @@ namespace lfm {
 struct ConvWeights {
   TensorView in_proj;            // [3d, d]; rows B | C | x
   TensorView out_proj;           // [d, d]
-  std::vector<float> kernel;     // [d, K] (HF conv.conv.weight [d, 1, K] squeezed)
-  std::vector<float> in_bias;    // [3d] if conv_bias
-  std::vector<float> conv_bias;  // [d]
-  std::vector<float> out_bias;   // [d]
+  WeightVector kernel;     // [d, K] (HF conv.conv.weight [d, 1, K] squeezed)
+  WeightVector in_bias;    // [3d] if conv_bias
+  WeightVector conv_bias;  // [d]
+  WeightVector out_bias;   // [d]
 };
 
 struct AttentionWeights {
   TensorView q, k, v;         // [H·hd, d], [G·hd, d], [G·hd, d]
   TensorView out;             // [d, H·hd]
-  std::vector<float> q_norm;  // [hd]
-  std::vector<float> k_norm;  // [hd]
+  WeightVector q_norm;  // [hd]
+  WeightVector k_norm;  // [hd]
 };
 
 struct FfnWeights {
@@ -35,14 +35,14 @@ struct FfnWeights {
 
 struct MoeWeights {
   TensorView router;                // [E, d]
-  std::vector<float> expert_bias;   // [E] (selection only), empty if unused
+  WeightVector expert_bias;         // [E] (selection only), empty if unused
   std::vector<FfnWeights> experts;  // E experts, each [Fm, d] / [d, Fm]
 };
 
 struct LayerWeights {
   LayerKind kind = LayerKind::Conv;
-  std::vector<float> operator_norm;  // [d]
-  std::vector<float> ffn_norm;       // [d]
+  WeightVector operator_norm;  // [d]
+  WeightVector ffn_norm;       // [d]
   ConvWeights conv;                  // when kind == Conv
   AttentionWeights attn;             // when kind == Attention
   FfnWeights ffn;                    // dense layers
@@ -52,7 +52,7 @@ struct LayerWeights {
 struct ModelWeights {
   TensorView embed;               // [V, d]
   TensorView lm_head;             // [V, d]; the embedding when tied
-  std::vector<float> final_norm;  // [d] (HF model.embedding_norm)
+  WeightVector final_norm;  // [d] (HF model.embedding_norm)
   std::vector<LayerWeights> layers;
 };
 

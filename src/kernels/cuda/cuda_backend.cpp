@@ -1,0 +1,346 @@
+// The CUDA backend's host side: device memory, weight upload, the step's descriptors, and the
+// launches (kernels in the .cu files beside it). Every op is queued on one stream, in order; the
+// host waits only where it reads results back (download).
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lfm {
+
+namespace {
+
+class CudaAllocation final : public DeviceAllocation {
+ public:
+  CudaAllocation(void* p, size_t bytes) {
+    data_ = p;
+    size_ = bytes;
+  }
+  ~CudaAllocation() override {
+    if (data_) cudaFree(data_);  // an error here cannot be reported from a destructor
+  }
+};
+
+class CudaPreparedWeights final : public PreparedWeights {
+ public:
+  DeviceBuffer arena;
+};
+
+// Long prompts take cuBLAS's tensor-core GEMM; shorter batches (decode) the warp-per-row kernels,
+// whose results do not depend on the batch. LFM_CUDA_GEMM=own keeps every matmul on those.
+constexpr int64_t kGemmMinTokens = 64;
+
+bool own_kernels_only() {
+  const char* env = std::getenv("LFM_CUDA_GEMM");
+  return env && std::strcmp(env, "own") == 0;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, ThreadPool& pool) : device_(device), own_only_(own_kernels_only()) {
+    (void)pool;
+    LFM_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    LFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    name_ = cat("cuda:", device, " (", prop.name, ", sm_", prop.major, prop.minor, ")");
+    LFM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    LFM_CUBLAS_CHECK(cublasCreate(&blas_));
+    LFM_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    // Float32 GEMMs stay float32 (no TF32), as the fixtures' bounds assume.
+    LFM_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const char* name() const override { return name_.c_str(); }
+  bool host_memory() const override { return false; }
+
+  // ---- memory ----
+  DeviceBuffer allocate(size_t bytes) override {
+    if (bytes == 0) return DeviceBuffer();
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky allocation error
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      fail("cuda: could not allocate ", bytes, " bytes on ", name_, " (", free_b, " of ", total_b,
+           " bytes free): ", cudaGetErrorString(err));
+    }
+    DeviceBuffer buf(std::make_unique<CudaAllocation>(p, bytes));
+    LFM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    return buf;
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes) LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes && dst != src) LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill_zero(void* dst, size_t bytes) override {
+    if (bytes) LFM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+  }
+
+  // ---- weights: every tensor uploaded once as stored, into one arena ----
+  std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) override {
+    for (const TensorView* t : set.matrices)
+      LFM_CHECK(cuda_supports_weight_type(t->dtype), "cuda: no kernels for ", dtype_name(t->dtype),
+                " matrices (", shape_str(t->shape),
+                "); the CUDA backend reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K (convert the model with "
+                "`lfm convert --type q8_0` or another of them, or run it with --device cpu)");
+    for (const TensorView* t : set.tables)
+      LFM_CHECK(cuda_supports_weight_type(t->dtype), "cuda: no kernels for a ", dtype_name(t->dtype),
+                " embedding table");
+    // Each distinct byte range once (a tied lm_head is the embedding table), 256-byte aligned.
+    std::unordered_map<const void*, size_t> offset_of;
+    size_t total = 0;
+    auto place = [&](const void* p, size_t n) {
+      if (offset_of.emplace(p, total).second) total += (n + 255) / 256 * 256;
+    };
+    for (const TensorView* t : set.matrices) place(t->data, t->nbytes);
+    for (const TensorView* t : set.tables) place(t->data, t->nbytes);
+    for (const WeightVector* v : set.vectors) place(v->host.data(), v->size() * sizeof(float));
+    auto out = std::make_unique<CudaPreparedWeights>();
+    out->arena = allocate(total);
+    auto* base = static_cast<uint8_t*>(out->arena.data());
+    std::unordered_map<const void*, bool> sent;
+    auto send = [&](const void* p, size_t n) {
+      uint8_t* dst = base + offset_of.at(p);
+      if (!sent[p]) upload(dst, p, n);
+      sent[p] = true;
+      return dst;
+    };
+    for (TensorView* t : set.matrices) {
+      t->packed = send(t->data, t->nbytes);
+      t->packed_layout = PackedLayout::kDevice;
+    }
+    for (TensorView* t : set.tables) {
+      t->packed = send(t->data, t->nbytes);
+      t->packed_layout = PackedLayout::kDevice;
+    }
+    for (WeightVector* v : set.vectors) v->device = reinterpret_cast<const float*>(send(v->host.data(), v->size() * sizeof(float)));
+    LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    out->bytes = total;
+    return out;
+  }
+
+  // ---- the step's descriptors ----
+  void begin_step(std::span<const SeqRun> runs) override {
+    std::vector<cuda::DevRun> dev_runs;
+    std::vector<int32_t> blocks;
+    std::vector<cuda::DevCheckpoint> ckpts;
+    int64_t rows = 0;
+    for (const SeqRun& r : runs) rows = std::max(rows, r.row0 + r.n_rows);
+    std::vector<int32_t> row_run(static_cast<size_t>(rows), -1);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const SeqRun& r = runs[i];
+      LFM_CHECK(r.n_rows > 0 && r.pos0 >= 0 && r.row0 >= 0, "cuda: run with ", r.n_rows, " rows at position ", r.pos0);
+      dev_runs.push_back({r.row0, r.n_rows, r.pos0, static_cast<int32_t>(blocks.size()),
+                          static_cast<int32_t>(r.blocks.size()), r.conv_slot, static_cast<int32_t>(ckpts.size()),
+                          static_cast<int32_t>(r.checkpoints.size())});
+      blocks.insert(blocks.end(), r.blocks.begin(), r.blocks.end());
+      for (const ConvCheckpoint& c : r.checkpoints) ckpts.push_back({c.pos, c.snapshot});
+      for (int64_t t = 0; t < r.n_rows; ++t) row_run[r.row0 + t] = static_cast<int32_t>(i);
+    }
+    // One upload: runs | checkpoints | blocks | row → run, each 16-byte aligned.
+    auto align = [](size_t n) { return (n + 15) / 16 * 16; };
+    const size_t runs_b = align(dev_runs.size() * sizeof(cuda::DevRun)), ckpt_b = align(ckpts.size() * sizeof(cuda::DevCheckpoint));
+    const size_t blocks_b = align(blocks.size() * sizeof(int32_t)), rows_b = align(row_run.size() * sizeof(int32_t));
+    staging_.assign(runs_b + ckpt_b + blocks_b + rows_b, 0);
+    std::memcpy(staging_.data(), dev_runs.data(), dev_runs.size() * sizeof(cuda::DevRun));
+    std::memcpy(staging_.data() + runs_b, ckpts.data(), ckpts.size() * sizeof(cuda::DevCheckpoint));
+    std::memcpy(staging_.data() + runs_b + ckpt_b, blocks.data(), blocks.size() * sizeof(int32_t));
+    std::memcpy(staging_.data() + runs_b + ckpt_b + blocks_b, row_run.data(), row_run.size() * sizeof(int32_t));
+    ensure_capacity(*this, step_buf_, staging_.size());
+    upload(step_buf_.data(), staging_.data(), staging_.size());
+    auto* d = step_buf_.as<uint8_t>();
+    step_.runs = reinterpret_cast<const cuda::DevRun*>(d);
+    step_.ckpts = reinterpret_cast<const cuda::DevCheckpoint*>(d + runs_b);
+    step_.blocks = reinterpret_cast<const int32_t*>(d + runs_b + ckpt_b);
+    step_.row_run = reinterpret_cast<const int32_t*>(d + runs_b + ckpt_b + blocks_b);
+    step_.n_runs = static_cast<int32_t>(dev_runs.size());
+    step_.n_rows = rows;
+    step_runs_ = runs.data();
+    step_n_runs_ = runs.size();
+    step_max_keys_ = 0;
+    for (const SeqRun& r : runs) step_max_keys_ = std::max(step_max_keys_, r.pos0 + r.n_rows);
+  }
+
+  // ---- ops ----
+  void matmul(const float* x, int64_t n, const TensorView& w, float* y) override {
+    LFM_CHECK(w.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(w.shape));
+    const void* dw = device_weight(w);
+    const int64_t rows = w.shape[0], cols = w.shape[1];
+    if (n >= kGemmMinTokens && !own_only_) return gemm(x, n, w.dtype, dw, rows, cols, y);
+    cuda::matmul(w.dtype, dw, rows, cols, x, n, y, stream_);
+  }
+  void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
+    cuda::embedding(table.dtype, device_weight(table), table.cols(), ids, n, out, stream_);
+  }
+  void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override {
+    cuda::rms_norm(x, w, rows, dim, eps, out, stream_);
+  }
+  void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
+                 const float* inv_freq) override {
+    cuda::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq, stream_);
+  }
+  void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override {
+    check_step(runs);
+    cuda::kv_write(dev_kv(pool), step_, k, v, stream_);
+  }
+  void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
+                 float* out) override {
+    check_step(runs);
+    LFM_CHECK(pool.kv_heads > 0 && n_heads % pool.kv_heads == 0, "cuda: ", n_heads, " query heads cannot share ",
+              pool.kv_heads, " kv heads");
+    cuda::attention(q, dev_kv(pool), step_, n_heads, scale, out, step_max_keys_, stream_);
+  }
+  void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
+                  const float* bias, float* out) override {
+    check_step(runs);
+    LFM_CHECK(pool.rows == kernel - 1, "cuda: conv kernel ", kernel, " does not match state rows ", pool.rows);
+    cuda::short_conv(u, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w,
+                     bias, out, stream_);
+  }
+  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+    cuda::swiglu(gate, up, n, out, stream_);
+  }
+  void mul(const float* a, const float* b, int64_t n, float* out) override {
+    cuda::mul_rows(a, n, b, n, 1, n, out, n, stream_);
+  }
+  void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
+  void softmax(float* x, int64_t n) override { cuda::softmax(x, n, stream_); }
+  void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
+                int64_t ldo) override {
+    cuda::mul_rows(a, lda, b, ldb, rows, cols, out, ldo, stream_);
+  }
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    cuda::add_bias(y, bias, rows, cols, stream_);
+  }
+  void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) override {
+    cuda::gather_rows(x, cols, index, n, out, stream_);
+  }
+  void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
+                 bool normalize, float scale, int32_t* experts, float* weights) override {
+    cuda::moe_route(logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights, stream_);
+  }
+  void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
+                   float* out) override {
+    cuda::moe_combine(x, src, weights, rows, k, cols, out, stream_);
+  }
+
+ private:
+  const void* device_weight(const TensorView& w) const {
+    LFM_CHECK(w.packed && w.packed_layout == PackedLayout::kDevice, "cuda: a ", dtype_name(w.dtype), " weight ",
+              shape_str(w.shape), " was not uploaded (load the model with LoadOptions::backend set to this backend)");
+    return w.packed;
+  }
+
+  void check_step(std::span<const SeqRun> runs) const {
+    LFM_CHECK(runs.data() == step_runs_ && runs.size() == step_n_runs_,
+              "cuda: a state op's runs are not the ones begin_step uploaded");
+  }
+
+  static cuda::DevKv dev_kv(const KvPool& p) {
+    return cuda::DevKv{p.k, p.v, p.type, p.block_tokens, p.kv_heads, p.head_dim};
+  }
+
+  // y [n, rows] = x [n, cols] · Wᵀ on the tensor cores. In column-major terms W is a cols × rows
+  // matrix, x a cols × n one and y rows × n: y = Wᵀ x. F32 weights stay float32 (no TF32); F16
+  // weights multiply f16-rounded activations; BF16 and quantized ones (decoded to bf16 first)
+  // bf16-rounded activations, as transformers running in those dtypes does.
+  void gemm(const float* x, int64_t n, DType type, const void* w, int64_t rows, int64_t cols, float* y) {
+    const float one = 1.0f, zero = 0.0f;
+    const int m = static_cast<int>(rows), nn = static_cast<int>(n), k = static_cast<int>(cols);
+    if (type == DType::F32) {
+      LFM_CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, static_cast<const float*>(w), k, x,
+                                   k, &zero, y, m));
+      return;
+    }
+    ensure_capacity(*this, act_buf_, static_cast<size_t>(n * cols) * 2);
+    auto* xa = act_buf_.as<uint16_t>();
+    cudaDataType_t t = CUDA_R_16BF;
+    const void* a = w;
+    if (type == DType::F16) {
+      t = CUDA_R_16F;
+      cuda::to_f16(x, n * cols, xa, stream_);
+    } else {
+      cuda::to_bf16(x, n * cols, xa, stream_);
+      if (type != DType::BF16) {
+        ensure_capacity(*this, weight_buf_, static_cast<size_t>(rows * cols) * 2);
+        cuda::dequantize_to_bf16(type, w, rows, cols, weight_buf_.as<uint16_t>(), stream_);
+        a = weight_buf_.data();
+      }
+    }
+    LFM_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, a, t, k, xa, t, k, &zero, y,
+                                  CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  int device_;
+  bool own_only_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  // The step's descriptors (begin_step) and what they were made from.
+  std::vector<uint8_t> staging_;
+  DeviceBuffer step_buf_;
+  cuda::DevStep step_;
+  const SeqRun* step_runs_ = nullptr;
+  size_t step_n_runs_ = 0;
+  int64_t step_max_keys_ = 0;
+  // GEMM scratch: activations rounded to 16 bits, a quantized matrix decoded to bf16.
+  DeviceBuffer act_buf_, weight_buf_;
+};
+
+}  // namespace
+
+bool cuda_supports_weight_type(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+bool cuda_device_present(std::string* why) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = cat("no usable CUDA device (", cudaGetErrorString(err), ")");
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device was found";
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device, ThreadPool& pool) {
+  std::string why;
+  LFM_CHECK(cuda_device_present(&why), "cuda: ", why);
+  return std::make_unique<CudaBackend>(device, pool);
+}
+
+}  // namespace lfm

@@ -1,0 +1,84 @@
+// Launchers of the CUDA kernels (the .cu files), called by the CUDA backend on its stream. Shapes
+// follow Backend (kernels/backend.h); every pointer is device memory. Each output element has one
+// fixed order of arithmetic whatever the batch (a row's sums never depend on the other rows), the
+// property that makes a sequence's results independent of its neighbours.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lfm::cuda {
+
+// ---- a step's descriptors on the device (uploaded once per step by begin_step) ----
+struct DevRun {
+  int64_t row0, n_rows, pos0;
+  int32_t blocks_at, n_blocks;  // its block table: blocks[blocks_at .. blocks_at + n_blocks)
+  int32_t conv_slot;
+  int32_t ckpt_at, n_ckpt;      // its checkpoints: ckpts[ckpt_at .. ckpt_at + n_ckpt)
+};
+struct DevCheckpoint {
+  int64_t pos;
+  int32_t snapshot;
+};
+struct DevStep {
+  const DevRun* runs = nullptr;
+  const int32_t* blocks = nullptr;
+  const DevCheckpoint* ckpts = nullptr;
+  const int32_t* row_run = nullptr;  // [rows]: the run a packed row belongs to
+  int32_t n_runs = 0;
+  int64_t n_rows = 0;
+};
+
+// State pool geometry (kernels/state_pools.h) as the kernels take it.
+struct DevKv {
+  void* k;
+  void* v;
+  DType type;
+  int64_t block_tokens, kv_heads, head_dim;
+};
+struct DevConv {
+  void* state;
+  void* snapshots;
+  DType type;
+  int64_t rows, dim;
+};
+
+// ---- elementwise and row ops ----
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
+void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
+               const float* inv_freq, cudaStream_t s);
+void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
+void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
+              int64_t ldo, cudaStream_t s);
+void add(float* y, const float* x, int64_t n, cudaStream_t s);
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t s);
+void softmax(float* x, int64_t n, cudaStream_t s);
+void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out, cudaStream_t s);
+void embedding(DType type, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
+void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
+               bool normalize, float scale, int32_t* experts, float* weights, cudaStream_t s);
+void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
+                 float* out, cudaStream_t s);
+// out[i] = the float's bf16 rounding (round to nearest even), n values.
+void to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t s);
+// The same to f16 (round to nearest even; past ±65504 becomes ±inf).
+void to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t s);
+// A [rows, cols] matrix of `type` decoded to bf16 (for the tensor-core GEMM of long prefills).
+void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
+
+// ---- matmul: y[n, rows] = x[n, cols] · Wᵀ with W [rows, cols] as stored ----
+// One warp per output row, tokens in groups of 8: every output's sum is the same whatever n.
+void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
+            cudaStream_t s);
+
+// ---- state ops ----
+void kv_write(const DevKv& kv, const DevStep& step, const float* k, const float* v, cudaStream_t s);
+void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_heads, float scale, float* out,
+               int64_t max_keys, cudaStream_t s);
+void short_conv(const float* u, const DevConv& conv, const DevStep& step, int64_t kernel, const float* w,
+                const float* bias, float* out, cudaStream_t s);
+
+}  // namespace lfm::cuda

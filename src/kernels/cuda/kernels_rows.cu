@@ -1,0 +1,280 @@
+// Elementwise and row kernels: RMSNorm, RoPE, SwiGLU, products, sums, gathers, embedding lookups,
+// MoE routing and combination. Each output is computed in one fixed order (reductions by a fixed
+// tree), whatever the number of rows.
+#include <cfloat>
+
+#include "kernels/cuda/block_decode.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lfm::cuda {
+
+namespace {
+
+unsigned blocks_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
+
+// Sum over a block of 256 threads, in a fixed order; every thread gets the result.
+template <typename V>
+__device__ V block_sum_256(V v, V* shared) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+  __syncthreads();
+  V total = 0;
+#pragma unroll
+  for (int w = 0; w < 8; ++w) total += shared[w];
+  __syncthreads();
+  return total;
+}
+
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t dim, float eps,
+                                float* out) {
+  __shared__ double partial[8];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += 256) ss += static_cast<double>(xr[i]) * xr[i];
+  ss = block_sum_256(ss, partial);
+  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
+  for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (xr[i] * scale);
+}
+
+__global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            const int64_t* __restrict__ positions, const float* __restrict__ inv_freq) {
+  const int64_t half = head_dim / 2;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_tokens * n_heads * half) return;
+  const int64_t j = i % half, th = i / half, t = th / n_heads;
+  // float32 angle like transformers (position · inv_freq in fp32), cos/sin of that value.
+  const float angle = static_cast<float>(positions[t]) * inv_freq[j];
+  const float cs = static_cast<float>(cos(static_cast<double>(angle)));
+  const float sn = static_cast<float>(sin(static_cast<double>(angle)));
+  float* v = x + th * head_dim;
+  const float a = v[j], b = v[j + half];
+  v[j] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
+  v[j + half] = __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+__global__ void mul_rows_kernel(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols,
+                                float* out, int64_t ldo) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  out[r * ldo + c] = a[r * lda + c] * b[r * ldb + c];
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < rows * cols) y[i] += bias[i % cols];
+}
+
+__global__ void softmax_kernel(float* x, int64_t n) {
+  __shared__ float fpart[8];
+  __shared__ double dpart[8];
+  float mx = -FLT_MAX;
+  for (int64_t i = threadIdx.x; i < n; i += 256) mx = fmaxf(mx, x[i]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) fpart[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  mx = fpart[0];
+  for (int w = 1; w < 8; ++w) mx = fmaxf(mx, fpart[w]);
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += 256) {
+    x[i] = expf(x[i] - mx);
+    sum += x[i];
+  }
+  sum = block_sum_256(sum, dpart);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = threadIdx.x; i < n; i += 256) x[i] *= inv;
+}
+
+__global__ void gather_rows_kernel(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  out[i] = x[static_cast<int64_t>(index[r]) * cols + c];
+}
+
+template <DType T>
+__global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n,
+                                 float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if constexpr (is_plain_v<T>) {
+    if (i >= n * cols) return;
+    const int64_t t = i / cols, c = i % cols;
+    out[i] = plain_at<T>(table + static_cast<size_t>(ids[t]) * row_bytes, c);
+  } else {
+    const int64_t groups = cols / 32;
+    if (i >= n * groups) return;
+    const int64_t t = i / groups, g = i % groups;
+    float wv[32];
+    decode_group<T>(table + static_cast<size_t>(ids[t]) * row_bytes, g, wv);
+#pragma unroll
+    for (int k = 0; k < 32; ++k) out[t * cols + g * 32 + k] = wv[k];
+  }
+}
+
+constexpr int kMaxExperts = 256, kMaxChosen = 16;
+
+// One thread per token: sigmoid scores, the k best by score + bias (ties keep the lower expert,
+// as a stable sort does), weights from the unbiased scores summed in selection order, then listed
+// in ascending expert order.
+__global__ void moe_route_kernel(const float* logits, int64_t rows, int64_t n_experts, int64_t k,
+                                 const float* selection_bias, bool normalize, float scale, int32_t* experts,
+                                 float* weights) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= rows) return;
+  float score[kMaxExperts];
+  bool taken[kMaxExperts];
+  for (int64_t e = 0; e < n_experts; ++e) {
+    score[e] = 1.0f / (1.0f + expf(-logits[t * n_experts + e]));
+    taken[e] = false;
+  }
+  int32_t pick[kMaxChosen];
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    int32_t best = -1;
+    float best_sel = 0.0f;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      if (taken[e]) continue;
+      const float sel = score[e] + (selection_bias ? selection_bias[e] : 0.0f);
+      if (best < 0 || sel > best_sel) {
+        best = static_cast<int32_t>(e);
+        best_sel = sel;
+      }
+    }
+    taken[best] = true;
+    pick[j] = best;
+    sum += score[best];
+  }
+  // Ascending expert order (insertion sort of k ≤ 16).
+  for (int64_t a = 1; a < k; ++a)
+    for (int64_t b = a; b > 0 && pick[b - 1] > pick[b]; --b) {
+      const int32_t tmp = pick[b];
+      pick[b] = pick[b - 1];
+      pick[b - 1] = tmp;
+    }
+  for (int64_t j = 0; j < k; ++j) {
+    float wt = score[pick[j]];
+    if (normalize) wt /= (sum + 1e-6f);
+    experts[t * k + j] = pick[j];
+    weights[t * k + j] = wt * scale;
+  }
+}
+
+__global__ void moe_combine_kernel(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
+                                   int64_t cols, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t t = i / cols, c = i % cols;
+  float acc = 0.0f;
+  for (int64_t j = 0; j < k; ++j)
+    acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], x[static_cast<int64_t>(src[t * k + j]) * cols + c]));
+  out[i] = acc;
+}
+
+void check_launch() { LFM_CUDA_CHECK(cudaGetLastError()); }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, dim, eps, out);
+  check_launch();
+}
+
+void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
+               const float* inv_freq, cudaStream_t s) {
+  const int64_t n = n_tokens * n_heads * (head_dim / 2);
+  if (n == 0) return;
+  rope_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n_tokens, n_heads, head_dim, positions, inv_freq);
+  check_launch();
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
+  if (n == 0) return;
+  swiglu_kernel<<<blocks_for(n, 256), 256, 0, s>>>(gate, up, n, out);
+  check_launch();
+}
+
+void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
+              int64_t ldo, cudaStream_t s) {
+  if (rows * cols == 0) return;
+  mul_rows_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(a, lda, b, ldb, rows, cols, out, ldo);
+  check_launch();
+}
+
+void add(float* y, const float* x, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
+  check_launch();
+}
+
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (rows * cols == 0) return;
+  add_bias_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(y, bias, rows, cols);
+  check_launch();
+}
+
+void softmax(float* x, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  softmax_kernel<<<1, 256, 0, s>>>(x, n);
+  check_launch();
+}
+
+void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out, cudaStream_t s) {
+  if (n * cols == 0) return;
+  gather_rows_kernel<<<blocks_for(n * cols, 256), 256, 0, s>>>(x, cols, index, n, out);
+  check_launch();
+}
+
+void embedding(DType type, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
+  if (n == 0) return;
+  const size_t row_bytes = static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
+  const auto* tb = static_cast<const uint8_t*>(table);
+  const unsigned plain = blocks_for(n * cols, 256), groups = blocks_for(n * (cols / 32), 128);
+  switch (type) {
+    case DType::F32: embedding_kernel<DType::F32><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::F16: embedding_kernel<DType::F16><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::BF16: embedding_kernel<DType::BF16><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q8_0: embedding_kernel<DType::Q8_0><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q4_0: embedding_kernel<DType::Q4_0><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q4_K: embedding_kernel<DType::Q4_K><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q5_K: embedding_kernel<DType::Q5_K><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q6_K: embedding_kernel<DType::Q6_K><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    default: fail("cuda: no embedding kernel for ", dtype_name(type), " tables");
+  }
+  check_launch();
+}
+
+void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
+               bool normalize, float scale, int32_t* experts, float* weights, cudaStream_t s) {
+  LFM_CHECK(n_experts <= kMaxExperts && k >= 1 && k <= kMaxChosen && k <= n_experts, "cuda: moe_route supports up to ",
+            kMaxExperts, " experts and ", kMaxChosen, " chosen, got ", k, " of ", n_experts);
+  if (rows == 0) return;
+  moe_route_kernel<<<blocks_for(rows, 64), 64, 0, s>>>(logits, rows, n_experts, k, selection_bias, normalize, scale,
+                                                       experts, weights);
+  check_launch();
+}
+
+void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
+                 float* out, cudaStream_t s) {
+  if (rows * cols == 0) return;
+  moe_combine_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(x, src, weights, rows, k, cols, out);
+  check_launch();
+}
+
+}  // namespace lfm::cuda

@@ -1,0 +1,271 @@
+// The device-neutral parts of the Backend interface (issue 36): the row and MoE ops a model runs
+// between the big ops, on every CPU backend against plain loops written here; host DeviceMemory;
+// a state cache that moves its bytes only through the memory it was given; the backend factory
+// and `--device`; and a Forward over a backend whose memory the host must not read directly,
+// which has to give the same logits as the plain run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/backend_factory.h"
+#include "kernels/cpu_backend.h"
+#include "kernels/reference_backend.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model_test_util.h"
+#include "test_util.h"
+
+namespace lfm {
+namespace {
+
+using test::randn;
+
+class BackendOpsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(parse_isa(GetParam()))) GTEST_SKIP() << "CPU lacks " << GetParam();
+    be_ = make_backend_for(parse_isa(GetParam()), pool_);
+  }
+  ThreadPool pool_{2};
+  std::unique_ptr<Backend> be_;
+};
+
+TEST_P(BackendOpsTest, RowOpsMatchPlainLoops) {
+  const int64_t rows = 5, cols = 37, lda = 3 * cols;
+  const auto a = randn(rows * lda, 1), b = randn(rows * cols, 2), bias = randn(cols, 3);
+  // mul_rows: strided inputs (the conv's B and x inside its [T, 3d] projection), in place too.
+  std::vector<float> out(rows * cols, -1.0f);
+  be_->mul_rows(a.data(), lda, a.data() + 2 * cols, lda, rows, cols, out.data(), cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[r * cols + c], a[r * lda + c] * a[r * lda + 2 * cols + c]);
+  std::vector<float> inplace = b;
+  be_->mul_rows(a.data() + cols, lda, inplace.data(), cols, rows, cols, inplace.data(), cols);
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(inplace[i], a[(i / cols) * lda + cols + i % cols] * b[i]);
+  // add_bias
+  std::vector<float> y = b;
+  be_->add_bias(y.data(), bias.data(), rows, cols);
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(y[i], b[i] + bias[i % cols]);
+  // gather_rows: repeated and out-of-order rows
+  const std::vector<int32_t> index = {4, 0, 4, 2};
+  std::vector<float> g(index.size() * cols);
+  be_->gather_rows(b.data(), cols, index.data(), static_cast<int64_t>(index.size()), g.data());
+  for (size_t i = 0; i < index.size(); ++i)
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(g[i * cols + c], b[index[i] * cols + c]);
+}
+
+TEST_P(BackendOpsTest, MoeRouteChoosesByBiasAndWeighsByScore) {
+  // Two tokens, five experts, k = 2. Token 0: the bias lifts expert 4 over expert 1; token 1:
+  // expert 2 first, then a tie between experts 1 and 3 keeps the lower one.
+  const std::vector<float> logits = {2.0f, 1.0f, -1.0f, 0.5f, 0.9f,  //
+                                     -2.0f, 0.7f, 0.9f, 0.7f, -3.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.0f, 0.0f, 0.5f};
+  std::vector<int32_t> experts(4);
+  std::vector<float> weights(4);
+  auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  be_->moe_route(logits.data(), 2, 5, 2, bias.data(), true, 2.5f, experts.data(), weights.data());
+  EXPECT_EQ(experts, (std::vector<int32_t>{0, 4, 1, 2}));
+  const float s00 = sig(2.0f), s04 = sig(0.9f), s11 = sig(0.7f), s12 = sig(0.9f);
+  EXPECT_FLOAT_EQ(weights[0], s00 / (s00 + s04 + 1e-6f) * 2.5f);
+  EXPECT_FLOAT_EQ(weights[1], s04 / (s00 + s04 + 1e-6f) * 2.5f);
+  EXPECT_FLOAT_EQ(weights[2], s11 / (s12 + s11 + 1e-6f) * 2.5f);
+  EXPECT_FLOAT_EQ(weights[3], s12 / (s12 + s11 + 1e-6f) * 2.5f);
+  // Without the bias and without normalisation: experts 0 and 1, weights the plain scores.
+  be_->moe_route(logits.data(), 2, 5, 2, nullptr, false, 1.0f, experts.data(), weights.data());
+  EXPECT_EQ(experts[0], 0);
+  EXPECT_EQ(experts[1], 1);
+  EXPECT_FLOAT_EQ(weights[0], sig(2.0f));
+  EXPECT_FLOAT_EQ(weights[1], sig(1.0f));
+  EXPECT_THROW(be_->moe_route(logits.data(), 2, 5, 6, nullptr, false, 1.0f, experts.data(), weights.data()), Error);
+}
+
+TEST_P(BackendOpsTest, MoeCombineSumsChoicesInOrder) {
+  const int64_t rows = 3, k = 2, cols = 19;
+  const auto x = randn(rows * k * cols, 4), w = randn(rows * k, 5);
+  const std::vector<int32_t> src = {5, 0, 1, 3, 2, 4};
+  std::vector<float> out(rows * cols, 7.0f);  // overwritten, not added to
+  be_->moe_combine(x.data(), src.data(), w.data(), rows, k, cols, out.data());
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t c = 0; c < cols; ++c) {
+      float want = 0.0f;
+      for (int64_t j = 0; j < k; ++j) want += w[t * k + j] * x[src[t * k + j] * cols + c];
+      ASSERT_EQ(out[t * cols + c], want);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, BackendOpsTest, ::testing::ValuesIn(test::all_isas()));
+
+TEST(DeviceMemory, HostMemoryAllocatesZeroedAndMovesBytes) {
+  DeviceMemory& mem = host_memory();
+  EXPECT_TRUE(mem.host_memory());
+  DeviceBuffer buf = mem.allocate(1000);
+  ASSERT_NE(buf.data(), nullptr);
+  EXPECT_EQ(buf.size(), 1000u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % 64, 0u);
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(buf.as<uint8_t>()[i], 0);
+  std::vector<uint8_t> src(100), back(100);
+  std::iota(src.begin(), src.end(), 1);
+  mem.upload(buf.data(), src.data(), 100);
+  mem.copy(buf.as<uint8_t>() + 200, buf.data(), 100);
+  mem.fill_zero(buf.data(), 50);
+  mem.download(back.data(), buf.as<uint8_t>() + 200, 100);
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(buf.as<uint8_t>()[49], 0);
+  EXPECT_EQ(buf.as<uint8_t>()[50], 51);
+  ensure_capacity(mem, buf, 500);  // big enough: kept
+  EXPECT_EQ(buf.size(), 1000u);
+  ensure_capacity(mem, buf, 5000);
+  EXPECT_GE(buf.size(), 5000u);
+  EXPECT_EQ(mem.allocate(0).size(), 0u);
+}
+
+// Host memory that counts what goes through it.
+class CountingMemory : public DeviceMemory {
+ public:
+  DeviceBuffer allocate(size_t bytes) override {
+    allocated += bytes;
+    return DeviceMemory::allocate(bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    ++copies;
+    DeviceMemory::copy(dst, src, bytes);
+  }
+  void fill_zero(void* dst, size_t bytes) override {
+    ++zeroings;
+    DeviceMemory::fill_zero(dst, bytes);
+  }
+  size_t allocated = 0;
+  int copies = 0, zeroings = 0;
+};
+
+TEST(DeviceMemory, StateCacheKeepsItsPoolsInTheMemoryItIsGiven) {
+  StateShape shape;
+  shape.attn_layers = 1;
+  shape.kv_heads = 2;
+  shape.head_dim = 4;
+  shape.conv_layers = 2;
+  shape.conv_dim = 8;
+  shape.conv_kernel = 3;
+  StateCacheOptions opt;
+  opt.block_tokens = 4;
+  opt.n_blocks = 8;
+  opt.n_slots = 2;
+  CountingMemory mem;
+  StateCache cache(shape, opt, mem);
+  EXPECT_EQ(mem.allocated, cache.bytes().total());
+  Sequence* a = cache.open(16);
+  EXPECT_EQ(mem.zeroings, 2);  // the slot's state in each conv layer
+  // A full block enters the prefix cache; a new sequence over it restores the conv snapshot
+  // through the memory (one copy per conv layer).
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(cache.reserve(*a, 5));
+  cache.run(*a, 0, 5);
+  cache.commit(*a, toks);
+  Sequence* b = cache.open(16);
+  EXPECT_EQ(cache.attach_prefix(*b, toks), 4);
+  EXPECT_EQ(mem.copies, 2);
+}
+
+TEST(BackendFactory, ParsesDevicesAndExplainsAMissingGpu) {
+  EXPECT_EQ(parse_device("cpu"), DeviceKind::kCpu);
+  EXPECT_EQ(parse_device("CUDA"), DeviceKind::kCuda);
+  EXPECT_EQ(parse_device("auto"), DeviceKind::kAuto);
+  try {
+    parse_device("tpu");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'tpu'"), std::string::npos) << e.what();
+  }
+  ThreadPool pool(1);
+  EXPECT_TRUE(make_backend(DeviceKind::kCpu, pool)->host_memory());
+  std::string why;
+  if (cuda_device_available(&why)) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_FALSE(why.empty());
+  EXPECT_TRUE(make_backend(DeviceKind::kAuto, pool)->host_memory());  // auto falls back to the CPU
+  try {
+    make_backend(DeviceKind::kCuda, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--device cuda"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(why), std::string::npos) << msg;
+  }
+}
+
+TEST(BackendFactory, CliRefusesCudaWithoutAGpuAndBadDevices) {
+  std::string why;
+  if (cuda_device_available(&why)) GTEST_SKIP() << "this machine has a GPU";
+  const std::string model = test::fixture_dir("lfm2_a_fullattnidxs_tied_f32");
+  const auto r = test::run_lfm("logits -m " + model + " --ids 1,2,3 --device cuda");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--device cuda"), std::string::npos) << r.out;
+  const auto bad = test::run_lfm("logits -m " + model + " --ids 1,2,3 --device tpu");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("'tpu' is not a device"), std::string::npos) << bad.out;
+  const auto cpu = test::run_lfm("logits -m " + model + " --ids 1,2,3 --device cpu --json");
+  EXPECT_EQ(cpu.code, 0) << cpu.out;
+}
+
+// A backend computing on "device" memory the host may not read directly: the reference kernels,
+// but its own memory reports host_memory() == false, every transfer is counted, and its weight
+// preparation copies the small vectors into its memory (so ops receive those copies).
+class FakeDeviceBackend final : public ReferenceBackend {
+ public:
+  using ReferenceBackend::ReferenceBackend;
+  const char* name() const override { return "fake-device"; }
+  bool host_memory() const override { return false; }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    ++uploads;
+    ReferenceBackend::upload(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    ++downloads;
+    ReferenceBackend::download(dst, src, bytes);
+  }
+  std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) override {
+    auto out = std::make_unique<Copies>();
+    for (WeightVector* v : set.vectors) {
+      out->buffers.push_back(allocate(v->size() * sizeof(float)));
+      upload(out->buffers.back().data(), v->host.data(), v->size() * sizeof(float));
+      v->device = out->buffers.back().as<float>();
+    }
+    return out;
+  }
+  int uploads = 0, downloads = 0;
+
+ private:
+  struct Copies : PreparedWeights {
+    std::vector<DeviceBuffer> buffers;
+  };
+};
+
+TEST(DeviceNeutralForward, ADeviceBackendGivesTheSameLogitsAsTheHostOne) {
+  for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
+    ThreadPool pool(2);
+    auto host_be = make_reference_backend(pool);
+    auto host_model = load_model(test::fixture_dir(name));
+    FakeDeviceBackend dev(pool);
+    LoadOptions opt;
+    opt.backend = &dev;
+    auto dev_model = load_model(test::fixture_dir(name), opt);
+    EXPECT_EQ(dev_model->prepared_for(), &dev);
+    EXPECT_NE(dev_model->weights().final_norm.device, nullptr);
+    const std::vector<int32_t> ids = {1, 5, 9, 2, 7, 3};
+    const auto want = test::prompt_logits(*host_model, *host_be, ids);
+    const int up0 = dev.uploads;
+    const auto got = test::prompt_logits(*dev_model, dev, ids);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t p = 0; p < want.size(); ++p) ASSERT_EQ(got[p], want[p]) << name << " position " << p;
+    EXPECT_GT(dev.uploads, up0);  // ids, positions, rows moved up
+    EXPECT_GT(dev.downloads, 0);  // logits (and MoE choices) came down
+    // A model prepared for one backend does not run on another.
+    auto cache = make_state_cache(*dev_model, test::f32_plan());
+    EXPECT_THROW(Forward(*dev_model, *host_be, *cache), Error);
+  }
+}
+
+}  // namespace
+}  // namespace lfm
