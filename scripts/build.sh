@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Configures and builds lfm. Usage: scripts/build.sh [release|asan]  (default: release)
 #   release → build/        asan → build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer)
+# LFM_BENCH=OFF leaves out the micro-benchmarks (the test command does). The CUDA backend is built
+# where nvcc is found (release only: the sanitizer build is the CPU engine's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
 case "$kind" in
-  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release -DLFM_NATIVE=OFF) ;;
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release -DLFM_NATIVE=OFF "-DLFM_BUILD_BENCH=${LFM_BENCH:-ON}") ;;
   # -O1 without debug info: quick to compile, still fast enough to run the suite.
-  asan)    dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" -DLFM_SANITIZE=ON -DLFM_BUILD_BENCH=OFF -DLFM_NATIVE=OFF) ;;
+  asan)    dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" -DLFM_SANITIZE=ON -DLFM_BUILD_BENCH=OFF -DLFM_NATIVE=OFF -DLFM_CUDA=OFF) ;;
   *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
 esac
 bash scripts/setup.sh
-# ccache, when installed, makes rebuilds of unchanged files instant (optional).
-command -v ccache >/dev/null 2>&1 && flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# ccache (installed by setup.sh) makes rebuilds of unchanged files instant, in any clone: paths
+# are hashed relative to the clone's root.
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"

@@ -24,7 +24,7 @@ B=build-fuzz
 jobs=${FUZZ_JOBS:-$(nproc)}
 if [ ! -f $B/CMakeCache.txt ]; then
   cmake -S . -B $B -DLFM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" \
-    -DLFM_BUILD_TESTS=OFF -DLFM_BUILD_BENCH=OFF >/dev/null
+    -DLFM_BUILD_TESTS=OFF -DLFM_BUILD_BENCH=OFF -DLFM_CUDA=OFF >/dev/null
 fi
 cmake --build $B -j"$jobs" --target $(printf 'fuzz_%s ' "${TARGETS[@]}")
 

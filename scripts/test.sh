@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: the release build, then the whole suite again under ASan + UBSan.
-# Installs missing Debian/npm packages first (scripts/setup.sh).
+# Runs every test: the release build (with the CUDA backend where nvcc is found; its GPU tests
+# skip without a GPU), then the whole suite again under ASan + UBSan (CPU engine). Installs missing
+# Debian/npm packages first (scripts/setup.sh). No micro-benchmarks are built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for kind in release asan; do
   dir=build; [ "$kind" = asan ] && dir=build-asan
   echo "== $kind build" >&2
-  bash scripts/build.sh "$kind"
+  LFM_BENCH=OFF bash scripts/build.sh "$kind"
   echo "== $kind tests" >&2
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"

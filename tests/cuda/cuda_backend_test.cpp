@@ -1,0 +1,222 @@
+// The CUDA backend on a GPU (ctest label `cuda`; every test skips on a machine without one):
+// each op against the reference CPU backend on random inputs of awkward sizes, batch invariance of
+// the decode matmuls, the state ops over device pools, every transformers fixture through the GPU
+// (float32 logits within 1e-4, greedy tokens exact), and greedy tokens alone vs in a mixed batch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "convert/quant.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "kernels/backend_factory.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/reference_backend.h"
+#include "model/forward.h"
+#include "model_test_util.h"
+#include "test_util.h"
+
+namespace lfm {
+namespace {
+
+using test::randn;
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_device_present(&why)) GTEST_SKIP() << why;
+    gpu_ = make_cuda_backend(0, pool_);
+    ref_ = make_reference_backend(pool_);
+  }
+  // Host floats (or ints) into a new device buffer, and back.
+  template <typename T>
+  DeviceBuffer up(const std::vector<T>& v) {
+    DeviceBuffer b = gpu_->allocate(v.size() * sizeof(T));
+    gpu_->upload(b.data(), v.data(), v.size() * sizeof(T));
+    return b;
+  }
+  template <typename T>
+  std::vector<T> down(const DeviceBuffer& b, size_t n) {
+    std::vector<T> v(n);
+    gpu_->download(v.data(), b.data(), n * sizeof(T));
+    return v;
+  }
+  static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0, scale = 1e-6;
+    for (float x : b) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+    if (a.size() != b.size()) return INFINITY;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+      if (std::isnan(d)) return INFINITY;
+      worst = std::max(worst, d);
+    }
+    return worst / scale;
+  }
+  ThreadPool pool_{2};
+  std::unique_ptr<Backend> gpu_, ref_;
+};
+
+TEST_F(CudaTest, RowOpsMatchTheReference) {
+  const int64_t rows = 7, dim = 333, hd = 64, heads = 3;
+  const auto x = randn(rows * dim, 1), w = randn(dim, 2), y0 = randn(rows * dim, 3);
+  auto dx = up(x), dw = up(w), dy = up(y0);
+  DeviceBuffer dout = gpu_->allocate(rows * dim * sizeof(float));
+  std::vector<float> want(rows * dim);
+  gpu_->rms_norm(dx.as<float>(), dw.as<float>(), rows, dim, 1e-5f, dout.as<float>());
+  ref_->rms_norm(x.data(), w.data(), rows, dim, 1e-5f, want.data());
+  EXPECT_LE(rel_err(down<float>(dout, want.size()), want), 1e-6);
+  gpu_->swiglu(dx.as<float>(), dy.as<float>(), rows * dim, dout.as<float>());
+  ref_->swiglu(x.data(), y0.data(), rows * dim, want.data());
+  EXPECT_LE(rel_err(down<float>(dout, want.size()), want), 1e-6);
+  gpu_->mul_rows(dx.as<float>(), dim, dy.as<float>(), dim, rows, dim - 5, dout.as<float>(), dim);
+  std::vector<float> got = down<float>(dout, want.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < dim - 5; ++c) ASSERT_EQ(got[r * dim + c], x[r * dim + c] * y0[r * dim + c]);
+  std::vector<float> acc = y0;
+  gpu_->add_bias(dy.as<float>(), dw.as<float>(), rows, dim);
+  ref_->add_bias(acc.data(), w.data(), rows, dim);
+  EXPECT_EQ(down<float>(dy, acc.size()), acc);
+  const std::vector<int32_t> index = {6, 0, 3, 3};
+  auto di = up(index);
+  gpu_->gather_rows(dx.as<float>(), dim, di.as<int32_t>(), 4, dout.as<float>());
+  ref_->gather_rows(x.data(), dim, index.data(), 4, want.data());
+  got = down<float>(dout, 4 * dim);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()));
+  // RoPE at scattered positions.
+  const auto q = randn(rows * heads * hd, 4);
+  std::vector<int64_t> pos = {0, 5, 17, 4095, 100000, 3, 9};
+  const auto inv = rope_inverse_frequencies(1000000.0, hd);
+  auto dq = up(q), dp = up(pos), dinv = up(inv);
+  gpu_->rope_neox(dq.as<float>(), rows, heads, hd, dp.as<int64_t>(), dinv.as<float>());
+  std::vector<float> qr = q;
+  ref_->rope_neox(qr.data(), rows, heads, hd, pos.data(), inv.data());
+  EXPECT_LE(rel_err(down<float>(dq, qr.size()), qr), 1e-6);
+}
+
+TEST_F(CudaTest, MoeOpsMatchTheReference) {
+  const int64_t rows = 9, E = 32, k = 4, d = 70;
+  const auto logits = randn(rows * E, 5), bias = randn(E, 6, 0.1f);
+  auto dl = up(logits), db = up(bias);
+  DeviceBuffer de = gpu_->allocate(rows * k * 4), dwt = gpu_->allocate(rows * k * 4);
+  gpu_->moe_route(dl.as<float>(), rows, E, k, db.as<float>(), true, 2.5f, de.as<int32_t>(), dwt.as<float>());
+  std::vector<int32_t> experts(rows * k);
+  std::vector<float> weights(rows * k);
+  ref_->moe_route(logits.data(), rows, E, k, bias.data(), true, 2.5f, experts.data(), weights.data());
+  EXPECT_EQ(down<int32_t>(de, experts.size()), experts);
+  EXPECT_LE(rel_err(down<float>(dwt, weights.size()), weights), 1e-6);
+  const auto x = randn(rows * k * d, 7);
+  std::vector<int32_t> src(rows * k);
+  for (int64_t i = 0; i < rows * k; ++i) src[i] = static_cast<int32_t>((i * 7) % (rows * k));
+  auto dx = up(x), ds = up(src);
+  DeviceBuffer dout = gpu_->allocate(rows * d * 4);
+  gpu_->moe_combine(dx.as<float>(), ds.as<int32_t>(), dwt.as<float>(), rows, k, d, dout.as<float>());
+  std::vector<float> want(rows * d);
+  ref_->moe_combine(x.data(), src.data(), weights.data(), rows, k, d, want.data());
+  EXPECT_LE(rel_err(down<float>(dout, want.size()), want), 1e-6);
+}
+
+// A matrix of `type` from random floats, as stored, in a view the GPU has prepared.
+struct GpuMatrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+  std::unique_ptr<PreparedWeights> prepared;
+};
+GpuMatrix make_matrix(Backend& be, DType type, int64_t rows, int64_t cols, uint64_t seed) {
+  GpuMatrix m;
+  const auto f = randn(rows * cols, seed, 0.5f);
+  m.bytes.resize(dtype_row_bytes(type, cols) * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(type, f.data() + r * cols, m.bytes.data() + r * dtype_row_bytes(type, cols), cols);
+  m.view.dtype = type;
+  m.view.shape = {rows, cols};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  WeightSet set;
+  set.matrices.push_back(&m.view);
+  m.prepared = be.prepare_weights(set);
+  return m;
+}
+
+TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
+                     DType::Q6_K}) {
+    const int64_t rows = 37, cols = 512;
+    GpuMatrix m = make_matrix(*gpu_, type, rows, cols, 11);
+    TensorView host = m.view;  // the reference reads the stored bytes
+    host.packed = nullptr;
+    host.packed_layout = PackedLayout::kNone;
+    for (int64_t n : {1, 3, 9, 70}) {
+      const auto x = randn(n * cols, 12 + n);
+      auto dx = up(x);
+      DeviceBuffer dy = gpu_->allocate(n * rows * 4);
+      gpu_->matmul(dx.as<float>(), n, m.view, dy.as<float>());
+      std::vector<float> want(n * rows);
+      ref_->matmul(x.data(), n, host, want.data());
+      // n = 70 takes the tensor cores with 16-bit activations (and bf16-decoded quantized weights).
+      const double tol = n >= 64 ? 2e-2 : 1e-5;
+      EXPECT_LE(rel_err(down<float>(dy, want.size()), want), tol) << dtype_name(type) << " n=" << n;
+    }
+    // Decode rows: a token's outputs are the same bits alone and among 7.
+    const auto x = randn(7 * cols, 99);
+    auto dx = up(x);
+    DeviceBuffer d7 = gpu_->allocate(7 * rows * 4), d1 = gpu_->allocate(rows * 4);
+    gpu_->matmul(dx.as<float>(), 7, m.view, d7.as<float>());
+    gpu_->matmul(dx.as<float>() + 4 * cols, 1, m.view, d1.as<float>());
+    const auto all = down<float>(d7, 7 * rows), one = down<float>(d1, rows);
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + 4 * rows)) << dtype_name(type);
+  }
+}
+
+// Every fixture through the GPU, as fixture_test.cpp runs them on the CPU.
+TEST_F(CudaTest, FixturesMatchTransformers) {
+  for (const std::string& name : test::all_fixtures()) {
+    LoadOptions opt;
+    opt.backend = gpu_.get();
+    auto model = load_model(test::fixture_dir(name), opt);
+    const auto ref = test::reference(name);
+    const auto ids = ref["full_forward"]["input_ids"].get<std::vector<int32_t>>();
+    const auto expect = ref["full_forward"]["logits"].get<std::vector<std::vector<double>>>();
+    const auto got = test::prompt_logits(*model, *gpu_, ids);
+    for (size_t p = 0; p < ids.size(); ++p)
+      EXPECT_LE(test::max_abs_diff(got[p].data(), static_cast<int64_t>(got[p].size()), expect[p]), 1e-4)
+          << name << " position " << p;
+    for (const auto& run : ref["greedy"]["runs"]) {
+      const auto prompt = run["prompt"].get<std::vector<int32_t>>();
+      const auto want = run["new_tokens"].get<std::vector<int32_t>>();
+      EXPECT_EQ(test::greedy(*model, *gpu_, prompt, static_cast<int64_t>(want.size())), want) << name;
+    }
+  }
+}
+
+// Greedy tokens of each sequence alone and among 16 of mixed lengths, and equal to the CPU's.
+TEST_F(CudaTest, GreedyTokensAloneInABatchAndOnTheCpuAgree) {
+  const std::string name = "lfm2moe_f_tied_expertbias_f32";
+  LoadOptions opt;
+  opt.backend = gpu_.get();
+  auto model = load_model(test::fixture_dir(name), opt);
+  auto cpu_model = load_model(test::fixture_dir(name));
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> p(static_cast<size_t>(1 + (i * 13) % 40));
+    for (auto& t : p) t = static_cast<int32_t>(rng() % 200);
+    prompts.push_back(p);
+  }
+  EngineOptions eo;
+  eo.state = test::f32_plan(128);
+  eo.state.parallel = 16;
+  Engine batch(*model, *gpu_, nullptr, eo);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) streams.push_back(batch.submit(test::greedy_request(p, 12)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto together = test::generated_ids(*streams[i]);
+    EXPECT_EQ(together, test::greedy(*model, *gpu_, prompts[i], 12)) << "prompt " << i;
+    EXPECT_EQ(together, test::greedy(*cpu_model, *ref_, prompts[i], 12)) << "prompt " << i << " vs the CPU";
+  }
+}
+
+}  // namespace
+}  // namespace lfm
