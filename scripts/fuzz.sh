@@ -22,9 +22,14 @@ command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (Debian: apt
 
 B=build-fuzz
 jobs=${FUZZ_JOBS:-$(nproc)}
+launcher=()
+if command -v ccache >/dev/null 2>&1; then  # as scripts/build.sh: reused across clones
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 if [ ! -f $B/CMakeCache.txt ]; then
   cmake -S . -B $B -DLFM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" \
-    -DLFM_BUILD_TESTS=OFF -DLFM_BUILD_BENCH=OFF -DLFM_CUDA=OFF >/dev/null
+    -DLFM_BUILD_TESTS=OFF -DLFM_BUILD_BENCH=OFF -DLFM_CUDA=OFF "${launcher[@]}" >/dev/null
 fi
 cmake --build $B -j"$jobs" --target $(printf 'fuzz_%s ' "${TARGETS[@]}")
 

@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 for kind in release asan; do
   dir=build; [ "$kind" = asan ] && dir=build-asan
-  echo "== $kind build" >&2
+  echo "== $kind build (at ${SECONDS}s)" >&2
   LFM_BENCH=OFF bash scripts/build.sh "$kind"
-  echo "== $kind tests" >&2
+  echo "== $kind tests (at ${SECONDS}s)" >&2
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
 done
@@ -18,6 +18,7 @@ done
 # `scripts/fuzz.sh all 3600`.
 fuzz_seconds=${LFM_FUZZ_SECONDS:-10}
 if [ "$fuzz_seconds" -gt 0 ]; then
-  echo "== fuzz smoke (${fuzz_seconds}s per target)" >&2
+  echo "== fuzz smoke (${fuzz_seconds}s per target, at ${SECONDS}s)" >&2
   bash scripts/fuzz.sh all "$fuzz_seconds"
 fi
+echo "== done in ${SECONDS}s" >&2

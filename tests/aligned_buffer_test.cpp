@@ -25,7 +25,9 @@ TEST(AlignedBuffer, SmallAndLargeBuffersAreAlignedUsableAndMovable) {
     ASSERT_EQ(b.size(), bytes);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u) << bytes;
     EXPECT_EQ(b.huge_page_mapped(), bytes >= 2 * kMiB && AlignedBuffer::huge_pages_enabled()) << bytes;
-    if (b.huge_page_mapped()) EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (2 * kMiB), 0u) << bytes;
+    if (b.huge_page_mapped()) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (2 * kMiB), 0u) << bytes;
+    }
     fill_and_check(b);
     const void* p = b.data();
     AlignedBuffer moved(std::move(b));

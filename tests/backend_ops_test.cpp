@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "kernels/reference_backend.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "fake_device_backend.h"
 #include "model_test_util.h"
 #include "test_util.h"
 
@@ -209,45 +211,12 @@ TEST(BackendFactory, CliRefusesCudaWithoutAGpuAndBadDevices) {
   EXPECT_EQ(cpu.code, 0) << cpu.out;
 }
 
-// A backend computing on "device" memory the host may not read directly: the reference kernels,
-// but its own memory reports host_memory() == false, every transfer is counted, and its weight
-// preparation copies the small vectors into its memory (so ops receive those copies).
-class FakeDeviceBackend final : public ReferenceBackend {
- public:
-  using ReferenceBackend::ReferenceBackend;
-  const char* name() const override { return "fake-device"; }
-  bool host_memory() const override { return false; }
-  void upload(void* dst, const void* src, size_t bytes) override {
-    ++uploads;
-    ReferenceBackend::upload(dst, src, bytes);
-  }
-  void download(void* dst, const void* src, size_t bytes) override {
-    ++downloads;
-    ReferenceBackend::download(dst, src, bytes);
-  }
-  std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) override {
-    auto out = std::make_unique<Copies>();
-    for (WeightVector* v : set.vectors) {
-      out->buffers.push_back(allocate(v->size() * sizeof(float)));
-      upload(out->buffers.back().data(), v->host.data(), v->size() * sizeof(float));
-      v->device = out->buffers.back().as<float>();
-    }
-    return out;
-  }
-  int uploads = 0, downloads = 0;
-
- private:
-  struct Copies : PreparedWeights {
-    std::vector<DeviceBuffer> buffers;
-  };
-};
-
 TEST(DeviceNeutralForward, ADeviceBackendGivesTheSameLogitsAsTheHostOne) {
   for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
     ThreadPool pool(2);
     auto host_be = make_reference_backend(pool);
     auto host_model = load_model(test::fixture_dir(name));
-    FakeDeviceBackend dev(pool);
+    test::FakeDeviceBackend dev(pool);
     LoadOptions opt;
     opt.backend = &dev;
     auto dev_model = load_model(test::fixture_dir(name), opt);
@@ -261,6 +230,25 @@ TEST(DeviceNeutralForward, ADeviceBackendGivesTheSameLogitsAsTheHostOne) {
     for (size_t p = 0; p < want.size(); ++p) ASSERT_EQ(got[p], want[p]) << name << " position " << p;
     EXPECT_GT(dev.uploads, up0);  // ids, positions, rows moved up
     EXPECT_GT(dev.downloads, 0);  // logits (and MoE choices) came down
+    // The activation observer sees the same tensors through the device backend (downloaded).
+    auto observed = [&](const Model& m, Backend& be) {
+      std::map<std::string, std::vector<float>> seen;
+      auto cache = make_state_cache(m, test::f32_plan(), be);
+      Forward fwd(m, be, *cache);
+      fwd.set_observer([&](const std::string& what, const float* data, int64_t rows, int64_t cols) {
+        seen[what].assign(data, data + rows * cols);
+      });
+      StepOutput out;
+      BatchItem item{cache->open(64), ids, true};
+      fwd.step(std::span<const BatchItem>(&item, 1), out);
+      return seen;
+    };
+    const auto host_seen = observed(*host_model, *host_be), dev_seen = observed(*dev_model, dev);
+    EXPECT_GT(host_seen.size(), 10u);
+    EXPECT_EQ(host_seen, dev_seen);
+    // A host vector handed to an op is refused, naming the op.
+    std::vector<float> host(8, 1.0f);
+    EXPECT_THROW(dev.add(host.data(), host.data(), 8), Error);
     // A model prepared for one backend does not run on another.
     auto cache = make_state_cache(*dev_model, test::f32_plan());
     EXPECT_THROW(Forward(*dev_model, *host_be, *cache), Error);

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "kernels/cpu_backend.h"
 #include "model/forward.h"
+#include "fake_device_backend.h"
 #include "model_test_util.h"
 #include "test_util.h"
 
@@ -43,11 +44,20 @@ Result collect(RequestStream& s) {
   return r;
 }
 
-class EngineTest : public ::testing::TestWithParam<std::string> {
+// Parameters: (fixture, backend): the CPU backend, and a backend whose memory the host may not
+// read (tests/fake_device_backend.h: every op checks that it only receives backend memory), so the
+// engine's batching, preemption, cancellation and prefix cache are proven device-neutral.
+class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
-    model_ = load_model(test::fixture_dir(GetParam()));
-    backend_ = make_cpu_backend(pool_);
+    LoadOptions load;
+    if (std::get<1>(GetParam()) == "fake-device") {
+      backend_ = std::make_unique<test::FakeDeviceBackend>(pool_);
+      load.backend = backend_.get();
+    } else {
+      backend_ = make_cpu_backend(pool_);
+    }
+    model_ = load_model(test::fixture_dir(std::get<0>(GetParam())), load);
     std::mt19937 rng(17);
     std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(model_->config().vocab_size - 1));
     for (int len : {1, 3, 5, 8, 13, 17, 21, 30, 2, 11}) {
@@ -133,7 +143,7 @@ TEST_P(EngineTest, StaggeredSubmissionsMatchRequestsAlone) {
   for (size_t i = 0; i < prompts_.size(); ++i) {
     const Result rest = collect(*streams[i]);
     got[i].tokens.insert(got[i].tokens.end(), rest.tokens.begin(), rest.tokens.end());
-    EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+    EXPECT_EQ(got[i].tokens, want[i]) << "request " << i << " " << rest.error;
   }
   e.wait_idle();
   expect_all_free(e);
@@ -326,7 +336,7 @@ void EngineTest::check_second_turn(DType type) {
 
   // Logits of the resumed prefill are bitwise those of a cold prefill of the whole second turn.
   const auto full = test::prompt_logits(*model_, *backend_, turn2, with.state);
-  auto cache = make_state_cache(*model_, with.state);
+  auto cache = make_state_cache(*model_, with.state, *backend_);
   Forward fwd(*model_, *backend_, *cache);
   StepOutput out;
   {
@@ -398,7 +408,9 @@ TEST_P(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
-                         ::testing::Values("lfm2_c_layertypes_untied_convbias_f32", "lfm2moe_g_untied_nobias_scaled_f32"));
+                         ::testing::Combine(::testing::Values("lfm2_c_layertypes_untied_convbias_f32",
+                                                              "lfm2moe_g_untied_nobias_scaled_f32"),
+                                            ::testing::Values("cpu", "fake-device")));
 
 }  // namespace
 }  // namespace lfm

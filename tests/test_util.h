@@ -16,6 +16,21 @@
 
 namespace lfm::test {
 
+// Where this checkout's test data, sources and `lfm` binary are: absolute paths compiled into
+// test_paths.cpp alone, so every other test file's compile command is the same in any clone
+// (ccache reuses it).
+const char* test_data_path();
+const char* source_path();
+const char* lfm_binary_path();
+
+}  // namespace lfm::test
+
+#define LFM_TEST_DATA_DIR (::lfm::test::test_data_path())
+#define LFM_SOURCE_DIR (::lfm::test::source_path())
+#define LFM_BINARY (::lfm::test::lfm_binary_path())
+
+namespace lfm::test {
+
 inline std::string data_dir() { return LFM_TEST_DATA_DIR; }
 inline std::string fixture_dir(const std::string& name) { return data_dir() + "/hf/" + name; }
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/backend_factory.h"
 #include "kernels/cpu_backend.h"
 #include "model/forward.h"
 
@@ -81,7 +82,7 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
                                          double* ceiling_bytes_per_s, Backend* device_backend) {
   const ModelConfig& cfg = model.config();
   ThreadPool pool(n_threads);
-  std::unique_ptr<Backend> cpu_backend = device_backend ? nullptr : make_cpu_backend(pool);
+  std::unique_ptr<Backend> cpu_backend = device_backend ? nullptr : make_backend(DeviceKind::kCpu, pool);
   Backend* backend = device_backend ? device_backend : cpu_backend.get();
   if (backend_name) *backend_name = backend->name();
   // The read-bandwidth ceiling: every weight byte once, with this many threads, where a forward

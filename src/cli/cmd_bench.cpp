@@ -185,7 +185,7 @@ int run_bench(int argc, char** argv) {
     rt.pool = std::make_unique<ThreadPool>(threads.front());
     Backend* engine_backend = device_backend.get();
     if (!engine_backend) {
-      rt.backend = make_cpu_backend(*rt.pool);
+      rt.backend = make_backend(DeviceKind::kCpu, *rt.pool);
       engine_backend = rt.backend.get();
     }
     StateArgs ps = state;

@@ -136,8 +136,8 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   // Down: the wanted rows' logits (a host backend writes them in place).
   float* logits = be_.host_memory() ? out.logits.data() : scratch<float>(logits_buf_, R * c.vocab_size);
   be_.matmul(a_, R, w.lm_head, logits);
+  observe(-1, "lm_head", logits, R, c.vocab_size);
   if (logits != out.logits.data()) be_.download(out.logits.data(), logits, out.logits.size() * sizeof(float));
-  observe(-1, "lm_head", out.logits.data(), R, c.vocab_size);
 
   for (const BatchItem& it : items) cache_.commit(*it.seq, it.tokens);
 }
