@@ -8,18 +8,13 @@
 
 #include "chat/jinja_eval.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/json_guard.h"
 
 namespace lfm {
 namespace {
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  LFM_CHECK(in, "chat template: cannot open ", p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const std::filesystem::path& p) { return read_regular_file(p.string(), "chat template:"); }
 
 std::optional<std::string> token_text(const nlohmann::ordered_json& cfg, const char* key) {
   if (!cfg.contains(key) || cfg[key].is_null()) return std::nullopt;

@@ -10,17 +10,12 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "tokenizer/load_tokenizer.h"
+#include "core/file_io.h"
 
 namespace lfm::cli {
 namespace {
 
-std::string read_exact_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LFM_CHECK(in, "tokenize: cannot open --file '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_exact_bytes(const std::string& path) { return read_regular_file(path, "tokenize: --file"); }
 
 int run_tokenize(int argc, char** argv) {
   CLI::App app{"Split text into token ids with a model's tokenizer."};

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "hub/resolve.h"
 #include "hub/settings.h"
 #include "kernels/backend_factory.h"
@@ -32,6 +33,7 @@ std::vector<int32_t> parse_id_list(const std::string& s, const char* what) {
 }
 
 std::string resolve_model_arg(const std::string& model, hub::Need need) {
+  check_file_or_folder(model, "model:");  // a FIFO would block the first open() forever
   return hub::resolve_model_arg(model, need, hub::settings_from_env());
 }
 

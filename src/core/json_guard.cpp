@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace lfm {
 
@@ -71,12 +72,7 @@ std::string read_text_file(const std::string& path, std::string_view what) {
   const fs::file_status st = fs::status(path, ec);
   LFM_CHECK(!ec && fs::exists(st), what, " '", path, "' does not exist");
   LFM_CHECK(!fs::is_directory(st), what, " '", path, "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  LFM_CHECK(in, what, " '", path, "' cannot be opened");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  LFM_CHECK(!in.bad(), what, " '", path, "' could not be read");
-  return ss.str();
+  return read_regular_file(path, what);
 }
 
 std::string json_excerpt(const nlohmann::json& j, size_t max_chars) { return excerpt(j, max_chars); }

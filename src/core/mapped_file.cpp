@@ -10,16 +10,17 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace lfm {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  LFM_CHECK(fd >= 0, "file: cannot open '", path, "': ", std::strerror(errno));
+  const int fd = open_regular_file(path, "file:");
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
     ::close(fd);
-    fail("file: '", path, "' is not a regular file");
+    fail("file: cannot examine '", path, "': ", std::strerror(err));
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

@@ -1,5 +1,7 @@
 #include "formats/gguf_reader.h"
 
+#include "core/file_io.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -414,7 +416,8 @@ namespace lfm {
 
 bool is_gguf_path(const std::string& path) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
-  // Also accept a GGUF file under another name, recognised by its magic.
+  // Also accept a GGUF file under another name, recognised by its magic (never opening a FIFO).
+  if (!is_regular_path(path)) return false;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
   char magic[4] = {};

@@ -1,5 +1,7 @@
 #include "hub/cache_layout.h"
 
+#include "core/file_io.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +84,7 @@ fs::path RepoCache::lock_file(const std::string& etag) const {
 
 std::optional<std::string> RepoCache::read_ref(const std::string& revision) const {
   if (!safe_relative_path(revision)) return std::nullopt;
+  if (!is_regular_path((dir_ / "refs" / revision).string())) return std::nullopt;
   std::ifstream in(dir_ / "refs" / revision);
   std::string commit;
   if (!in || !std::getline(in, commit)) return std::nullopt;

@@ -1,5 +1,7 @@
 #include "hub/digest.h"
 
+#include "core/file_io.h"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -47,6 +49,7 @@ std::string Digest::hex() {
 namespace {
 
 void hash_stream(Digest& d, const std::filesystem::path& path, int64_t size) {
+  LFM_CHECK(is_regular_path(path.string()), "digest: '", path.string(), "' is not a regular file");
   std::ifstream in(path, std::ios::binary);
   LFM_CHECK(in, "digest: cannot open '", path.string(), "'");
   std::vector<char> buf(1 << 20);

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/file_io.h"
 #include "hub/blob_download.h"
 #include "hub/cache_layout.h"
 #include "hub/hub_api.h"
@@ -20,13 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  LFM_CHECK(in, "hub: cannot read '", p.string(), "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const fs::path& p) { return read_regular_file(p.string(), "hub:"); }
 
 // "Last used" in `lfm models list` is a blob's access time; set it explicitly, since relatime
 // and noatime mounts would not.

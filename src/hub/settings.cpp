@@ -1,5 +1,8 @@
 #include "hub/settings.h"
 
+#include "core/error.h"
+#include "core/file_io.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,10 +74,13 @@ Settings settings_from_env() {
   if (s.token.empty()) s.token = trim(env("HUGGING_FACE_HUB_TOKEN"));
   if (s.token.empty()) {
     const std::string path = env("HF_TOKEN_PATH");
-    std::ifstream in(path.empty() ? hf_home() / "token" : expand_user(path));
-    std::stringstream ss;
-    if (in) ss << in.rdbuf();
-    s.token = trim(ss.str());
+    const std::string file = (path.empty() ? hf_home() / "token" : expand_user(path)).string();
+    if (is_regular_path(file)) {  // as before: an unreadable token file means no token
+      try {
+        s.token = trim(read_regular_file(file, "hub: token file"));
+      } catch (const Error&) {
+      }
+    }
   }
 
   s.offline = env_flag("HF_HUB_OFFLINE");
