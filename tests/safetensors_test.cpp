@@ -224,3 +224,17 @@ TEST_F(SafetensorsTest, FolderWithoutWeights) {
 
 }  // namespace
 }  // namespace lfm
+
+namespace lfm {
+namespace {
+
+// Issue 41, item 5: two entries for one tensor name are ambiguous (readers disagree on which wins).
+TEST_F(SafetensorsTest, DuplicateTensorNamesAreRefused) {
+  expect_error(write_raw(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                         R"("t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                         std::string(8, '\0')),
+               "key 't' appears twice in one object");
+}
+
+}  // namespace
+}  // namespace lfm

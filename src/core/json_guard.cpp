@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <unordered_set>
+#include <vector>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -37,9 +39,23 @@ void check_json_depth(std::string_view text, std::string_view what) {
 namespace {
 
 template <typename J>
-J parse_checked(std::string_view text, std::string_view what) {
+J parse_checked(std::string_view text, std::string_view what, bool unique_keys = false) {
   check_json_depth(text, what);
+  // The keys of each object being parsed (a stack: objects nest).
+  std::vector<std::unordered_set<std::string>> keys;
+  auto check_keys = [&](int, typename J::parse_event_t ev, J& parsed) {
+    if (ev == J::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (ev == J::parse_event_t::object_end) {
+      keys.pop_back();
+    } else if (ev == J::parse_event_t::key) {
+      const auto& k = parsed.template get_ref<const std::string&>();
+      LFM_CHECK(keys.back().insert(k).second, what, ": key '", k, "' appears twice in one object");
+    }
+    return true;
+  };
   try {
+    if (unique_keys) return J::parse(text.begin(), text.end(), check_keys);
     return J::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     fail(what, " is not valid JSON: ", e.what());
@@ -58,8 +74,8 @@ std::string excerpt(const J& j, size_t max_chars) {
 
 }  // namespace
 
-nlohmann::json parse_json(std::string_view text, std::string_view what) {
-  return parse_checked<nlohmann::json>(text, what);
+nlohmann::json parse_json(std::string_view text, std::string_view what, bool unique_keys) {
+  return parse_checked<nlohmann::json>(text, what, unique_keys);
 }
 
 nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view what) {

@@ -23,7 +23,9 @@ constexpr int kMaxJsonDepth = 128;
 void check_json_depth(std::string_view text, std::string_view what);
 
 // check_json_depth, then parse. Syntax errors throw lfm::Error "<what> is not valid JSON: …".
-nlohmann::json parse_json(std::string_view text, std::string_view what);
+// With `unique_keys`, a key that appears twice in one object is an error naming it (a safetensors
+// header with two entries for one tensor is ambiguous: readers disagree on which one wins).
+nlohmann::json parse_json(std::string_view text, std::string_view what, bool unique_keys = false);
 nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view what);
 
 // Reads a whole regular file (a directory or unreadable path is named as such, not reported as

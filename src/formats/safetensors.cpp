@@ -48,7 +48,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
 
   const json header = parse_json(
       std::string_view(reinterpret_cast<const char*>(file_.data()) + 8, static_cast<size_t>(header_len)),
-      cat("safetensors: '", path, "' header"));
+      cat("safetensors: '", path, "' header"), /*unique_keys=*/true);
   LFM_CHECK(header.is_object(), "safetensors: '", path, "' header is not a JSON object");
 
   struct Range {
@@ -119,7 +119,8 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : origin_(d
     return;
   }
   LFM_CHECK(fs::exists(index), "checkpoint: '", dir, "' has neither model.safetensors nor model.safetensors.index.json");
-  json j = parse_json(read_text_file(index.string(), "checkpoint:"), cat("checkpoint: '", index.string(), "'"));
+  json j = parse_json(read_text_file(index.string(), "checkpoint:"), cat("checkpoint: '", index.string(), "'"),
+                      /*unique_keys=*/true);
   LFM_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "checkpoint: '",
             index.string(), "' has no weight_map object");
   std::map<std::string, SafetensorsFile*> by_file;

@@ -1,5 +1,6 @@
 #include "server/api_types.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -68,14 +69,13 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat) {
   if (const json* lb = field(body, "logit_bias")) {
     if (!lb->is_object()) bad("logit_bias", "must be an object mapping token ids to biases");
     for (const auto& [key, value] : lb->items()) {
+      // Decimal digits only: std::stoll would also take " 5", "+5" or "-0".
       size_t used = 0;
       long long id = -1;
-      try {
-        id = std::stoll(key, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != key.size() || id < 0 || id >= vocab)
+      const bool digits = !key.empty() && key.size() <= 18 &&
+                          std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (digits) id = std::stoll(key, &used);
+      if (!digits || used != key.size() || id < 0 || id >= vocab)
         bad("logit_bias", "key '" + key + "' is not a token id in [0, " + std::to_string(vocab) + ")");
       if (!value.is_number() || value.get<double>() < -100 || value.get<double>() > 100)
         bad("logit_bias", "value for token " + key + " must be a number between -100 and 100");
