@@ -2,6 +2,11 @@
 // (a scripted model emits an exact call), concurrency, every error status, disconnects and
 // graceful shutdown. The official `openai` npm client is exercised in server_openai_test.cpp.
 #include <gtest/gtest.h>
+#include <chrono>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <httplib.h>
 #include <signal.h>
 
@@ -320,6 +325,47 @@ TEST_F(ServerTest, ErrorsUseOpenAiShapeAndStatus) {
 
 // Bodies nested ~100k levels deep (the whole body, and a tool call's arguments string) are 400s
 // naming the limit; the server keeps serving.
+// Sends raw bytes to the server and returns what it answers before closing (or 5 s pass).
+std::string raw_exchange(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (fd >= 0) ::close(fd);
+    return "connect failed";
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  (void)!::write(fd, bytes.data(), bytes.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<size_t>(n));
+    if (out.find("\r\n\r\n") != std::string::npos && out.find("}") != std::string::npos) break;
+  }
+  ::close(fd);
+  return out;
+}
+
+// Issue 41, item 4: ambiguous message lengths are 400 (RFC 9112 §6.3), not a guess.
+TEST_F(ServerTest, AmbiguousRequestFramingIs400) {
+  const std::string body = R"({"content": "hi"})";
+  const std::string head = "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  const std::string n = std::to_string(body.size());
+  const std::string ok = raw_exchange(text_->port(), head + "Content-Length: " + n + "\r\n\r\n" + body);
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
+  for (const std::string& bad :
+       {"Content-Length: " + n + "\r\nContent-Length: " + std::to_string(body.size() + 1) + "\r\n",
+        "Content-Length: " + n + "\r\nContent-Length: " + n + "\r\n",
+        "Content-Length: " + n + "\r\nTransfer-Encoding: chunked\r\n", "Content-Length: +" + n + "\r\n"}) {
+    const std::string got = raw_exchange(text_->port(), head + bad + "\r\n" + body);
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << bad << "\n" << got;
+  }
+  EXPECT_TRUE(text_->client().Get("/health"));  // still serving
+}
+
 TEST_F(ServerTest, DeeplyNestedJsonIs400) {
   auto c = text_->client();
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
@@ -475,6 +521,18 @@ TEST(ServerShutdown, SigtermFinishesInFlightThenExitsZero) {
   auto probe = s.client();
   ASSERT_EQ(wait_metric(probe, "lfm:num_requests_running", 1), 1);
   s.proc().signal(SIGTERM);
+  // While it drains, new requests get 503 with Retry-After (issue 41); the signal lands shortly.
+  int status = 0;
+  std::string retry_after;
+  for (int i = 0; i < 100 && status != 503; ++i) {
+    if (auto r = probe.Get("/health")) {
+      status = r->status;
+      retry_after = r->get_header_value("Retry-After");
+    }
+    if (status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(retry_after, "5");
   const std::string body = stream.get();
   const auto ev = sse_events(body);
   ASSERT_GE(ev.size(), 2u) << body;

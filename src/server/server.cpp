@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <new>
 #include <optional>
 
@@ -63,19 +64,48 @@ std::string route_label(const std::string& path) {
 
 bool needs_key(const std::string& path) { return path != "/health" && path != "/metrics"; }
 
+// RFC 9112 §6.3: a message whose length is ambiguous is refused, not guessed (a proxy in front
+// could read it the other way: request smuggling). Returns why, or "" when the framing is sound.
+std::string framing_problem(const httplib::Request& req) {
+  const size_t n_length = req.get_header_value_count("Content-Length");
+  if (n_length > 1) return "the request has more than one Content-Length header";
+  if (n_length == 1) {
+    if (req.has_header("Transfer-Encoding")) return "the request has both Content-Length and Transfer-Encoding";
+    const std::string v = req.get_header_value("Content-Length");
+    if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return "Content-Length '" + v + "' is not a decimal number";
+  }
+  return "";
+}
+
+// Whether `given` equals `expected` in time that depends on the expected length only (a byte by
+// byte comparison that stops early tells an attacker how many leading bytes were right).
+bool same_secret(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
 }  // namespace
 
 void Server::Impl::register_routes() {
   http.set_payload_max_length(opt.max_body_bytes);
   http.new_task_queue = [n = opt.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (const std::string why = framing_problem(req); !why.empty()) {
+      send_error(res, 400, why);
+      res.set_header("Connection", "close");  // the body's end is unknown: this connection is done
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (draining && req.path != "/metrics") {
       send_error(res, 503, "the server is shutting down");
+      res.set_header("Retry-After", "5");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!opt.api_key.empty() && needs_key(req.path)) {
       const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + opt.api_key) {
+      if (!same_secret(auth, "Bearer " + opt.api_key)) {
         send_error(res, 401, auth.empty() ? "missing API key (Authorization: Bearer …)" : "invalid API key");
         return httplib::Server::HandlerResponse::Handled;
       }
