@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "kernels/cuda/block_decode.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -13,20 +14,6 @@ namespace {
 
 unsigned blocks_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
 
-// Sum over a block of 256 threads, in a fixed order; every thread gets the result.
-template <typename V>
-__device__ V block_sum_256(V v, V* shared) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
-  __syncthreads();
-  V total = 0;
-#pragma unroll
-  for (int w = 0; w < 8; ++w) total += shared[w];
-  __syncthreads();
-  return total;
-}
-
 __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t dim, float eps,
                                 float* out) {
   __shared__ double partial[8];
@@ -34,7 +21,7 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
   float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
   double ss = 0;
   for (int64_t i = threadIdx.x; i < dim; i += 256) ss += static_cast<double>(xr[i]) * xr[i];
-  ss = block_sum_256(ss, partial);
+  ss = block_reduce<256>(ss, partial, SumOp());
   const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
   for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (xr[i] * scale);
 }
@@ -85,18 +72,13 @@ __global__ void softmax_kernel(float* x, int64_t n) {
   __shared__ double dpart[8];
   float mx = -FLT_MAX;
   for (int64_t i = threadIdx.x; i < n; i += 256) mx = fmaxf(mx, x[i]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if ((threadIdx.x & 31) == 0) fpart[threadIdx.x >> 5] = mx;
-  __syncthreads();
-  mx = fpart[0];
-  for (int w = 1; w < 8; ++w) mx = fmaxf(mx, fpart[w]);
+  mx = block_reduce<256>(mx, fpart, MaxOp());
   double sum = 0;
   for (int64_t i = threadIdx.x; i < n; i += 256) {
     x[i] = expf(x[i] - mx);
     sum += x[i];
   }
-  sum = block_sum_256(sum, dpart);
+  sum = block_reduce<256>(sum, dpart, SumOp());
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = threadIdx.x; i < n; i += 256) x[i] *= inv;
 }

@@ -6,6 +6,7 @@
 
 #include <cfloat>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -61,30 +62,6 @@ __global__ void kv_write_kernel(DevKv kv, DevStep step, const float* k, const fl
 constexpr int kAttnThreads = 128;  // also the positions per tile
 constexpr int kMaxHeadDim = 256;   // two output dims per thread
 
-__device__ float attn_block_max(float v, float* shared) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float m = shared[0];
-#pragma unroll
-  for (int w = 1; w < kAttnThreads / 32; ++w) m = fmaxf(m, shared[w]);
-  __syncthreads();
-  return m;
-}
-
-__device__ float attn_block_sum(float v, float* shared) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0;
-#pragma unroll
-  for (int w = 0; w < kAttnThreads / 32; ++w) s += shared[w];
-  __syncthreads();
-  return s;
-}
-
 // One block per (row, query head): tiles of 128 positions in order, an online softmax across
 // tiles; thread j scores position j of a tile, thread d accumulates output dims d and d + 128.
 __global__ void attention_kernel(const float* q, DevKv kv, DevStep step, int64_t n_heads, float scale, float* out) {
@@ -112,11 +89,11 @@ __global__ void attention_kernel(const float* q, DevKv kv, DevStep step, int64_t
       for (int64_t d = 0; d < hd; ++d) dot += qs[d] * load_state(kv.type, kv.k, base + d * kv.block_tokens);
       s = dot * scale;
     }
-    const float m_new = fmaxf(m, attn_block_max(s, red));
+    const float m_new = fmaxf(m, block_reduce<kAttnThreads>(s, red, MaxOp()));
     const float pj = j < n_keys ? expf(s - m_new) : 0.0f;
     p[threadIdx.x] = pj;
     const float correction = expf(m - m_new);
-    l = l * correction + attn_block_sum(pj, red);  // attn_block_sum synchronises: p is complete
+    l = l * correction + block_reduce<kAttnThreads>(pj, red, SumOp());  // synchronises: p is complete
     acc0 *= correction;
     acc1 *= correction;
     const int64_t n_tile = n_keys - tile < kAttnThreads ? n_keys - tile : kAttnThreads;

@@ -1,0 +1,31 @@
+// A reduction over one thread block in a fixed order (butterfly within each warp, then the warps'
+// results in order), so every thread gets the same value whatever the data's neighbours.
+#pragma once
+
+namespace lfm::cuda {
+
+struct SumOp {
+  template <typename V>
+  __device__ V operator()(V a, V b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// `shared` holds Threads / 32 values; the block must have exactly Threads threads.
+template <int Threads, typename V, typename Op>
+__device__ V block_reduce(V v, V* shared, Op op) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+  __syncthreads();
+  V r = shared[0];
+#pragma unroll
+  for (int w = 1; w < Threads / 32; ++w) r = op(r, shared[w]);
+  __syncthreads();  // shared may be reused at once
+  return r;
+}
+
+}  // namespace lfm::cuda
