@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU check of issue 36, one command for a lent H200: builds the CUDA backend for sm_90 with
-# every core (or, where the machine lacks the build's Debian packages, uses a build-cuda/ made
-# elsewhere and carried along), runs the GPU tests (ctest -L cuda), compute-sanitizer memcheck on
-# a short run, `lfm bench --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape, and
-# the peer (transformers in bf16 on the same GPU), and writes log.txt plus figures.json into the
-# folder it is given. Sized for about 8 minutes; every stage has its own time limit so a hang
-# costs that stage only.
+# The GPU check of issue 36, one command for a lent H200: runs the GPU tests (lfm_cuda_tests, and
+# the engine tests on the CUDA backend), compute-sanitizer memcheck on a short run, `lfm bench
+# --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape, and the peer (transformers
+# in bf16 on the same GPU), and writes log.txt plus figures.json into the folder it is given.
+# Binaries: the build packed by scripts/device_pack.sh (.devcarry.tgz, carried along, since the
+# GPU machine lacks this project's Debian packages), else a build made here with every core.
+# Every stage has its own time limit, and stages that no longer fit DEADLINE seconds (default
+# 450) are skipped, so a hang or a slow stage costs that stage only.
 #   scripts/device_check.sh OUT_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,59 +14,94 @@ out=${1:?usage: scripts/device_check.sh OUT_DIR}
 mkdir -p "$out"
 log="$out/log.txt"
 : > "$log"
-say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$log"; }
-run() { local limit=$1; shift; timeout "$limit" "$@" >> "$log" 2>&1; local rc=$?; echo "-> rc=$rc" >> "$log"; return $rc; }
+t0=$(date +%s)
+deadline=${DEADLINE:-450}
+say() { echo "== $* ($(date -u +%H:%M:%S), +$(($(date +%s) - t0)) s)" | tee -a "$log"; }
+# run LIMIT CMD...: CMD with at most LIMIT seconds, fewer if the deadline is nearer; skipped when
+# less than 15 s are left.
+run() {
+  local limit=$1; shift
+  local left=$((deadline - ($(date +%s) - t0) - 5))
+  if [ "$left" -lt 15 ]; then echo "-> skipped (deadline): $*" >> "$log"; return 99; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  timeout "$limit" "$@" >> "$log" 2>&1; local rc=$?; echo "-> rc=$rc" >> "$log"; return $rc
+}
 
 say "machine"
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.memory --format=csv; nproc; git log -1 --format='%H %s'; } >> "$log" 2>&1
 
-B=build-cuda
-say "build ($B, sm_90)"
-if cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DLFM_CUDA=ON -DLFM_CUDA_ARCHS=90 -DLFM_BUILD_BENCH=OFF >> "$log" 2>&1; then
-  run 300 cmake --build $B -j"$(nproc)" --target lfm lfm_cuda_tests || say "build failed"
-elif [ -x $B/lfm ]; then
-  say "configure failed (missing packages?): using the carried $B/"
+if [ -f .devcarry.tgz ]; then
+  say "binaries: the carried build (.devcarry.tgz)"
+  rm -rf devcarry && tar xzf .devcarry.tgz
+  cat devcarry/commit >> "$log"
+  # cuBLAS from this machine's toolkit or PyTorch's wheels.
+  cublas=$( (ls /usr/local/cuda/lib64/libcublas.so.13* /usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.13* 2>/dev/null;
+             find /usr/local /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/null) | head -1)
+  echo "cuBLAS: ${cublas:-not found}" >> "$log"
+  export LD_LIBRARY_PATH=$PWD/devcarry/lib:$(dirname "${cublas:-/}"):${LD_LIBRARY_PATH:-}
+  # The tests read tests/data under the path they were built in.
+  root=$(cat devcarry/source_root)
+  if [ ! -e "$root/tests/data" ]; then mkdir -p "$(dirname "$root")" && ln -sfn "$PWD" "$root"; fi
+  mkdir -p devcarry/run
+  for b in lfm lfm_cuda_tests lfm_tests; do
+    if devcarry/bin/lfm info --help > /dev/null 2>&1; then
+      printf '#!/bin/sh\nexec %s "$@"\n' "$PWD/devcarry/bin/$b" > devcarry/run/$b
+    else  # this machine's glibc is older than the build's: bring the build's own
+      g=$PWD/devcarry/lib/glibc
+      printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$g/ld-linux-x86-64.so.2" "$g:$LD_LIBRARY_PATH" \
+        "$PWD/devcarry/bin/$b" > devcarry/run/$b
+    fi
+    chmod +x devcarry/run/$b
+  done
+  head -3 devcarry/run/lfm >> "$log"
+  LFM=devcarry/run/lfm; CUDA_TESTS=devcarry/run/lfm_cuda_tests; TESTS=devcarry/run/lfm_tests
 else
-  say "no build possible and no carried $B/"; exit 1
+  B=build-cuda
+  say "build ($B, sm_90)"
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DLFM_CUDA=ON -DLFM_CUDA_ARCHS=90 -DLFM_BUILD_BENCH=OFF >> "$log" 2>&1 ||
+    { say "configure failed (missing packages? run scripts/device_pack.sh and carry .devcarry.tgz)"; exit 1; }
+  run 300 cmake --build $B -j"$(nproc)" --target lfm lfm_cuda_tests lfm_tests || { say "build failed"; exit 1; }
+  LFM=$B/lfm; CUDA_TESTS=$B/tests/lfm_cuda_tests; TESTS=$B/tests/lfm_tests
 fi
-LFM=$B/lfm
+ldd devcarry/bin/lfm 2>/dev/null | grep -i "not found" >> "$log"
 
-say "GPU tests (ctest -L cuda)"
-if [ -f $B/CTestTestfile.cmake ]; then
-  run 240 ctest --test-dir $B -L cuda --output-on-failure -j1
-else
-  run 240 $B/tests/lfm_cuda_tests
-fi
+say "GPU tests (lfm_cuda_tests)"
+run 200 $CUDA_TESTS
+say "engine tests on the CUDA backend (batching, preemption, prefix cache, cancellation)"
+run 200 $TESTS --gtest_filter='Fixtures/EngineTest.*/2:Fixtures/EngineTest.*/5'
+
+models=/tmp/lfm_device_models
+mkdir -p $models
+say "random-weight 1.2B files"
+[ -d $models/bf16 ] || run 60 $LFM gen-random --shape 1.2B --type bf16 -o $models/bf16 -q
+
+say "lfm bench --device cuda"
+bench() {  # name, limit, then lfm bench arguments
+  local name=$1 limit=$2; shift 2
+  run "$limit" sh -c "$LFM bench --device cuda --json $* > $out/bench_$name.json" || echo "bench $name failed" >> "$log"
+}
+bench bf16 150 -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2
 
 say "compute-sanitizer memcheck (one fixture, a short generation)"
 fixture=tests/data/hf/lfm2moe_f_tied_expertbias_f32
 if command -v compute-sanitizer >/dev/null; then
-  run 120 compute-sanitizer --tool memcheck --error-exitcode 9 $LFM generate -m $fixture --prompt-ids 1,2,3,4,5 -n 8 --device cuda
+  run 90 compute-sanitizer --tool memcheck --error-exitcode 9 $LFM generate -m $fixture --prompt-ids 1,2,3,4,5 -n 8 --device cuda
 else
   say "compute-sanitizer not found"
 fi
 
-say "random-weight files"
-models=/tmp/lfm_device_models
-mkdir -p $models
-[ -d $models/bf16 ] || run 120 $LFM gen-random --shape 1.2B --type bf16 -o $models/bf16 -q
+say "quantized files and their benches"
 for t in q8_0 q4_0; do
-  [ -f $models/$t.gguf ] || run 120 $LFM gen-random --shape 1.2B --type $t -o $models/$t.gguf -q
+  [ -f $models/$t.gguf ] || run 60 $LFM gen-random --shape 1.2B --type $t -o $models/$t.gguf -q
+  bench $t 60 -m $models/$t.gguf -p 512 -n 128 -r 2
 done
-[ -d $models/moe_bf16 ] || run 150 $LFM gen-random --shape 8B-A1B --type bf16 -o $models/moe_bf16 -q
-
-say "lfm bench --device cuda"
-bench() {  # name, then lfm bench arguments
-  local name=$1; shift
-  timeout 150 $LFM bench --device cuda --json "$@" > "$out/bench_$name.json" 2>> "$log" || echo "bench $name failed" >> "$log"
-}
-bench bf16 -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2
-bench q8_0 -m $models/q8_0.gguf -p 512 -n 128 -r 2
-bench q4_0 -m $models/q4_0.gguf -p 512 -n 128 -r 2
-bench moe_bf16 -m $models/moe_bf16 -p 512 -n 64 -r 2
 
 say "peer: transformers (bf16, same GPU)"
-run 180 python3 tools/bench/hf_gpu_bench.py --model $models/bf16 --out "$out/peer_transformers.json"
+PYTHONUNBUFFERED=1 run 150 python3 tools/bench/hf_gpu_bench.py --model $models/bf16 --out "$out/peer_transformers.json"
+
+say "the 8B-A1B MoE shape"
+[ -d $models/moe_bf16 ] || run 90 $LFM gen-random --shape 8B-A1B --type bf16 -o $models/moe_bf16 -q
+bench moe_bf16 90 -m $models/moe_bf16 -p 512 -n 64 -r 2
 
 say "figures"
 python3 - "$out" <<'PY' >> "$log" 2>&1

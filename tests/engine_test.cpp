@@ -18,6 +18,9 @@
 #include "model/forward.h"
 #include "fake_device_backend.h"
 #include "model_test_util.h"
+#if LFM_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 #include "test_util.h"
 
 namespace lfm {
@@ -44,9 +47,10 @@ Result collect(RequestStream& s) {
   return r;
 }
 
-// Parameters: (fixture, backend): the CPU backend, and a backend whose memory the host may not
-// read (tests/fake_device_backend.h: every op checks that it only receives backend memory), so the
-// engine's batching, preemption, cancellation and prefix cache are proven device-neutral.
+// Parameters: (fixture, backend): the CPU backend, a backend whose memory the host may not read
+// (tests/fake_device_backend.h: every op checks that it only receives backend memory), so the
+// engine's batching, preemption, cancellation and prefix cache are proven device-neutral, and, in
+// a CUDA build on a machine with a GPU, the CUDA backend (skipped elsewhere).
 class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
@@ -54,6 +58,13 @@ class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::
     if (std::get<1>(GetParam()) == "fake-device") {
       backend_ = std::make_unique<test::FakeDeviceBackend>(pool_);
       load.backend = backend_.get();
+    } else if (std::get<1>(GetParam()) == "cuda") {
+#if LFM_HAVE_CUDA
+      std::string why;
+      if (!cuda_device_present(&why)) GTEST_SKIP() << why;
+      backend_ = make_cuda_backend(0, pool_);
+      load.backend = backend_.get();
+#endif
     } else {
       backend_ = make_cpu_backend(pool_);
     }
@@ -410,7 +421,12 @@ TEST_P(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
                          ::testing::Combine(::testing::Values("lfm2_c_layertypes_untied_convbias_f32",
                                                               "lfm2moe_g_untied_nobias_scaled_f32"),
-                                            ::testing::Values("cpu", "fake-device")));
+                                            ::testing::Values("cpu", "fake-device"
+#if LFM_HAVE_CUDA
+                                                              ,
+                                                              "cuda"
+#endif
+                                                              )));
 
 }  // namespace
 }  // namespace lfm
