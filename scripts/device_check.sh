@@ -69,6 +69,11 @@ say "GPU tests (lfm_cuda_tests)"
 run 200 $CUDA_TESTS
 say "engine tests on the CUDA backend (batching, preemption, prefix cache, cancellation)"
 run 200 $TESTS --gtest_filter='Fixtures/EngineTest.*/2:Fixtures/EngineTest.*/5'
+if [ $? -ge 128 ] && [ -x devcarry/bin/lfm_tests ] && command -v cuda-gdb > /dev/null; then
+  say "the engine tests crashed: a backtrace of the first one (cuda-gdb)"
+  run 120 cuda-gdb -q -batch -ex run -ex bt -ex 'info threads' -ex 'thread apply all bt 12' --args devcarry/bin/lfm_tests \
+    --gtest_filter='Fixtures/EngineTest.BatchedSubmissionsMatchRequestsAlone/2'
+fi
 
 models=/tmp/lfm_device_models
 mkdir -p $models
@@ -81,6 +86,12 @@ bench() {  # name, limit, then lfm bench arguments
   run "$limit" sh -c "$LFM bench --device cuda --json $* > $out/bench_$name.json" || echo "bench $name failed" >> "$log"
 }
 bench bf16 150 -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2
+
+say "where a step's time goes (LFM_CUDA_PROFILE=1: each op timed with waits before and after)"
+for args in "-p 0 -n 64" "-p 2048 -n 0" "-p 0 -n 16 -b 64"; do
+  echo "-- lfm bench $args" >> "$log"
+  run 60 env LFM_CUDA_PROFILE=1 $LFM bench --device cuda -m $models/bf16 $args -r 1
+done
 
 say "compute-sanitizer memcheck (one fixture, a short generation)"
 fixture=tests/data/hf/lfm2moe_f_tied_expertbias_f32
@@ -96,8 +107,11 @@ for t in q8_0 q4_0; do
   bench $t 60 -m $models/$t.gguf -p 512 -n 128 -r 2
 done
 
-say "peer: transformers (bf16, same GPU)"
-PYTHONUNBUFFERED=1 run 150 python3 tools/bench/hf_gpu_bench.py --model $models/bf16 --out "$out/peer_transformers.json"
+say "peer: transformers (bf16, same GPU), one process per mode"
+for mode in prefill static compile; do
+  run 100 env PYTHONUNBUFFERED=1 python3 tools/bench/hf_gpu_bench.py --model $models/bf16 --mode $mode \
+    --out "$out/peer_transformers.json" || echo "peer mode $mode failed" >> "$log"
+done
 
 say "the 8B-A1B MoE shape"
 [ -d $models/moe_bf16 ] || run 90 $LFM gen-random --shape 8B-A1B --type bf16 -o $models/moe_bf16 -q

@@ -16,7 +16,7 @@ trap 'rm -rf "$stage"' EXIT
 d=$stage/devcarry
 mkdir -p "$d/bin" "$d/lib" "$d/lib/glibc"
 bins=("$B/lfm" "$B/tests/lfm_cuda_tests" "$B/tests/lfm_tests")
-for f in "${bins[@]}"; do cp "$f" "$d/bin/" && strip "$d/bin/$(basename "$f")"; done
+for f in "${bins[@]}"; do cp "$f" "$d/bin/" && strip --strip-debug "$d/bin/$(basename "$f")"; done
 # glibc's own libraries may only be used together with its loader: keep them apart.
 glibc='/(ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libgcc_s|libstdc\+\+)\.so'
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | grep -v -e libcublas -e libcuda | sort -u | while read -r lib; do

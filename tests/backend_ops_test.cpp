@@ -171,6 +171,25 @@ TEST(DeviceMemory, StateCacheKeepsItsPoolsInTheMemoryItIsGiven) {
   EXPECT_EQ(mem.copies, 2);
 }
 
+// The fake device's memory is sealed outside its ops, so host code that reads device memory
+// directly (which a GPU forbids) crashes in the fake-device tests instead of passing by accident.
+TEST(FakeDeviceBackendDeathTest, HostCannotReadItsMemoryOutsideOps) {
+  ThreadPool pool(1);
+  test::FakeDeviceBackend be(pool);
+  DeviceBuffer b = be.allocate(16 * sizeof(float));
+  const std::vector<float> host(16, 1.5f);
+  be.upload(b.data(), host.data(), 16 * sizeof(float));
+  std::vector<float> back(16);
+  be.download(back.data(), b.data(), 16 * sizeof(float));
+  EXPECT_EQ(back, host);
+  EXPECT_DEATH(
+      {
+        volatile float f = *b.as<float>();
+        (void)f;
+      },
+      "");
+}
+
 TEST(BackendFactory, ParsesDevicesAndExplainsAMissingGpu) {
   EXPECT_EQ(parse_device("cpu"), DeviceKind::kCpu);
   EXPECT_EQ(parse_device("CUDA"), DeviceKind::kCuda);

@@ -113,8 +113,8 @@ class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::
   void check_second_turn(DType type);
 
   ThreadPool pool_{2};
+  std::unique_ptr<Backend> backend_;  // outlives the model whose weights it prepared
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Backend> backend_;
   std::vector<std::vector<int32_t>> prompts_;
 };
 

@@ -44,7 +44,8 @@ class Backend : public DeviceMemory {
   // ---- a step ----
   // Called before the ops of a step with every sequence's run: a device backend uploads the
   // descriptors (block tables, checkpoints) once here, and the state ops of the step then receive
-  // the same runs. The CPU backends read the runs where they are.
+  // the same runs. The CPU backends read the runs where they are. A backend serves one step at a
+  // time: two Forwards (two engines) on one backend must not step concurrently.
   virtual void begin_step(std::span<const SeqRun> runs) {}
 
   // y[n, W.rows] = x[n, W.cols] · Wᵀ, W stored [out, in] in any supported dtype.

@@ -3,8 +3,12 @@
 // host waits only where it reads results back (download).
 #include "kernels/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,9 +45,18 @@ bool own_kernels_only() {
   return env && std::strcmp(env, "own") == 0;
 }
 
+// LFM_CUDA_PROFILE=1: every op waits for the GPU before and after itself, and its wall time goes
+// to a table (op, weight type) printed to stderr when the backend closes. The waits slow the run
+// down; the table says where a step's time goes, launch overhead included.
+bool profiling_requested() {
+  const char* env = std::getenv("LFM_CUDA_PROFILE");
+  return env && *env && std::strcmp(env, "0") != 0;
+}
+
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, ThreadPool& pool) : device_(device), own_only_(own_kernels_only()) {
+  CudaBackend(int device, ThreadPool& pool)
+      : device_(device), own_only_(own_kernels_only()), profile_(profiling_requested()) {
     (void)pool;
     LFM_CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
@@ -58,6 +71,7 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    if (profile_) print_profile();
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -82,17 +96,21 @@ class CudaBackend final : public Backend {
     return buf;
   }
   void upload(void* dst, const void* src, size_t bytes) override {
+    auto timer = time_op("upload");
     if (bytes) LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   }
   void download(void* dst, const void* src, size_t bytes) override {
+    auto timer = time_op("download");
     if (!bytes) return;
     LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy(void* dst, const void* src, size_t bytes) override {
+    auto timer = time_op("copy");
     if (bytes && dst != src) LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   void fill_zero(void* dst, size_t bytes) override {
+    auto timer = time_op("fill_zero");
     if (bytes) LFM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
   }
 
@@ -141,9 +159,11 @@ class CudaBackend final : public Backend {
 
   // ---- the step's descriptors ----
   void begin_step(std::span<const SeqRun> runs) override {
+    auto timer = time_op("begin_step");
     std::vector<cuda::DevRun> dev_runs;
     std::vector<int32_t> blocks;
     std::vector<cuda::DevCheckpoint> ckpts;
+    std::vector<cuda::DevTile> tiles;
     int64_t rows = 0;
     for (const SeqRun& r : runs) rows = std::max(rows, r.row0 + r.n_rows);
     std::vector<int32_t> row_run(static_cast<size_t>(rows), -1);
@@ -156,16 +176,22 @@ class CudaBackend final : public Backend {
       blocks.insert(blocks.end(), r.blocks.begin(), r.blocks.end());
       for (const ConvCheckpoint& c : r.checkpoints) ckpts.push_back({c.pos, c.snapshot});
       for (int64_t t = 0; t < r.n_rows; ++t) row_run[r.row0 + t] = static_cast<int32_t>(i);
+      for (int64_t t = 0; t < r.n_rows; t += cuda::kAttnTileRows)
+        tiles.push_back({r.row0 + t, static_cast<int32_t>(std::min<int64_t>(cuda::kAttnTileRows, r.n_rows - t)),
+                         static_cast<int32_t>(i)});
     }
-    // One upload: runs | checkpoints | blocks | row → run, each 16-byte aligned.
+    // One upload: runs | checkpoints | blocks | row → run | tiles, each 16-byte aligned.
     auto align = [](size_t n) { return (n + 15) / 16 * 16; };
     const size_t runs_b = align(dev_runs.size() * sizeof(cuda::DevRun)), ckpt_b = align(ckpts.size() * sizeof(cuda::DevCheckpoint));
     const size_t blocks_b = align(blocks.size() * sizeof(int32_t)), rows_b = align(row_run.size() * sizeof(int32_t));
-    staging_.assign(runs_b + ckpt_b + blocks_b + rows_b, 0);
-    std::memcpy(staging_.data(), dev_runs.data(), dev_runs.size() * sizeof(cuda::DevRun));
-    std::memcpy(staging_.data() + runs_b, ckpts.data(), ckpts.size() * sizeof(cuda::DevCheckpoint));
-    std::memcpy(staging_.data() + runs_b + ckpt_b, blocks.data(), blocks.size() * sizeof(int32_t));
-    std::memcpy(staging_.data() + runs_b + ckpt_b + blocks_b, row_run.data(), row_run.size() * sizeof(int32_t));
+    const size_t tiles_b = align(tiles.size() * sizeof(cuda::DevTile));
+    staging_.assign(runs_b + ckpt_b + blocks_b + rows_b + tiles_b, 0);
+    uint8_t* h = staging_.data();
+    std::memcpy(h, dev_runs.data(), dev_runs.size() * sizeof(cuda::DevRun));
+    std::memcpy(h + runs_b, ckpts.data(), ckpts.size() * sizeof(cuda::DevCheckpoint));
+    std::memcpy(h + runs_b + ckpt_b, blocks.data(), blocks.size() * sizeof(int32_t));
+    std::memcpy(h + runs_b + ckpt_b + blocks_b, row_run.data(), row_run.size() * sizeof(int32_t));
+    std::memcpy(h + runs_b + ckpt_b + blocks_b + rows_b, tiles.data(), tiles.size() * sizeof(cuda::DevTile));
     ensure_capacity(*this, step_buf_, staging_.size());
     upload(step_buf_.data(), staging_.data(), staging_.size());
     auto* d = step_buf_.as<uint8_t>();
@@ -173,7 +199,9 @@ class CudaBackend final : public Backend {
     step_.ckpts = reinterpret_cast<const cuda::DevCheckpoint*>(d + runs_b);
     step_.blocks = reinterpret_cast<const int32_t*>(d + runs_b + ckpt_b);
     step_.row_run = reinterpret_cast<const int32_t*>(d + runs_b + ckpt_b + blocks_b);
+    step_.tiles = reinterpret_cast<const cuda::DevTile*>(d + runs_b + ckpt_b + blocks_b + rows_b);
     step_.n_runs = static_cast<int32_t>(dev_runs.size());
+    step_.n_tiles = static_cast<int32_t>(tiles.size());
     step_.n_rows = rows;
     step_runs_ = runs.data();
     step_n_runs_ = runs.size();
@@ -186,65 +214,124 @@ class CudaBackend final : public Backend {
     LFM_CHECK(w.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(w.shape));
     const void* dw = device_weight(w);
     const int64_t rows = w.shape[0], cols = w.shape[1];
-    if (n >= kGemmMinTokens && !own_only_) return gemm(x, n, w.dtype, dw, rows, cols, y);
+    const bool gemm_path = n >= kGemmMinTokens && !own_only_;
+    auto timer = time_op(profile_ ? cat(gemm_path ? "gemm " : "matmul ", dtype_name(w.dtype)) : std::string());
+    if (gemm_path) return gemm(x, n, w.dtype, dw, rows, cols, y);
     cuda::matmul(w.dtype, dw, rows, cols, x, n, y, stream_);
   }
   void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
+    auto timer = time_op("embedding");
     cuda::embedding(table.dtype, device_weight(table), table.cols(), ids, n, out, stream_);
   }
   void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override {
+    auto timer = time_op("rms_norm");
     cuda::rms_norm(x, w, rows, dim, eps, out, stream_);
   }
   void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                  const float* inv_freq) override {
+    auto timer = time_op("rope");
     cuda::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq, stream_);
   }
   void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override {
+    auto timer = time_op("kv_write");
     check_step(runs);
     cuda::kv_write(dev_kv(pool), step_, k, v, stream_);
   }
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
                  float* out) override {
+    auto timer = time_op("attention");
     check_step(runs);
     LFM_CHECK(pool.kv_heads > 0 && n_heads % pool.kv_heads == 0, "cuda: ", n_heads, " query heads cannot share ",
               pool.kv_heads, " kv heads");
-    cuda::attention(q, dev_kv(pool), step_, n_heads, scale, out, step_max_keys_, stream_);
+    const int64_t splits = (step_max_keys_ + cuda::kAttnSplitKeys - 1) / cuda::kAttnSplitKeys;
+    float* partial = nullptr;
+    if (splits > 1) {  // rows of several splits leave (max, sum, acc) per split
+      ensure_capacity(*this, partial_buf_, sizeof(float) * static_cast<size_t>(step_.n_rows * n_heads * splits * (pool.head_dim + 2)));
+      partial = partial_buf_.as<float>();
+    }
+    cuda::attention(q, dev_kv(pool), step_, n_heads, scale, out, step_max_keys_, partial, stream_);
   }
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override {
+    auto timer = time_op("short_conv");
     check_step(runs);
     LFM_CHECK(pool.rows == kernel - 1, "cuda: conv kernel ", kernel, " does not match state rows ", pool.rows);
     cuda::short_conv(u, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w,
                      bias, out, stream_);
   }
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+    auto timer = time_op("swiglu");
     cuda::swiglu(gate, up, n, out, stream_);
   }
   void mul(const float* a, const float* b, int64_t n, float* out) override {
     cuda::mul_rows(a, n, b, n, 1, n, out, n, stream_);
   }
-  void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
+  void add(float* y, const float* x, int64_t n) override {
+    auto timer = time_op("add");
+    cuda::add(y, x, n, stream_);
+  }
   void softmax(float* x, int64_t n) override { cuda::softmax(x, n, stream_); }
   void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
                 int64_t ldo) override {
+    auto timer = time_op("mul_rows");
     cuda::mul_rows(a, lda, b, ldb, rows, cols, out, ldo, stream_);
   }
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    auto timer = time_op("add_bias");
     cuda::add_bias(y, bias, rows, cols, stream_);
   }
   void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) override {
+    auto timer = time_op("gather_rows");
     cuda::gather_rows(x, cols, index, n, out, stream_);
   }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
+    auto timer = time_op("moe_route");
     cuda::moe_route(logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights, stream_);
   }
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override {
+    auto timer = time_op("moe_combine");
     cuda::moe_combine(x, src, weights, rows, k, cols, out, stream_);
   }
 
  private:
+  // Times one op when profiling (see profiling_requested), else nothing.
+  class OpTimer {
+   public:
+    OpTimer(CudaBackend* be, std::string name) : be_(be), name_(std::move(name)) {
+      if (!be_) return;
+      cudaStreamSynchronize(be_->stream_);
+      t0_ = std::chrono::steady_clock::now();
+    }
+    ~OpTimer() {
+      if (!be_) return;
+      cudaStreamSynchronize(be_->stream_);
+      auto& e = be_->profile_table_[name_];
+      e.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      e.second += 1;
+    }
+    OpTimer(const OpTimer&) = delete;
+    OpTimer& operator=(const OpTimer&) = delete;
+
+   private:
+    CudaBackend* be_;
+    std::string name_;
+    std::chrono::steady_clock::time_point t0_;
+  };
+  OpTimer time_op(std::string name) { return OpTimer(profile_ ? this : nullptr, std::move(name)); }
+  void print_profile() const {
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile_table_.begin(), profile_table_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.first;
+    std::fprintf(stderr, "cuda profile (%s): op, calls, total ms, us per call, share\n", name_.c_str());
+    for (const auto& r : rows)
+      std::fprintf(stderr, "  %-16s %9lld %10.2f %9.2f %5.1f%%\n", r.first.c_str(), static_cast<long long>(r.second.second),
+                   r.second.first * 1e3, r.second.first * 1e6 / static_cast<double>(r.second.second),
+                   100.0 * r.second.first / total);
+  }
+
   const void* device_weight(const TensorView& w) const {
     LFM_CHECK(w.packed && w.packed_layout == PackedLayout::kDevice, "cuda: a ", dtype_name(w.dtype), " weight ",
               shape_str(w.shape), " was not uploaded (load the model with LoadOptions::backend set to this backend)");
@@ -292,7 +379,8 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
-  bool own_only_;
+  bool own_only_, profile_;
+  std::map<std::string, std::pair<double, int64_t>> profile_table_;  // op → (seconds, calls)
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -305,6 +393,7 @@ class CudaBackend final : public Backend {
   int64_t step_max_keys_ = 0;
   // GEMM scratch: activations rounded to 16 bits, a quantized matrix decoded to bf16.
   DeviceBuffer act_buf_, weight_buf_;
+  DeviceBuffer partial_buf_;  // attention's per-split partials
 };
 
 }  // namespace

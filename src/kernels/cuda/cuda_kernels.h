@@ -23,12 +23,20 @@ struct DevCheckpoint {
   int64_t pos;
   int32_t snapshot;
 };
+// Up to kAttnTileRows consecutive rows of one run: the rows whose queries share the K/V tiles
+// that one attention block loads.
+constexpr int kAttnTileRows = 8;
+struct DevTile {
+  int64_t row0;
+  int32_t n_rows, run;
+};
 struct DevStep {
   const DevRun* runs = nullptr;
   const int32_t* blocks = nullptr;
   const DevCheckpoint* ckpts = nullptr;
   const int32_t* row_run = nullptr;  // [rows]: the run a packed row belongs to
-  int32_t n_runs = 0;
+  const DevTile* tiles = nullptr;
+  int32_t n_runs = 0, n_tiles = 0;
   int64_t n_rows = 0;
 };
 
@@ -76,8 +84,13 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
 
 // ---- state ops ----
 void kv_write(const DevKv& kv, const DevStep& step, const float* k, const float* v, cudaStream_t s);
+// Causal paged attention. Keys go in splits of kAttnSplitKeys positions (one block per tile, kv
+// head and split; a row's splits are merged in order), and within a split in groups of 32 with an
+// online softmax: a row's arithmetic depends only on its own number of keys. `partial` holds
+// rows · n_heads · ceil(max_keys / kAttnSplitKeys) · (head_dim + 2) floats.
+constexpr int64_t kAttnSplitKeys = 256;
 void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_heads, float scale, float* out,
-               int64_t max_keys, cudaStream_t s);
+               int64_t max_keys, float* partial, cudaStream_t s);
 void short_conv(const float* u, const DevConv& conv, const DevStep& step, int64_t kernel, const float* w,
                 const float* bias, float* out, cudaStream_t s);
 

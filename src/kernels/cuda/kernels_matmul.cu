@@ -1,9 +1,11 @@
 // Matmul kernels: y[n, rows] = x[n, cols] · Wᵀ, W [rows, cols] as stored.
 //
-// One warp per output row. Plain types: lanes stride over the columns (coalesced reads of W and
-// x). Quantized types: lanes take the row's groups of 32 elements in turn, decode one and use it
-// for every token. Tokens go in groups of 8 accumulators; each accumulator is reduced by the same
-// butterfly, so an output's value does not depend on n or on the other tokens.
+// One warp per output row, every weight byte read once per group of 8 tokens. Plain types: each
+// lane loads 8 consecutive elements (16 bytes of bf16/f16) at a time, the warp 512 contiguous
+// bytes. Q8_0 and Q4_0: 8 lanes share a block, 4 blocks (136 or 72 contiguous bytes) per warp
+// step. K-quants: a lane decodes one group of 32. Rows that do not allow aligned vector loads take
+// the scalar kernel. Each lane sums its own elements in a fixed order and the 32 lanes meet in one
+// butterfly, so an output's value depends neither on n nor on the other tokens.
 #include "kernels/cuda/block_decode.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -21,8 +23,125 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Elements 8c .. 8c+7 of a row of a plain type (the row 16-byte aligned).
 template <DType T>
-__global__ void matmul_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
+__device__ __forceinline__ void load8(const uint8_t* row, int64_t c, float* w) {
+  if constexpr (T == DType::F32) {
+    const float4 a = reinterpret_cast<const float4*>(row)[2 * c], b = reinterpret_cast<const float4*>(row)[2 * c + 1];
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else {
+    const uint4 v = reinterpret_cast<const uint4*>(row)[c];
+    const uint32_t p[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (T == DType::BF16) {
+        w[2 * i] = __uint_as_float(p[i] << 16);
+        w[2 * i + 1] = __uint_as_float(p[i] & 0xFFFF0000u);
+      } else {
+        const __half2 h = *reinterpret_cast<const __half2*>(&p[i]);
+        const float2 f = __half22float2(h);
+        w[2 * i] = f.x, w[2 * i + 1] = f.y;
+      }
+    }
+  }
+}
+
+// acc += w[0..n) · x[0..n), in order, x 16-byte aligned (n a multiple of 4).
+template <int N>
+__device__ __forceinline__ float dot_in_order(float acc, const float* w, const float* __restrict__ x) {
+#pragma unroll
+  for (int i = 0; i < N; i += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(x + i);
+    acc += w[i] * v.x;
+    acc += w[i + 1] * v.y;
+    acc += w[i + 2] * v.z;
+    acc += w[i + 3] * v.w;
+  }
+  return acc;
+}
+
+// The vector kernel: cols a multiple of 32 (8 for plain types), W's rows and x 16-byte aligned.
+template <DType T>
+__global__ void matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
+                                  const float* __restrict__ x, int64_t n, float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+  for (int64_t t0 = 0; t0 < n; t0 += kTokenGroup) {
+    const int nt = static_cast<int>(n - t0 < kTokenGroup ? n - t0 : kTokenGroup);
+    const float* x0 = x + t0 * cols;
+    float acc[kTokenGroup];
+#pragma unroll
+    for (int t = 0; t < kTokenGroup; ++t) acc[t] = 0.0f;
+    if constexpr (is_plain_v<T>) {
+#pragma unroll 4
+      for (int64_t c = lane; c < cols / 8; c += 32) {
+        float wv[8];
+        load8<T>(wr, c, wv);
+#pragma unroll
+        for (int t = 0; t < kTokenGroup; ++t)
+          if (t < nt) acc[t] = dot_in_order<8>(acc[t], wv, x0 + t * cols + c * 8);
+      }
+    } else if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
+      // Lane = block (lane / 8) of the warp's 4, part (lane % 8) of it: Q8_0 elements 4p .. 4p+3;
+      // Q4_0 bytes 2p, 2p+1, i.e. elements 2p, 2p+1 (low nibbles) and 2p+16, 2p+17 (high).
+      const int part = lane & 7;
+      constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
+#pragma unroll 2
+      for (int64_t b = lane >> 3; b < cols / 32; b += 4) {
+        const uint8_t* blk = wr + b * kBlockBytes;
+        const float d = half_at(blk);
+        float wv[4];
+        if constexpr (T == DType::Q8_0) {
+          const uint16_t* qp = reinterpret_cast<const uint16_t*>(blk + 2 + 4 * part);
+          const uint32_t q = static_cast<uint32_t>(qp[0]) | (static_cast<uint32_t>(qp[1]) << 16);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) wv[i] = d * static_cast<float>(static_cast<int8_t>((q >> (8 * i)) & 0xFF));
+        } else {
+          const uint16_t q = *reinterpret_cast<const uint16_t*>(blk + 2 + 2 * part);
+          wv[0] = d * static_cast<float>(static_cast<int>(q & 0xF) - 8);
+          wv[1] = d * static_cast<float>(static_cast<int>((q >> 8) & 0xF) - 8);
+          wv[2] = d * static_cast<float>(static_cast<int>((q >> 4) & 0xF) - 8);
+          wv[3] = d * static_cast<float>(static_cast<int>(q >> 12) - 8);
+        }
+#pragma unroll
+        for (int t = 0; t < kTokenGroup; ++t) {
+          if (t >= nt) break;
+          const float* xb = x0 + t * cols + b * 32;
+          if constexpr (T == DType::Q8_0) {
+            acc[t] = dot_in_order<4>(acc[t], wv, xb + 4 * part);
+          } else {
+            const float2 lo = *reinterpret_cast<const float2*>(xb + 2 * part);
+            const float2 hi = *reinterpret_cast<const float2*>(xb + 16 + 2 * part);
+            acc[t] += wv[0] * lo.x;
+            acc[t] += wv[1] * lo.y;
+            acc[t] += wv[2] * hi.x;
+            acc[t] += wv[3] * hi.y;
+          }
+        }
+      }
+    } else {
+      float wv[32];
+      for (int64_t g = lane; g < cols / 32; g += 32) {
+        decode_group<T>(wr, g, wv);
+#pragma unroll
+        for (int t = 0; t < kTokenGroup; ++t) {
+          if (t >= nt) break;
+          acc[t] += dot_in_order<32>(0.0f, wv, x0 + t * cols + g * 32);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokenGroup; ++t) {
+      const float s = warp_sum(acc[t]);
+      if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = s;
+    }
+  }
+}
+
+template <DType T>
+__global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
                               const float* __restrict__ x, int64_t n, float* __restrict__ y) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -103,17 +222,29 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
   const size_t row_bytes = static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
   const auto* wb = static_cast<const uint8_t*>(w);
   const dim3 grid(grid_for(rows, kWarpsPerBlock)), block(32 * kWarpsPerBlock);
+  // Vector loads need 16-byte aligned rows of W and x: whole groups of 32 (8 for plain types).
+  const bool plain = type == DType::F32 || type == DType::F16 || type == DType::BF16;
+  const bool vec = cols % (plain ? 8 : 32) == 0 && row_bytes % (plain ? 16 : 2) == 0 &&
+                   reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+#define LFM_MATMUL_CASE(T)                                                                   \
+  case T:                                                                                   \
+    if (vec)                                                                                \
+      matmul_vec_kernel<T><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);      \
+    else                                                                                    \
+      matmul_scalar_kernel<T><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);   \
+    break;
   switch (type) {
-    case DType::F32: matmul_kernel<DType::F32><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::F16: matmul_kernel<DType::F16><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::BF16: matmul_kernel<DType::BF16><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::Q8_0: matmul_kernel<DType::Q8_0><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::Q4_0: matmul_kernel<DType::Q4_0><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::Q4_K: matmul_kernel<DType::Q4_K><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::Q5_K: matmul_kernel<DType::Q5_K><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
-    case DType::Q6_K: matmul_kernel<DType::Q6_K><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); break;
+    LFM_MATMUL_CASE(DType::F32)
+    LFM_MATMUL_CASE(DType::F16)
+    LFM_MATMUL_CASE(DType::BF16)
+    LFM_MATMUL_CASE(DType::Q8_0)
+    LFM_MATMUL_CASE(DType::Q4_0)
+    LFM_MATMUL_CASE(DType::Q4_K)
+    LFM_MATMUL_CASE(DType::Q5_K)
+    LFM_MATMUL_CASE(DType::Q6_K)
     default: fail("cuda: matmul has no kernel for ", dtype_name(type), " weights");
   }
+#undef LFM_MATMUL_CASE
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,0 +1,213 @@
+// Causal paged attention (flash-decoding style) for prefill and decode rows alike.
+//
+// A block takes one tile (up to kAttnTileRows consecutive rows of one sequence), one KV head (so
+// its G query heads share every K/V load) and one split of kAttnSplitKeys key positions. It
+// stages the split's keys and values in shared memory kChunk positions at a time; each warp
+// carries the online softmax of its query vectors (row, head) over groups of 32 keys, one key per
+// lane for the scores and two output dims per lane for the values. A row whose keys fit one split
+// writes its output; longer rows write (max, sum, acc) partials that a second kernel merges in
+// split order. A row's arithmetic depends only on its own number of keys: never on the tile, the
+// batch or the step.
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/state_access.cuh"
+
+namespace lfm::cuda {
+
+namespace {
+
+constexpr int kThreads = 128, kWarps = kThreads / 32;
+constexpr int kChunk = 64;    // key positions staged at once
+constexpr int kMaxGroup = 8;  // query heads per KV head
+constexpr int kMaxVecPerWarp = kAttnTileRows * kMaxGroup / kWarps;
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attention_split_kernel(const float* __restrict__ q, DevKv kv, DevStep step, int n_heads, float scale,
+                           float* __restrict__ out, float* __restrict__ partial, int max_splits) {
+  constexpr int D = HD / 32;  // output dims per lane
+  extern __shared__ float smem[];
+  float* ks = smem;              // [HD][kChunk]
+  float* vs = ks + HD * kChunk;  // [kChunk][HD]
+  float* qs = vs + kChunk * HD;  // [tile rows · G][HD]
+  const DevTile tile = step.tiles[blockIdx.x];
+  const DevRun r = step.runs[tile.run];
+  const int g = static_cast<int>(blockIdx.y), G = n_heads / static_cast<int>(kv.kv_heads);
+  const int64_t key0 = static_cast<int64_t>(blockIdx.z) * kAttnSplitKeys;
+  const int64_t first_keys = r.pos0 + (tile.row0 - r.row0) + 1;  // keys of the tile's first row
+  const int64_t tile_keys = first_keys + tile.n_rows - 1;         // and of its last
+  if (key0 >= tile_keys) return;
+  const int64_t key_end = min(key0 + kAttnSplitKeys, tile_keys);
+  const int nv = tile.n_rows * G;
+  for (int i = threadIdx.x; i < nv * HD; i += kThreads) {
+    const int v = i / HD, d = i % HD;
+    qs[i] = q[((tile.row0 + v / G) * n_heads + g * G + v % G) * HD + d];
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float m[kMaxVecPerWarp], l[kMaxVecPerWarp], acc[kMaxVecPerWarp][D];
+#pragma unroll
+  for (int i = 0; i < kMaxVecPerWarp; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int dd = 0; dd < D; ++dd) acc[i][dd] = 0.0f;
+  }
+  for (int64_t c0 = key0; c0 < key_end; c0 += kChunk) {
+    __syncthreads();  // the previous chunk is consumed
+    for (int i = threadIdx.x; i < HD * kChunk; i += kThreads) {
+      const int d = i / kChunk, j = i % kChunk;
+      const int64_t pos = c0 + j;
+      float k = 0.0f;
+      if (pos < key_end) {
+        const int32_t block = step.blocks[r.blocks_at + pos / kv.block_tokens];
+        k = load_state(kv.type, kv.k, head_block(kv, block, g) + d * kv.block_tokens + pos % kv.block_tokens);
+      }
+      ks[i] = k;
+    }
+    for (int i = threadIdx.x; i < kChunk * HD; i += kThreads) {
+      const int j = i / HD, d = i % HD;
+      const int64_t pos = c0 + j;
+      float v = 0.0f;  // zero past the keys: p = 0 must not meet NaN garbage
+      if (pos < key_end) {
+        const int32_t block = step.blocks[r.blocks_at + pos / kv.block_tokens];
+        v = load_state(kv.type, kv.v, head_block(kv, block, g) + (pos % kv.block_tokens) * HD + d);
+      }
+      vs[i] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kMaxVecPerWarp; ++i) {
+      const int v = warp + kWarps * i;  // warp-uniform, as is everything a shuffle depends on
+      if (v >= nv) break;
+      // The row's keys in this split: its own (causal) up to the split's end.
+      const int64_t n_keys = min(first_keys + v / G, key_end);
+      const float* qv = qs + v * HD;
+#pragma unroll
+      for (int sub = 0; sub < kChunk / 32; ++sub) {
+        const int64_t base = c0 + sub * 32;
+        if (base >= n_keys) break;
+        const bool live = base + lane < n_keys;
+        float s = -INFINITY;
+        if (live) {
+          float dot = 0.0f;
+#pragma unroll 16
+          for (int d = 0; d < HD; ++d) dot += qv[d] * ks[d * kChunk + sub * 32 + lane];
+          s = dot * scale;
+        }
+        const float m_new = fmaxf(m[i], warp_max(s));
+        const float p = live ? expf(s - m_new) : 0.0f;
+        const float corr = expf(m[i] - m_new);  // 0 on the first group (m = -inf)
+        l[i] = l[i] * corr + warp_sum(p);
+#pragma unroll
+        for (int dd = 0; dd < D; ++dd) acc[i][dd] *= corr;
+        const float* vrow = vs + sub * 32 * HD + lane;
+#pragma unroll 8
+        for (int jj = 0; jj < 32; ++jj) {
+          const float pj = __shfl_sync(0xffffffffu, p, jj);
+#pragma unroll
+          for (int dd = 0; dd < D; ++dd) acc[i][dd] += pj * vrow[jj * HD + 32 * dd];
+        }
+        m[i] = m_new;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxVecPerWarp; ++i) {
+    const int v = warp + kWarps * i;
+    if (v >= nv) break;
+    const int64_t n_keys = first_keys + v / G;
+    if (key0 >= n_keys) continue;
+    const int64_t row = tile.row0 + v / G, head = g * G + v % G;
+    if (n_keys <= kAttnSplitKeys) {
+      float* o = out + (row * n_heads + head) * HD + lane;
+#pragma unroll
+      for (int dd = 0; dd < D; ++dd) o[32 * dd] = acc[i][dd] / l[i];
+    } else {
+      float* pp = partial + ((row * n_heads + head) * max_splits + blockIdx.z) * (HD + 2);
+      if (lane == 0) pp[0] = m[i], pp[1] = l[i];
+#pragma unroll
+      for (int dd = 0; dd < D; ++dd) pp[2 + lane + 32 * dd] = acc[i][dd];
+    }
+  }
+}
+
+// Rows of more than one split: their partials merged in split order.
+template <int HD>
+__global__ void attention_merge_kernel(DevStep step, int n_heads, const float* __restrict__ partial, int max_splits,
+                                       float* __restrict__ out) {
+  const int64_t row = blockIdx.x, head = blockIdx.y;
+  const int32_t ri = step.row_run[row];
+  if (ri < 0) return;
+  const DevRun r = step.runs[ri];
+  const int64_t n_keys = r.pos0 + (row - r.row0) + 1;
+  if (n_keys <= kAttnSplitKeys) return;  // written by the split kernel
+  const int64_t splits = (n_keys + kAttnSplitKeys - 1) / kAttnSplitKeys;
+  const float* pp = partial + (row * n_heads + head) * max_splits * (HD + 2);
+  for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+    float m = pp[0], l = pp[1], a = pp[2 + d];
+    for (int64_t s = 1; s < splits; ++s) {
+      const float* ps = pp + s * (HD + 2);
+      const float m_new = fmaxf(m, ps[0]);
+      const float c_old = expf(m - m_new), c_new = expf(ps[0] - m_new);
+      l = l * c_old + ps[1] * c_new;
+      a = a * c_old + ps[2 + d] * c_new;
+      m = m_new;
+    }
+    out[(row * n_heads + head) * HD + d] = a / l;
+  }
+}
+
+template <int HD>
+void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, float scale, float* out,
+            int64_t max_keys, float* partial, cudaStream_t s) {
+  const int G = n_heads / static_cast<int>(kv.kv_heads);
+  const int splits = static_cast<int>((max_keys + kAttnSplitKeys - 1) / kAttnSplitKeys);
+  const size_t smem = sizeof(float) * (2 * HD * kChunk + kAttnTileRows * G * HD);
+  if (smem > 48 * 1024) {
+    static bool raised = false;  // once per kernel instance (the limit is per function)
+    if (!raised)
+      LFM_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(sizeof(float) * (2 * HD * kChunk + kAttnTileRows * kMaxGroup * HD))));
+    raised = true;
+  }
+  const dim3 grid(static_cast<unsigned>(step.n_tiles), static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits));
+  attention_split_kernel<HD><<<grid, kThreads, smem, s>>>(q, kv, step, n_heads, scale, out, partial, splits);
+  LFM_CUDA_CHECK(cudaGetLastError());
+  if (splits > 1) {
+    attention_merge_kernel<HD><<<dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), HD, 0, s>>>(
+        step, n_heads, partial, splits, out);
+    LFM_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_heads, float scale, float* out,
+               int64_t max_keys, float* partial, cudaStream_t s) {
+  LFM_CHECK(n_heads % kv.kv_heads == 0 && n_heads / kv.kv_heads <= kMaxGroup, "cuda: attention supports up to ",
+            kMaxGroup, " query heads per KV head, got ", n_heads, " over ", kv.kv_heads);
+  if (step.n_rows == 0 || step.n_tiles == 0) return;
+  const int h = static_cast<int>(n_heads);
+  switch (kv.head_dim) {
+    case 32: return launch<32>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 64: return launch<64>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 96: return launch<96>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 128: return launch<128>(q, kv, step, h, scale, out, max_keys, partial, s);
+    default: fail("cuda: attention supports head_dim 32, 64, 96 or 128, got ", kv.head_dim);
+  }
+}
+
+}  // namespace lfm::cuda
