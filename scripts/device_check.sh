@@ -107,8 +107,8 @@ for t in q8_0 q4_0; do
   bench $t 60 -m $models/$t.gguf -p 512 -n 128 -r 2
 done
 
-say "peer: transformers (bf16, same GPU), one process per mode"
-for mode in prefill static compile; do
+say "peer: transformers (bf16, same GPU), one process per mode (PEER_MODES, empty to skip)"
+for mode in ${PEER_MODES-prefill static compile}; do
   run 100 env PYTHONUNBUFFERED=1 python3 tools/bench/hf_gpu_bench.py --model $models/bf16 --mode $mode \
     --out "$out/peer_transformers.json" || echo "peer mode $mode failed" >> "$log"
 done

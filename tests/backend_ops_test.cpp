@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/sampler.h"
 #include "kernels/backend_factory.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/reference_backend.h"
@@ -271,6 +272,54 @@ TEST(DeviceNeutralForward, ADeviceBackendGivesTheSameLogitsAsTheHostOne) {
     // A model prepared for one backend does not run on another.
     auto cache = make_state_cache(*dev_model, test::f32_plan());
     EXPECT_THROW(Forward(*dev_model, *host_be, *cache), Error);
+  }
+}
+
+// argmax_only items get the argmax of the logits they would have had (among the allowed ids),
+// on the host and on a device backend, beside items that still get their logits.
+TEST(DeviceNeutralForward, GreedyIdsComputedByTheBackendMatchTheLogits) {
+  const std::string name = "lfm2_c_layertypes_untied_convbias_f32";
+  ThreadPool pool(2);
+  test::FakeDeviceBackend dev(pool);
+  LoadOptions opt;
+  opt.backend = &dev;
+  auto dev_model = load_model(test::fixture_dir(name), opt);
+  auto host_model = load_model(test::fixture_dir(name));
+  auto host_be = make_reference_backend(pool);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9}, {2, 7}, {3, 3, 3, 8}};
+  const int64_t V = host_model->config().vocab_size;
+  for (bool masked : {false, true}) {
+    for (auto [model, be] : {std::pair<const Model*, Backend*>{host_model.get(), host_be.get()},
+                             std::pair<const Model*, Backend*>{dev_model.get(), &dev}}) {
+      // References: every item's logits.
+      StatePlanOptions plan = test::f32_plan();
+      plan.parallel = 3;
+      auto ref_cache = make_state_cache(*model, plan, *be);
+      Forward ref(*model, *be, *ref_cache);
+      std::vector<BatchItem> all;
+      for (const auto& p : prompts) all.push_back({ref_cache->open(64), p, false, false});
+      StepOutput want;
+      ref.step(all, want);
+      std::vector<uint8_t> allowed(static_cast<size_t>(V), 1);
+      if (masked)  // forbid item 0's favourite: the next best allowed id must come
+        allowed[static_cast<size_t>(argmax(want.row(0), V))] = 0;
+      auto cache = make_state_cache(*model, plan, *be);
+      Forward fwd(*model, *be, *cache);
+      fwd.set_allowed_tokens(allowed);
+      std::vector<BatchItem> items;
+      for (size_t i = 0; i < prompts.size(); ++i) items.push_back({cache->open(64), prompts[i], false, i != 1});
+      StepOutput got;
+      fwd.step(items, got);
+      for (size_t i : {size_t{0}, size_t{2}}) {
+        int64_t best = -1;
+        for (int64_t t = 0; t < V; ++t)
+          if (allowed[t] && (best < 0 || want.row(i)[t] > want.row(i)[best])) best = t;
+        EXPECT_EQ(got.argmax[i], best) << be->name() << " item " << i << (masked ? " masked" : "");
+      }
+      EXPECT_EQ(got.argmax[1], -1);
+      ASSERT_EQ(got.n_rows[1], 1);
+      EXPECT_TRUE(std::equal(want.row(1), want.row(1) + V, got.row(1))) << be->name();
+    }
   }
 }
 

@@ -205,19 +205,20 @@ TEST_P(EngineTest, PreemptionUnderASmallPoolKeepsOutputs) {
   one.n_blocks = 1;
   const StateBytes b = state_bytes(state_shape(model_->config()), one);
   o.state.memory_bytes = static_cast<int64_t>(6 * (b.kv_per_block + b.snapshot_per_block));
+  // The references first: a backend serves one engine's steps at a time.
+  std::vector<std::vector<int32_t>> want20;
+  {
+    Engine solo(*model_, *backend_, nullptr, options(1));
+    for (size_t i = 0; i < prompts_.size(); ++i) want20.push_back(collect(*solo.submit(greedy(i, 20))).tokens);
+  }
   Engine e(*model_, *backend_, nullptr, o);
   ASSERT_EQ(e.cache_options().n_blocks, 6);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (size_t i = 0; i < prompts_.size(); ++i) streams.push_back(e.submit(greedy(i, 20)));
-  const auto want20 = [&] {
-    std::vector<std::vector<int32_t>> w;
-    Engine solo(*model_, *backend_, nullptr, options(1));
-    for (size_t i = 0; i < prompts_.size(); ++i) w.push_back(collect(*solo.submit(greedy(i, 20))).tokens);
-    return w;
-  }();
   for (size_t i = 0; i < prompts_.size(); ++i) {
     const Result r = collect(*streams[i]);
-    EXPECT_EQ(r.tokens, want20[i]) << "request " << i;
+    EXPECT_EQ(r.tokens, want20[i]) << "request " << i << ": " << r.error;
+    ASSERT_EQ(r.tokens.size(), 20u) << r.error;
     EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + 12), want[i]);
   }
   e.wait_idle();

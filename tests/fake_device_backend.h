@@ -170,6 +170,12 @@ class FakeDeviceBackend final : public ReferenceBackend {
     ReferenceBackend::moe_combine(x, src, weights, rows, k, cols, out);
   }
 
+  void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override {
+    Open open(*live_);
+    mine(logits, "argmax_rows logits"), mine(allowed, "argmax_rows allowed"), mine(ids, "argmax_rows ids");
+    ReferenceBackend::argmax_rows(logits, rows, vocab, allowed, ids);
+  }
+
   int uploads = 0, downloads = 0;
 
  private:

@@ -67,6 +67,7 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   if (tok_) {
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
     allowed_ = decodable_token_mask(*tok_, model.config().vocab_size);
+    forward_->set_allowed_tokens(allowed_);
   }
   publish_stats();
   thread_ = std::thread([this] { loop(); });
@@ -325,10 +326,14 @@ void Engine::preempt(Active* victim) {
 void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts) {
   std::vector<BatchItem> items;
   items.reserve(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i)
+  for (size_t i = 0; i < batch.size(); ++i) {
+    // A plain greedy request that gets its next token this step needs only the argmax, which a
+    // device backend computes in place (one id down instead of a row of logits).
+    const bool token_due = batch[i]->n_fed + counts[i] == static_cast<int64_t>(batch[i]->tokens.size());
     items.push_back({batch[i]->seq,
                      std::span<const int32_t>(batch[i]->tokens.data() + batch[i]->n_fed, static_cast<size_t>(counts[i])),
-                     false});
+                     false, token_due && batch[i]->sampler->plain_greedy()});
+  }
   try {
     forward_->step(items, out_);
   } catch (const std::exception& e) {
@@ -341,15 +346,15 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     if (a->n_generated == 0) ++a->usage.prefill_steps;
     a->n_fed += counts[i];
     totals_.computed_tokens += counts[i];
-    if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, out_.row(i));
+    if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, items[i].argmax_only ? nullptr : out_.row(i), out_.argmax[i]);
   }
   std::erase_if(running_, [](const auto& a) { return a->finished; });
 }
 
-void Engine::after_token(Active& a, const float* logits) {
+void Engine::after_token(Active& a, const float* logits, int32_t greedy_id) {
   SampleResult r;
   try {
-    r = a.sampler->sample(logits);
+    r = logits ? a.sampler->sample(logits) : a.sampler->accept(greedy_id);
   } catch (const std::exception& e) {
     finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
     return;

@@ -86,7 +86,8 @@ class Engine {
   void drop_cancelled();
   bool plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts);
   void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
-  void after_token(Active& a, const float* logits);
+  // The token chosen from `logits`, or (logits null) the greedy id the step computed.
+  void after_token(Active& a, const float* logits, int32_t greedy_id = -1);
   void preempt(Active* victim);
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
   void publish_stats();

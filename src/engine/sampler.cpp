@@ -143,4 +143,18 @@ SampleResult Sampler::sample(const float* logits) {
   return res;
 }
 
+bool Sampler::plain_greedy() const {
+  return p_.temperature == 0.0f && p_.logit_bias.empty() && p_.repetition_penalty == 1.0f &&
+         p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f && !p_.logprobs && p_.top_logprobs == 0;
+}
+
+SampleResult Sampler::accept(int32_t token) {
+  LFM_CHECK(token >= 0 && token < vocab_, "sampling: no token is allowed");
+  SampleResult res;
+  res.token = token;
+  ++out_count_[token];
+  if (!seen_.empty()) seen_[token] = 1;
+  return res;
+}
+
 }  // namespace lfm

@@ -54,6 +54,12 @@ class Sampler {
   // Chooses the next token from logits[vocab] and records it as output.
   SampleResult sample(const float* logits);
 
+  // Whether the choice is the argmax of the raw logits over the allowed ids (greedy, no bias,
+  // penalties or logprobs): then the backend may choose (Backend::argmax_rows) and `accept`
+  // records its choice, the same token sample() would give.
+  bool plain_greedy() const;
+  SampleResult accept(int32_t token);
+
  private:
   SamplingParams p_;
   int64_t vocab_;

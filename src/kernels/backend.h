@@ -136,6 +136,12 @@ class Backend : public DeviceMemory {
   // t < rows; x [*, cols], src and weights [rows, k].
   virtual void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
                            int64_t cols, float* out) = 0;
+
+  // ---- greedy choice ----
+  // ids[r] = the index of the largest logits[r, i] over the allowed i (allowed: null for every
+  // id, else [vocab] flags), the lowest index on ties: greedy sampling's choice, computed where
+  // the logits are so that a device downloads one id per row instead of the row.
+  virtual void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) = 0;
 };
 
 // The plain reference CPU backend; matmul and attention are spread over `pool`.

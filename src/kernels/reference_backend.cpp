@@ -206,6 +206,18 @@ void ReferenceBackend::moe_combine(const float* x, const int32_t* src, const flo
   }
 }
 
+void ReferenceBackend::argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed,
+                                   int32_t* ids) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * vocab;
+    int64_t best = -1;
+    for (int64_t i = 0; i < vocab; ++i)
+      if ((!allowed || allowed[i]) && (best < 0 || x[i] > x[best])) best = i;
+    LFM_CHECK(best >= 0, "argmax: no token is allowed");
+    ids[r] = static_cast<int32_t>(best);
+  }
+}
+
 std::unique_ptr<PreparedWeights> ReferenceBackend::prepare_weights(WeightSet& set) { return prepare_cpu_weights(set); }
 
 std::unique_ptr<Backend> make_reference_backend(ThreadPool& pool) { return std::make_unique<ReferenceBackend>(pool); }

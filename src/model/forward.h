@@ -26,14 +26,16 @@ namespace lfm {
 struct BatchItem {
   Sequence* seq = nullptr;
   std::span<const int32_t> tokens;
-  bool all_logits = false;  // logits for every new token, else only for the last one
+  bool all_logits = false;   // logits for every new token, else only for the last one
+  bool argmax_only = false;  // only the last token's greedy id (StepOutput::argmax), not its logits
 };
 
 struct StepOutput {
   int64_t vocab = 0;
   std::vector<float> logits;         // [rows, vocab]
-  std::vector<int64_t> first_row;    // per item: its first row in `logits`
+  std::vector<int64_t> first_row;    // per item: its first row in `logits` (-1: none, argmax_only)
   std::vector<int64_t> n_rows;       // per item: how many rows it has
+  std::vector<int32_t> argmax;       // per item: its greedy id when argmax_only, else -1
   const float* row(size_t item, int64_t i = 0) const;  // logits of the item's i-th row
 };
 
@@ -55,11 +57,16 @@ class Forward {
 
   void set_observer(ActivationObserver obs) { observer_ = std::move(obs); }
 
+  // The ids greedy choices may take (argmax_only items): [vocab] flags, copied to the backend;
+  // empty: every id.
+  void set_allowed_tokens(std::span<const uint8_t> allowed);
+
  private:
   void conv_mixer(const LayerWeights& lw, int64_t layer);
   void attention_mixer(const LayerWeights& lw, int64_t layer);
   void dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out);
   void moe_ffn(const MoeWeights& w, int64_t rows);
+  void download_choices(std::span<const BatchItem> items, const float* logits, int64_t R, StepOutput& out);
   // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.
   void observe(int64_t layer, const char* suffix, const float* data, int64_t rows, int64_t cols);
 
@@ -82,7 +89,8 @@ class Forward {
   float *h_ = nullptr, *a_ = nullptr, *mix_ = nullptr;  // [T, d]: residual stream, normed input, mixer/FFN output
   const int64_t* positions_ = nullptr;                   // [T]
   DeviceBuffer h_buf_, a_buf_, mix_buf_, proj_buf_, tmp_buf_, tmp2_buf_, tmp3_buf_, ids_buf_, positions_buf_;
-  DeviceBuffer rows_buf_, logits_buf_;
+  DeviceBuffer rows_buf_, logits_buf_, argmax_buf_, allowed_buf_, keep_buf_, kept_buf_;
+  bool has_allowed_ = false;
   DeviceBuffer gate_buf_, up_buf_;  // [rows, F] SwiGLU scratch, reused across layers and steps
   // MoE: router logits [rows, E]; each token's experts and weights [rows, k]; the experts' gathered
   // inputs and outputs [rows · k, d]; the gather index [rows · k] and each choice's output row [rows, k].

@@ -289,6 +289,10 @@ class CudaBackend final : public Backend {
     auto timer = time_op("moe_route");
     cuda::moe_route(logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights, stream_);
   }
+  void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override {
+    auto timer = time_op("argmax_rows");
+    cuda::argmax_rows(logits, rows, vocab, allowed, ids, stream_);
+  }
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override {
     auto timer = time_op("moe_combine");

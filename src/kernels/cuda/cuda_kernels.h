@@ -70,6 +70,9 @@ void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, 
                bool normalize, float scale, int32_t* experts, float* weights, cudaStream_t s);
 void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                  float* out, cudaStream_t s);
+// Backend::argmax_rows: one block per row, the lowest index among equal maxima.
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids,
+                 cudaStream_t s);
 // out[i] = the float's bf16 rounding (round to nearest even), n values.
 void to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t s);
 // The same to f16 (round to nearest even; past ±65504 becomes ±inf).

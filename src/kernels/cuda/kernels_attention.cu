@@ -34,11 +34,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <int HD>
+// D: output dims per lane (lane, lane + 32, ...), so head_dim ≤ 32·D.
+template <int D>
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* __restrict__ q, DevKv kv, DevStep step, int n_heads, float scale,
                            float* __restrict__ out, float* __restrict__ partial, int max_splits) {
-  constexpr int D = HD / 32;  // output dims per lane
+  const int HD = static_cast<int>(kv.head_dim);
   extern __shared__ float smem[];
   float* ks = smem;              // [HD][kChunk]
   float* vs = ks + HD * kChunk;  // [kChunk][HD]
@@ -118,7 +119,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int jj = 0; jj < 32; ++jj) {
           const float pj = __shfl_sync(0xffffffffu, p, jj);
 #pragma unroll
-          for (int dd = 0; dd < D; ++dd) acc[i][dd] += pj * vrow[jj * HD + 32 * dd];
+          for (int dd = 0; dd < D; ++dd)
+            if (lane + 32 * dd < HD) acc[i][dd] += pj * vrow[jj * HD + 32 * dd];
         }
         m[i] = m_new;
       }
@@ -134,20 +136,21 @@ __global__ void __launch_bounds__(kThreads)
     if (n_keys <= kAttnSplitKeys) {
       float* o = out + (row * n_heads + head) * HD + lane;
 #pragma unroll
-      for (int dd = 0; dd < D; ++dd) o[32 * dd] = acc[i][dd] / l[i];
+      for (int dd = 0; dd < D; ++dd)
+        if (lane + 32 * dd < HD) o[32 * dd] = acc[i][dd] / l[i];
     } else {
       float* pp = partial + ((row * n_heads + head) * max_splits + blockIdx.z) * (HD + 2);
       if (lane == 0) pp[0] = m[i], pp[1] = l[i];
 #pragma unroll
-      for (int dd = 0; dd < D; ++dd) pp[2 + lane + 32 * dd] = acc[i][dd];
+      for (int dd = 0; dd < D; ++dd)
+        if (lane + 32 * dd < HD) pp[2 + lane + 32 * dd] = acc[i][dd];
     }
   }
 }
 
 // Rows of more than one split: their partials merged in split order.
-template <int HD>
-__global__ void attention_merge_kernel(DevStep step, int n_heads, const float* __restrict__ partial, int max_splits,
-                                       float* __restrict__ out) {
+__global__ void attention_merge_kernel(DevStep step, int n_heads, int HD, const float* __restrict__ partial,
+                                       int max_splits, float* __restrict__ out) {
   const int64_t row = blockIdx.x, head = blockIdx.y;
   const int32_t ri = step.row_run[row];
   if (ri < 0) return;
@@ -170,25 +173,25 @@ __global__ void attention_merge_kernel(DevStep step, int n_heads, const float* _
   }
 }
 
-template <int HD>
+template <int D>
 void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, float scale, float* out,
             int64_t max_keys, float* partial, cudaStream_t s) {
-  const int G = n_heads / static_cast<int>(kv.kv_heads);
+  const int G = n_heads / static_cast<int>(kv.kv_heads), HD = static_cast<int>(kv.head_dim);
   const int splits = static_cast<int>((max_keys + kAttnSplitKeys - 1) / kAttnSplitKeys);
   const size_t smem = sizeof(float) * (2 * HD * kChunk + kAttnTileRows * G * HD);
   if (smem > 48 * 1024) {
     static bool raised = false;  // once per kernel instance (the limit is per function)
     if (!raised)
-      LFM_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(sizeof(float) * (2 * HD * kChunk + kAttnTileRows * kMaxGroup * HD))));
+      LFM_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(sizeof(float) * 32 * D * (2 * kChunk + kAttnTileRows * kMaxGroup))));
     raised = true;
   }
   const dim3 grid(static_cast<unsigned>(step.n_tiles), static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits));
-  attention_split_kernel<HD><<<grid, kThreads, smem, s>>>(q, kv, step, n_heads, scale, out, partial, splits);
+  attention_split_kernel<D><<<grid, kThreads, smem, s>>>(q, kv, step, n_heads, scale, out, partial, splits);
   LFM_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) {
-    attention_merge_kernel<HD><<<dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), HD, 0, s>>>(
-        step, n_heads, partial, splits, out);
+    attention_merge_kernel<<<dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), 32 * D, 0, s>>>(
+        step, n_heads, HD, partial, splits, out);
     LFM_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -201,12 +204,12 @@ void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_h
             kMaxGroup, " query heads per KV head, got ", n_heads, " over ", kv.kv_heads);
   if (step.n_rows == 0 || step.n_tiles == 0) return;
   const int h = static_cast<int>(n_heads);
-  switch (kv.head_dim) {
-    case 32: return launch<32>(q, kv, step, h, scale, out, max_keys, partial, s);
-    case 64: return launch<64>(q, kv, step, h, scale, out, max_keys, partial, s);
-    case 96: return launch<96>(q, kv, step, h, scale, out, max_keys, partial, s);
-    case 128: return launch<128>(q, kv, step, h, scale, out, max_keys, partial, s);
-    default: fail("cuda: attention supports head_dim 32, 64, 96 or 128, got ", kv.head_dim);
+  switch ((kv.head_dim + 31) / 32) {
+    case 1: return launch<1>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 2: return launch<2>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 3: return launch<3>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 4: return launch<4>(q, kv, step, h, scale, out, max_keys, partial, s);
+    default: fail("cuda: attention supports head_dim up to 128, got ", kv.head_dim);
   }
 }
 

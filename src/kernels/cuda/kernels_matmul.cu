@@ -61,26 +61,28 @@ __device__ __forceinline__ float dot_in_order(float acc, const float* w, const f
 }
 
 // The vector kernel: cols a multiple of 32 (8 for plain types), W's rows and x 16-byte aligned.
-template <DType T>
-__global__ void matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
+// NT accumulators: 1 for a single token (fewer registers, more warps in flight), else 8; a token's
+// arithmetic is the same either way.
+template <DType T, int NT>
+__global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
                                   const float* __restrict__ x, int64_t n, float* __restrict__ y) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenGroup) {
-    const int nt = static_cast<int>(n - t0 < kTokenGroup ? n - t0 : kTokenGroup);
+  for (int64_t t0 = 0; t0 < n; t0 += NT) {
+    const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
     const float* x0 = x + t0 * cols;
-    float acc[kTokenGroup];
+    float acc[NT];
 #pragma unroll
-    for (int t = 0; t < kTokenGroup; ++t) acc[t] = 0.0f;
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
     if constexpr (is_plain_v<T>) {
-#pragma unroll 4
+#pragma unroll 8
       for (int64_t c = lane; c < cols / 8; c += 32) {
         float wv[8];
         load8<T>(wr, c, wv);
 #pragma unroll
-        for (int t = 0; t < kTokenGroup; ++t)
+        for (int t = 0; t < NT; ++t)
           if (t < nt) acc[t] = dot_in_order<8>(acc[t], wv, x0 + t * cols + c * 8);
       }
     } else if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
@@ -88,7 +90,7 @@ __global__ void matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_byte
       // Q4_0 bytes 2p, 2p+1, i.e. elements 2p, 2p+1 (low nibbles) and 2p+16, 2p+17 (high).
       const int part = lane & 7;
       constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
-#pragma unroll 2
+#pragma unroll 4
       for (int64_t b = lane >> 3; b < cols / 32; b += 4) {
         const uint8_t* blk = wr + b * kBlockBytes;
         const float d = half_at(blk);
@@ -106,7 +108,7 @@ __global__ void matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_byte
           wv[3] = d * static_cast<float>(static_cast<int>(q >> 12) - 8);
         }
 #pragma unroll
-        for (int t = 0; t < kTokenGroup; ++t) {
+        for (int t = 0; t < NT; ++t) {
           if (t >= nt) break;
           const float* xb = x0 + t * cols + b * 32;
           if constexpr (T == DType::Q8_0) {
@@ -126,14 +128,14 @@ __global__ void matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_byte
       for (int64_t g = lane; g < cols / 32; g += 32) {
         decode_group<T>(wr, g, wv);
 #pragma unroll
-        for (int t = 0; t < kTokenGroup; ++t) {
+        for (int t = 0; t < NT; ++t) {
           if (t >= nt) break;
           acc[t] += dot_in_order<32>(0.0f, wv, x0 + t * cols + g * 32);
         }
       }
     }
 #pragma unroll
-    for (int t = 0; t < kTokenGroup; ++t) {
+    for (int t = 0; t < NT; ++t) {
       const float s = warp_sum(acc[t]);
       if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = s;
     }
@@ -228,8 +230,10 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
                    reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 #define LFM_MATMUL_CASE(T)                                                                   \
   case T:                                                                                   \
-    if (vec)                                                                                \
-      matmul_vec_kernel<T><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);      \
+    if (vec && n == 1)                                                                      \
+      matmul_vec_kernel<T, 1><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);   \
+    else if (vec)                                                                           \
+      matmul_vec_kernel<T, kTokenGroup><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); \
     else                                                                                    \
       matmul_scalar_kernel<T><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);   \
     break;

@@ -168,6 +168,34 @@ __global__ void moe_combine_kernel(const float* x, const int32_t* src, const flo
   out[i] = acc;
 }
 
+// One block per row: each thread keeps the best (value, index) of its stride, then a fixed tree;
+// a strictly larger value wins, equal values keep the lower index (greedy sampling's rule).
+constexpr int kArgmaxThreads = 256;
+__global__ void argmax_rows_kernel(const float* __restrict__ logits, int64_t vocab, const uint8_t* __restrict__ allowed,
+                                   int32_t* __restrict__ ids) {
+  __shared__ float best_v[kArgmaxThreads];
+  __shared__ int64_t best_i[kArgmaxThreads];
+  const float* x = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  float bv = 0.0f;
+  int64_t bi = -1;
+  for (int64_t i = threadIdx.x; i < vocab; i += kArgmaxThreads)
+    if ((!allowed || allowed[i]) && (bi < 0 || x[i] > bv)) bv = x[i], bi = i;
+  best_v[threadIdx.x] = bv;
+  best_i[threadIdx.x] = bi;
+  __syncthreads();
+  for (int half = kArgmaxThreads / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      const float ov = best_v[threadIdx.x + half];
+      const int64_t oi = best_i[threadIdx.x + half];
+      const int64_t mi = best_i[threadIdx.x];
+      if (oi >= 0 && (mi < 0 || ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < mi)))
+        best_v[threadIdx.x] = ov, best_i[threadIdx.x] = oi;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int32_t>(best_i[0]);  // -1: nothing allowed
+}
+
 void check_launch() { LFM_CUDA_CHECK(cudaGetLastError()); }
 
 }  // namespace
@@ -249,6 +277,13 @@ void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, 
   if (rows == 0) return;
   moe_route_kernel<<<blocks_for(rows, 64), 64, 0, s>>>(logits, rows, n_experts, k, selection_bias, normalize, scale,
                                                        experts, weights);
+  check_launch();
+}
+
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids,
+                 cudaStream_t s) {
+  if (rows == 0) return;
+  argmax_rows_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, s>>>(logits, vocab, allowed, ids);
   check_launch();
 }
 
