@@ -77,6 +77,10 @@ fi
 
 models=/tmp/lfm_device_models
 mkdir -p $models
+say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"
+run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*/2:Fixtures/EngineTest.*/5'
+run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
+
 say "random-weight 1.2B files"
 [ -d $models/bf16 ] || run 60 $LFM gen-random --shape 1.2B --type bf16 -o $models/bf16 -q
 
@@ -93,6 +97,8 @@ for args in "-p 0 -n 64" "-p 2048 -n 0" "-p 0 -n 16 -b 64"; do
   run 60 env LFM_CUDA_PROFILE=1 $LFM bench --device cuda -m $models/bf16 $args -r 1
 done
 
+if [ -n "${ONLY_BF16:-}" ]; then say "ONLY_BF16: the other stages skipped"; fi
+[ -n "${ONLY_BF16:-}" ] || {
 say "compute-sanitizer memcheck (one fixture, a short generation)"
 fixture=tests/data/hf/lfm2moe_f_tied_expertbias_f32
 if command -v compute-sanitizer >/dev/null; then
@@ -116,6 +122,7 @@ done
 say "the 8B-A1B MoE shape"
 [ -d $models/moe_bf16 ] || run 90 $LFM gen-random --shape 8B-A1B --type bf16 -o $models/moe_bf16 -q
 bench moe_bf16 90 -m $models/moe_bf16 -p 512 -n 64 -r 2
+}
 
 say "figures"
 python3 - "$out" <<'PY' >> "$log" 2>&1

@@ -364,9 +364,14 @@ void EngineTest::check_second_turn(DType type) {
   ASSERT_EQ(reused, 48);
   BatchItem rest{b, std::span<const int32_t>(turn2.data() + reused, turn2.size() - reused), true};
   fwd.step(std::span<const BatchItem>(&rest, 1), out);
-  for (size_t p = reused; p < turn2.size(); ++p)
-    EXPECT_EQ(std::memcmp(out.row(0, static_cast<int64_t>(p - reused)), full[p].data(), full[p].size() * 4), 0)
-        << "position " << p;
+  // A backend that is not bitwise batch-invariant (cuBLAS for long prefills) within float32 noise.
+  for (size_t p = reused; p < turn2.size(); ++p) {
+    const float* row = out.row(0, static_cast<int64_t>(p - reused));
+    if (backend_->bitwise_batch_invariant())
+      EXPECT_EQ(std::memcmp(row, full[p].data(), full[p].size() * 4), 0) << "position " << p;
+    else
+      EXPECT_LE(test::max_abs_diff(std::vector<float>(row, row + full[p].size()), full[p]), 1e-4) << "position " << p;
+  }
 }
 
 TEST_P(EngineTest, EvictedPrefixIsRecomputedCorrectly) {

@@ -169,7 +169,9 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
         std::vector<BatchItem> items(static_cast<size_t>(t.n_seqs));
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t step = 0; step < t.n_gen; ++step) {
-          for (int64_t b = 0; b < t.n_seqs; ++b) items[b] = {seqs[b], std::span<const int32_t>(&last[b], 1), false};
+          // Greedy ids chosen where the logits are (as the engine does for greedy requests); the
+          // next inputs stay a fixed pseudo-random walk, so every backend decodes the same ids.
+          for (int64_t b = 0; b < t.n_seqs; ++b) items[b] = {seqs[b], std::span<const int32_t>(&last[b], 1), false, true};
           fwd.step(items, out);
           for (int64_t b = 0; b < t.n_seqs; ++b) last[b] = static_cast<int32_t>((last[b] * 7919 + step) % cfg.vocab_size);
         }

@@ -33,6 +33,11 @@ class Backend : public DeviceMemory {
  public:
   ~Backend() override = default;
   virtual const char* name() const = 0;
+  // Whether a row's results are the same bits whatever else is in the batch and however a
+  // sequence's tokens are split into steps (every CPU backend; the CUDA backend only with its own
+  // kernels for every matmul, LFM_CUDA_GEMM=own, since cuBLAS sums in another order for long
+  // batches).
+  virtual bool bitwise_batch_invariant() const { return true; }
 
   // ---- weights ----
   // Called once at load, before any op sees the weights: the backend makes the copies its

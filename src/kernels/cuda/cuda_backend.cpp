@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return name_.c_str(); }
   bool host_memory() const override { return false; }
+  bool bitwise_batch_invariant() const override { return own_only_; }
 
   // ---- memory ----
   DeviceBuffer allocate(size_t bytes) override {
