@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -364,13 +365,19 @@ void EngineTest::check_second_turn(DType type) {
   ASSERT_EQ(reused, 48);
   BatchItem rest{b, std::span<const int32_t>(turn2.data() + reused, turn2.size() - reused), true};
   fwd.step(std::span<const BatchItem>(&rest, 1), out);
-  // A backend that is not bitwise batch-invariant (cuBLAS for long prefills) within float32 noise.
+  // A backend that is not bitwise batch-invariant (cuBLAS sums long prefills in another order):
+  // float32 noise with float32 state; with bf16 state that noise can move a stored value by one
+  // bf16 step (u = 2^-8), so the state-type bound of fixture_test.cpp: 8u times max|logit|.
   for (size_t p = reused; p < turn2.size(); ++p) {
     const float* row = out.row(0, static_cast<int64_t>(p - reused));
-    if (backend_->bitwise_batch_invariant())
+    if (backend_->bitwise_batch_invariant()) {
       EXPECT_EQ(std::memcmp(row, full[p].data(), full[p].size() * 4), 0) << "position " << p;
-    else
-      EXPECT_LE(test::max_abs_diff(std::vector<float>(row, row + full[p].size()), full[p]), 1e-4) << "position " << p;
+    } else {
+      double scale = 0;
+      for (float v : full[p]) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+      const double tol = type == DType::F32 ? 1e-4 : 8.0 / 256.0 * scale;
+      EXPECT_LE(test::max_abs_diff(std::vector<float>(row, row + full[p].size()), full[p]), tol) << "position " << p;
+    }
   }
 }
 
