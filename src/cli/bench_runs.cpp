@@ -149,20 +149,23 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
       r.bytes_per_step = weights + static_cast<double>(sb.kv_per_token) * static_cast<double>(t.n_seqs) *
                                        (static_cast<double>(t.n_depth) + static_cast<double>(t.n_gen) / 2.0);
     }
-    for (int rep = 0; rep < reps; ++rep) {
+    // One untimed run first (rep -1), as llama-bench warms up: the first pass pays one-time costs
+    // (a GPU's library heuristics and first launches, scratch growth) that steady use never does.
+    for (int rep = -1; rep < reps; ++rep) {
+      const bool timed = rep >= 0;
       if (t.n_prompt > 0) {
         Sequence* s = start(t.n_depth);
         const std::vector<int32_t> ids = random_ids(rng, cfg.vocab_size, t.n_prompt);
         BatchItem item{s, ids, false};
         const auto t0 = std::chrono::steady_clock::now();
         fwd.step(std::span<const BatchItem>(&item, 1), out);
-        r.samples_s.push_back(seconds_since(t0));
+        if (timed) r.samples_s.push_back(seconds_since(t0));
         cache->close(s);
       } else {
         // The ceiling again just before each repetition (one pass of each read loop): a machine's
         // bandwidth can move by a third from one minute to the next (shared hosts), and a share
         // of the ceiling means something only when both were measured in the same minute.
-        r.ceiling_samples.push_back(read_ceiling(1));
+        if (timed) r.ceiling_samples.push_back(read_ceiling(1));
         std::vector<Sequence*> seqs;
         for (int64_t b = 0; b < t.n_seqs; ++b) seqs.push_back(start(t.n_depth));
         std::vector<int32_t> last = random_ids(rng, cfg.vocab_size, t.n_seqs);
@@ -175,7 +178,7 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
           fwd.step(items, out);
           for (int64_t b = 0; b < t.n_seqs; ++b) last[b] = static_cast<int32_t>((last[b] * 7919 + step) % cfg.vocab_size);
         }
-        r.samples_s.push_back(seconds_since(t0));
+        if (timed) r.samples_s.push_back(seconds_since(t0));
         for (Sequence* s : seqs) cache->close(s);
       }
     }
