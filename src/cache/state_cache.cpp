@@ -37,6 +37,7 @@ StateBytes state_bytes(const StateShape& s, const StateCacheOptions& o) {
   b.kv_total = b.kv_per_block * static_cast<size_t>(o.n_blocks);
   b.conv_total = b.conv_per_slot * static_cast<size_t>(o.n_slots);
   b.snapshots_total = b.snapshot_per_block * static_cast<size_t>(o.n_blocks);
+  b.spec_total = b.conv_per_slot * static_cast<size_t>(o.n_slots) * static_cast<size_t>(std::max<int64_t>(o.draft_tokens, 0));
   return b;
 }
 
@@ -51,6 +52,8 @@ StateCache::StateCache(const StateShape& shape, const StateCacheOptions& opt, De
             opt.n_slots);
   LFM_CHECK(shape.conv_layers == 0 || shape.conv_kernel >= 1, "state: conv kernel must be positive, got ",
             shape.conv_kernel);
+  LFM_CHECK(opt.draft_tokens >= 0 && opt.draft_tokens <= 256, "state: draft tokens must be in [0, 256], got ",
+            opt.draft_tokens);
   const StateBytes b = bytes();
   const size_t kv_layer = b.kv_per_block / 2 / std::max<int64_t>(shape.attn_layers, 1);
   for (int64_t l = 0; l < shape.attn_layers; ++l) {
@@ -60,7 +63,7 @@ StateCache::StateCache(const StateShape& shape, const StateCacheOptions& opt, De
   const size_t conv_layer = b.conv_per_slot / std::max<int64_t>(shape.conv_layers, 1);
   for (int64_t l = 0; l < shape.conv_layers; ++l) {
     conv_.push_back(mem_.allocate(conv_layer * static_cast<size_t>(opt.n_slots)));
-    snaps_.push_back(mem_.allocate(opt.prefix_cache ? conv_layer * static_cast<size_t>(opt.n_blocks) : 0));
+    snaps_.push_back(mem_.allocate(conv_layer * static_cast<size_t>(n_snapshots())));
   }
   blocks_.resize(static_cast<size_t>(opt.n_blocks));
   for (int64_t i = opt.n_blocks - 1; i >= 0; --i) free_blocks_.push_back(static_cast<int32_t>(i));
@@ -113,6 +116,7 @@ void StateCache::reset(Sequence& seq) {
   seq.block_hash_.clear();
   seq.tokens_.clear();
   seq.checkpoints_.clear();
+  seq.spec_rows_ = 0;
   seq.reused_ = 0;
   zero_slot(seq.slot_);
 }
@@ -184,13 +188,24 @@ bool StateCache::reserve(Sequence& seq, int64_t n) {
   return true;
 }
 
-SeqRun StateCache::run(Sequence& seq, int64_t row0, int64_t n) {
+int64_t StateCache::n_snapshots() const {
+  return (opt_.prefix_cache ? opt_.n_blocks : 0) + opt_.n_slots * opt_.draft_tokens;
+}
+
+int32_t StateCache::spec_snapshot(int32_t slot, int64_t r) const {
+  return static_cast<int32_t>((opt_.prefix_cache ? opt_.n_blocks : 0) + static_cast<int64_t>(slot) * opt_.draft_tokens + r);
+}
+
+SeqRun StateCache::run(Sequence& seq, int64_t row0, int64_t n, bool speculative) {
   LFM_CHECK(n >= 1 && blocks_needed(seq, n) == 0, "state: run of ", n, " tokens without a reservation");
+  LFM_CHECK(!speculative || n <= opt_.draft_tokens + 1, "state: a speculative step of ", n,
+            " tokens, but the cache keeps snapshots for ", opt_.draft_tokens, " drafted tokens");
   seq.checkpoints_.clear();
-  if (opt_.prefix_cache) {
-    const int64_t B = opt_.block_tokens;
-    for (int64_t p = seq.n_past(); p < seq.n_past() + n; ++p)
-      if ((p + 1) % B == 0) seq.checkpoints_.push_back({p, seq.blocks_[p / B]});
+  seq.spec_rows_ = speculative ? n : 0;
+  const int64_t B = opt_.block_tokens;
+  for (int64_t p = seq.n_past(); p < seq.n_past() + n; ++p) {  // ascending positions
+    if (opt_.prefix_cache && (p + 1) % B == 0) seq.checkpoints_.push_back({p, seq.blocks_[p / B]});
+    if (speculative && p + 1 < seq.n_past() + n) seq.checkpoints_.push_back({p, spec_snapshot(seq.slot_, p - seq.n_past())});
   }
   SeqRun r;
   r.row0 = row0;
@@ -208,6 +223,7 @@ void StateCache::commit(Sequence& seq, std::span<const int32_t> tokens) {
             " tokens without a reservation");
   seq.tokens_.insert(seq.tokens_.end(), tokens.begin(), tokens.end());
   seq.checkpoints_.clear();
+  seq.spec_rows_ = 0;
   const int64_t full = seq.n_past() / B;
   while (static_cast<int64_t>(seq.block_hash_.size()) < full) {
     const int64_t j = static_cast<int64_t>(seq.block_hash_.size());
@@ -222,6 +238,23 @@ void StateCache::commit(Sequence& seq, std::span<const int32_t> tokens) {
     blk.hash = h;
     blk.tokens.assign(toks.begin(), toks.end());
     index_[h] = seq.blocks_[j];
+  }
+}
+
+void StateCache::commit_accepted(Sequence& seq, std::span<const int32_t> tokens, int64_t n_keep) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  LFM_CHECK(seq.spec_rows_ > 0 && seq.spec_rows_ == n, "state: commit_accepted of ", n,
+            " tokens, but the sequence's last step was ",
+            seq.spec_rows_ > 0 ? cat("a speculative step of ", seq.spec_rows_, " tokens") : std::string("not speculative"));
+  LFM_CHECK(n_keep >= 1 && n_keep <= n, "state: keeping ", n_keep, " of ", n, " tokens (at least one, at most all)");
+  const int64_t r = n_keep - 1;  // the last kept row: its snapshot holds the conv state after it
+  commit(seq, tokens.first(static_cast<size_t>(n_keep)));
+  seq.spec_rows_ = 0;
+  if (n_keep == n) return;  // everything kept: the state is already right
+  for (size_t l = 0; l < conv_.size(); ++l) {
+    const size_t per = conv_[l].size() / static_cast<size_t>(opt_.n_slots);
+    mem_.copy(static_cast<uint8_t*>(conv_[l].data()) + per * static_cast<size_t>(seq.slot_),
+              static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(spec_snapshot(seq.slot_, r)), per);
   }
 }
 
@@ -305,10 +338,10 @@ ConvPool StateCache::conv_pool(int64_t conv_layer) const {
   LFM_CHECK(conv_layer >= 0 && conv_layer < shape_.conv_layers, "state: no conv layer ", conv_layer);
   ConvPool p;
   p.state = conv_[conv_layer].data();
-  p.snapshots = opt_.prefix_cache ? snaps_[conv_layer].data() : nullptr;
+  p.snapshots = n_snapshots() > 0 ? snaps_[conv_layer].data() : nullptr;
   p.type = opt_.type;
   p.n_slots = opt_.n_slots;
-  p.n_snapshots = opt_.prefix_cache ? opt_.n_blocks : 0;
+  p.n_snapshots = n_snapshots();
   p.rows = shape_.conv_kernel - 1;
   p.dim = shape_.conv_dim;
   return p;

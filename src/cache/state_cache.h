@@ -13,6 +13,14 @@
 // needs the conv state at that point: the snapshot taken when the prefix's last block filled. A new
 // sequence thus resumes from its longest cached prefix of whole blocks, recomputing the rest.
 //
+// Speculative steps (speculative decoding's verification). A step may feed a sequence tokens of
+// which only a prefix turns out to be kept: with `draft_tokens` = k, such a step of up to k + 1
+// tokens also snapshots the conv state after each of its first k positions (k snapshots per
+// slot, beside the prefix cache's), and `commit_accepted` then keeps the accepted prefix: the KV
+// past it is simply never read (positions past n_past), the conv state is restored from the
+// snapshot at the last kept position, and only kept tokens ever reach the prefix cache. Nothing
+// kept is recomputed.
+//
 // Not thread-safe: one owner (the engine's scheduler thread, or a test) drives it.
 #pragma once
 
@@ -41,6 +49,7 @@ struct StateCacheOptions {
   int64_t n_blocks = 0;        // KV blocks (each spans every attention layer)
   int64_t n_slots = 1;         // conv-state slots: sequences open at once
   bool prefix_cache = true;    // index full blocks and keep a conv snapshot per block
+  int64_t draft_tokens = 0;    // k: speculative steps of up to k + 1 tokens (k snapshots per slot)
 };
 
 struct StateCacheStats {
@@ -51,11 +60,12 @@ struct StateCacheStats {
   int64_t evicted_blocks = 0;
 };
 
-// Bytes of the pools: KV per block, conv state per slot, snapshot per block.
+// Bytes of the pools: KV per block, conv state per slot, snapshot per block; the speculative
+// snapshots (draft_tokens per slot) are counted in spec_total.
 struct StateBytes {
   size_t kv_per_token = 0, kv_per_block = 0, conv_per_slot = 0, snapshot_per_block = 0;
-  size_t kv_total = 0, conv_total = 0, snapshots_total = 0;
-  size_t total() const { return kv_total + conv_total + snapshots_total; }
+  size_t kv_total = 0, conv_total = 0, snapshots_total = 0, spec_total = 0;
+  size_t total() const { return kv_total + conv_total + snapshots_total + spec_total; }
 };
 StateBytes state_bytes(const StateShape& shape, const StateCacheOptions& opt);
 
@@ -80,6 +90,7 @@ class Sequence {
   std::vector<int32_t> blocks_;             // block table, covering at least n_past positions
   std::vector<uint64_t> block_hash_;        // chain hash of each full block (set at commit)
   std::vector<ConvCheckpoint> checkpoints_;  // of the current step
+  int64_t spec_rows_ = 0;                    // rows of the current step when speculative, else 0
 };
 
 class StateCache {
@@ -125,10 +136,14 @@ class StateCache {
   // nothing, when the pool has too few blocks.
   bool reserve(Sequence& seq, int64_t n);
   // The sequence's run for a step of n new tokens starting at packed row row0 (after reserve),
-  // with a conv checkpoint at every block end it crosses. Valid until its next run().
-  SeqRun run(Sequence& seq, int64_t row0, int64_t n);
+  // with a conv checkpoint at every block end it crosses, and when `speculative` (n ≤
+  // draft_tokens + 1) one after each of its first n - 1 positions. Valid until its next run().
+  SeqRun run(Sequence& seq, int64_t row0, int64_t n, bool speculative = false);
   // After the step: the sequence now holds `tokens` more; newly full blocks enter the prefix cache.
   void commit(Sequence& seq, std::span<const int32_t> tokens);
+  // After a speculative step that fed `tokens`: keeps the first n_keep (1 ≤ n_keep ≤ its size)
+  // as if only they had been fed, restoring the conv state saved after the last of them.
+  void commit_accepted(Sequence& seq, std::span<const int32_t> tokens, int64_t n_keep);
 
   // ---- pools, for the kernels ----
   KvPool kv_pool(int64_t attn_layer) const;
@@ -155,6 +170,10 @@ class StateCache {
   StateCacheOptions opt_;
   DeviceMemory& mem_;
   std::vector<DeviceBuffer> k_, v_;             // per attention layer
+  // Snapshot index of speculative snapshot r of a slot (after the prefix cache's, one per block).
+  int32_t spec_snapshot(int32_t slot, int64_t r) const;
+  int64_t n_snapshots() const;
+
   std::vector<DeviceBuffer> conv_, snaps_;      // per conv layer
   std::vector<Block> blocks_;
   std::vector<int32_t> free_blocks_;            // a stack: lowest ids first out

@@ -51,6 +51,9 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
                 ")");
     for (const BatchItem& other : items)
       LFM_CHECK(&other == &it || other.seq != it.seq, "forward: the same sequence appears twice in one batch");
+    LFM_CHECK(!it.speculative || static_cast<int64_t>(it.tokens.size()) <= cache_.options().draft_tokens + 1,
+              "forward: a speculative step of ", it.tokens.size(), " tokens, but the state cache keeps room for ",
+              cache_.options().draft_tokens, " drafted tokens");
     T_ += static_cast<int64_t>(it.tokens.size());
   }
   int64_t need = 0;
@@ -61,7 +64,7 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   runs_.clear();
   int64_t row0 = 0;
   for (const BatchItem& it : items) {
-    runs_.push_back(cache_.run(*it.seq, row0, static_cast<int64_t>(it.tokens.size())));
+    runs_.push_back(cache_.run(*it.seq, row0, static_cast<int64_t>(it.tokens.size()), it.speculative));
     row0 += static_cast<int64_t>(it.tokens.size());
   }
 
@@ -141,7 +144,8 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   observe(-1, "lm_head", logits, R, c.vocab_size);
   download_choices(items, logits, R, out);
 
-  for (const BatchItem& it : items) cache_.commit(*it.seq, it.tokens);
+  for (const BatchItem& it : items)
+    if (!it.speculative) cache_.commit(*it.seq, it.tokens);  // speculative ones: commit_accepted
 }
 
 void Forward::set_allowed_tokens(std::span<const uint8_t> allowed) {

@@ -49,6 +49,7 @@ StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOption
   c.type = o.type ? *o.type : default_state_type(cfg);
   c.n_slots = o.parallel;
   c.prefix_cache = o.prefix_cache;
+  c.draft_tokens = o.draft_tokens;
   const int64_t per_seq = (o.ctx_size + o.block_tokens - 1) / o.block_tokens;
   if (o.memory_bytes == 0) {
     LFM_CHECK(per_seq <= (int64_t{1} << 30) / o.parallel, "state: ", o.parallel, " sequences of ", o.ctx_size,

@@ -32,6 +32,7 @@ struct StatePlanOptions {
   std::optional<DType> type;  // unset: the checkpoint's default (default_state_type)
   int64_t memory_bytes = 0;  // KV + snapshot budget; 0: enough for ctx_size × parallel
   bool prefix_cache = true;
+  int64_t draft_tokens = 0;  // room for speculative steps of up to this many drafted tokens
 };
 
 // Blocks for ctx_size × parallel tokens, or as many as memory_bytes holds (at least one
