@@ -1,0 +1,55 @@
+// Prompt-lookup drafting (issue 37) and the adaptive draft length.
+#include <gtest/gtest.h>
+
+#include "engine/ngram_drafter.h"
+
+namespace lfm {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+TEST(NgramDraft, ProposesWhatFollowedTheLongestMostRecentMatch) {
+  // The last three tokens occurred at the start: what followed them, then the same again.
+  EXPECT_EQ(ngram_draft(Ids{1, 2, 3, 4, 9, 1, 2, 3}, 5), (Ids{4, 9, 1, 2, 3}));
+  EXPECT_EQ(ngram_draft(Ids{1, 2, 3, 4, 9, 1, 2, 3}, 2), (Ids{4, 9}));
+  // "6 7" (n = 2) wins over the more recent "7" (n = 1).
+  EXPECT_EQ(ngram_draft(Ids{5, 6, 7, 9, 7, 1, 6, 7}, 3), (Ids{9, 7, 1}));
+  EXPECT_EQ(ngram_draft(Ids{5, 6, 7, 9, 7, 1, 6, 7}, 3, {.min_n = 1, .max_n = 1}), (Ids{1, 6, 7}));
+  // Of two earlier occurrences, the most recent.
+  EXPECT_EQ(ngram_draft(Ids{4, 8, 4, 5, 0, 4}, 1, {.min_n = 1, .max_n = 1}), (Ids{5}));
+}
+
+TEST(NgramDraft, RepetitionContinuesWithItsPeriod) {
+  EXPECT_EQ(ngram_draft(Ids{1, 2, 1, 2, 1, 2}, 5), (Ids{1, 2, 1, 2, 1}));
+  EXPECT_EQ(ngram_draft(Ids{7, 7, 7}, 4), (Ids{7, 7, 7, 7}));
+  EXPECT_EQ(ngram_draft(Ids{3, 1, 2, 3, 1, 2, 3}, 4), (Ids{1, 2, 3, 1}));
+}
+
+TEST(NgramDraft, NothingToProposeIsEmpty) {
+  EXPECT_TRUE(ngram_draft(Ids{1, 2, 3, 4}, 4).empty());
+  EXPECT_TRUE(ngram_draft(Ids{}, 4).empty());
+  EXPECT_TRUE(ngram_draft(Ids{5}, 4).empty());
+  EXPECT_TRUE(ngram_draft(Ids{5, 5}, 0).empty());
+  EXPECT_TRUE(ngram_draft(Ids{1, 2, 1, 2}, 3, {.min_n = 3, .max_n = 3}).empty());  // "1 2" is too short
+}
+
+TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffToWhatWasAccepted) {
+  DraftLength k(6);
+  EXPECT_EQ(k.next(), 6);
+  k.update(6, 6);
+  EXPECT_EQ(k.next(), 6);  // capped
+  k.update(6, 2);
+  EXPECT_EQ(k.next(), 3);
+  k.update(3, 0);
+  EXPECT_EQ(k.next(), 1);  // an always-wrong drafter drafts one token per step
+  k.update(1, 0);
+  EXPECT_EQ(k.next(), 1);
+  k.update(1, 1);
+  EXPECT_EQ(k.next(), 2);
+  k.update(0, 0);  // nothing drafted: unchanged
+  EXPECT_EQ(k.next(), 2);
+  EXPECT_EQ(DraftLength(0).next(), 1);
+}
+
+}  // namespace
+}  // namespace lfm
