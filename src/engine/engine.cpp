@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/stop_strings.h"
+#include "engine/ngram_drafter.h"
 #include "engine/token_mask.h"
 #include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -53,6 +54,11 @@ struct Engine::Active {
   std::unique_ptr<StopStrings> stops;
   Usage usage;
   Clock::time_point submitted;
+  // Speculative decoding: most drafts per step (0: off), the adaptive length, and this step's
+  // verification tokens (the last sampled token, then the drafts; empty: a plain step).
+  int64_t max_drafts = 0;
+  std::unique_ptr<DraftLength> draft_len;
+  std::vector<int32_t> verify;
 };
 
 Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt)
@@ -117,6 +123,9 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
     a->detok->keep(req.show_special);
   }
   a->stops = std::make_unique<StopStrings>(req.stop);
+  LFM_CHECK(req.ngram_drafts >= 0, "engine: ngram_drafts must not be negative, got ", req.ngram_drafts);
+  if (a->sampler->plain_greedy()) a->max_drafts = std::min(req.ngram_drafts, cache_->options().draft_tokens);
+  if (a->max_drafts > 0) a->draft_len = std::make_unique<DraftLength>(a->max_drafts);
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
   a->req = std::move(req);
@@ -257,7 +266,15 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     Active* a = running_[i].get();
     const bool decode = decoding(*a);
     if (decode) --decoders_left;
-    const int64_t n = decode ? 1
+    a->verify.clear();
+    if (decode) {  // drafts fit what the budget leaves after one token for each later decoder
+      const std::vector<int32_t> drafts = drafts_for(*a, budget - decoders_left - 1);
+      if (!drafts.empty()) {
+        a->verify.push_back(a->tokens.back());
+        a->verify.insert(a->verify.end(), drafts.begin(), drafts.end());
+      }
+    }
+    const int64_t n = decode ? std::max<int64_t>(1, static_cast<int64_t>(a->verify.size()))
                              : std::min({static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget - decoders_left,
                                          prefill_left});
     if (n <= 0) continue;
@@ -310,6 +327,7 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
 }
 
 void Engine::preempt(Active* victim) {
+  victim->verify.clear();
   cache_->close(victim->seq);
   victim->seq = nullptr;
   victim->n_fed = 0;
@@ -327,6 +345,10 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
   std::vector<BatchItem> items;
   items.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i]->verify.empty()) {  // a verification step: every row's logits
+      items.push_back({batch[i]->seq, batch[i]->verify, true, false, true});
+      continue;
+    }
     // A plain greedy request that gets its next token this step needs only the argmax, which a
     // device backend computes in place (one id down instead of a row of logits).
     const bool token_due = batch[i]->n_fed + counts[i] == static_cast<int64_t>(batch[i]->tokens.size());
@@ -343,12 +365,46 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
   for (size_t i = 0; i < batch.size(); ++i) {
     Active* a = batch[i];
     if (a->finished) continue;
+    if (!a->verify.empty()) {
+      totals_.computed_tokens += counts[i];
+      after_verification(*a, i);
+      continue;
+    }
     if (a->n_generated == 0) ++a->usage.prefill_steps;
     a->n_fed += counts[i];
     totals_.computed_tokens += counts[i];
     if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, items[i].argmax_only ? nullptr : out_.row(i), out_.argmax[i]);
   }
   std::erase_if(running_, [](const auto& a) { return a->finished; });
+}
+
+std::vector<int32_t> Engine::drafts_for(const Active& a, int64_t room) const {
+  if (a.max_drafts == 0) return {};
+  // A verification of d drafts yields up to d + 1 tokens: stay within the request's limit.
+  const int64_t left = a.limit - static_cast<int64_t>(a.tokens.size()) - 1;
+  const int64_t k = std::min({a.draft_len->next(), left, room});
+  return k > 0 ? ngram_draft(a.tokens, k) : std::vector<int32_t>();
+}
+
+void Engine::after_verification(Active& a, size_t item) {
+  const int64_t n = static_cast<int64_t>(a.verify.size());
+  // Row r's choice is the token after verify[r]; it is the next draft's check.
+  int64_t r = 0;
+  for (;; ++r) {
+    after_token(a, out_.row(item, r));
+    if (a.finished) return;  // stopped (stop id, string, length) or failed: the state is gone
+    if (r + 1 < n && a.tokens.back() == a.verify[r + 1]) continue;
+    break;
+  }
+  // verify[0 .. r] are in the state now; the last choice waits to be fed.
+  cache_->commit_accepted(*a.seq, a.verify, r + 1);
+  a.n_fed += r + 1;
+  a.draft_len->update(n - 1, r);
+  a.usage.drafted_tokens += n - 1;
+  a.usage.accepted_tokens += r;
+  totals_.drafted_tokens += n - 1;
+  totals_.accepted_tokens += r;
+  a.verify.clear();
 }
 
 void Engine::after_token(Active& a, const float* logits, int32_t greedy_id) {

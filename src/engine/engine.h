@@ -49,6 +49,7 @@ struct EngineStats {
   int64_t running = 0, waiting = 0;
   int64_t finished = 0, cancelled = 0, failed = 0, preemptions = 0, steps = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0, computed_tokens = 0;
+  int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
   StateCacheStats cache;
 };
 
@@ -88,6 +89,11 @@ class Engine {
   void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
   // The token chosen from `logits`, or (logits null) the greedy id the step computed.
   void after_token(Active& a, const float* logits, int32_t greedy_id = -1);
+  // After a verification step (item i of the step): each row's choice in turn while it equals
+  // the next draft, then the state keeps what was accepted.
+  void after_verification(Active& a, size_t item);
+  // The drafts a decoding request verifies this step (empty: none), at most `room` tokens.
+  std::vector<int32_t> drafts_for(const Active& a, int64_t room) const;
   void preempt(Active* victim);
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
   void publish_stats();

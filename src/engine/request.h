@@ -22,6 +22,11 @@ struct Request {
   std::vector<std::string> stop;    // generation ends when the text contains one (never emitted)
   bool ignore_eos = false;          // do not stop at the model's end-of-sequence ids
   std::vector<int32_t> show_special;  // special ids whose text is emitted anyway (e.g. tool-call markers)
+  // Speculative decoding with prompt-lookup drafts (engine/ngram_drafter.h): up to this many
+  // drafted tokens verified per step, at most the engine's room (EngineOptions::state
+  // .draft_tokens). Greedy requests without bias, penalties or logprobs only (others ignore it);
+  // the output is bit for bit the same as without.
+  int64_t ngram_drafts = 0;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -36,6 +41,8 @@ struct Usage {
   double total_seconds = 0;        // submit → finish
   int64_t preemptions = 0;
   int64_t prefill_steps = 0;       // steps that fed part of the prompt (chunked prefill)
+  int64_t drafted_tokens = 0;      // speculative decoding: tokens drafted and verified
+  int64_t accepted_tokens = 0;     // of those, accepted (each one a token without its own step)
 };
 
 struct Event {
