@@ -57,6 +57,27 @@ TEST(CliTest, GenerateGreedyJsonMatchesFixture) {
   EXPECT_EQ(j["generated_ids"], g["new_tokens"]);
 }
 
+// --draft ngram: the same greedy tokens, with drafts verified (and some accepted on a prompt the
+// model continues repetitively), at block sizes 1 and 16.
+TEST(CliTest, NgramDraftingKeepsGreedyTokens) {
+  const std::string model = test::fixture_dir("lfm2moe_g_untied_nobias_scaled_f32");
+  const std::string prompt = " --prompt-ids 5,9,13,7,7,1,5,9,13,7,7,1,5,9,13 -n 40 --ignore-eos --json";
+  const auto plain = run("generate -m " + model + prompt, false);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const auto want = nlohmann::json::parse(plain.out)["generated_ids"];
+  for (const char* block : {"1", "16"}) {
+    const auto spec = run("generate -m " + model + prompt + " --draft ngram --draft-max 4 --kv-block-size " + block, false);
+    ASSERT_EQ(spec.code, 0) << spec.out;
+    const auto j = nlohmann::json::parse(spec.out);
+    EXPECT_EQ(j["generated_ids"], want) << "block size " << block;
+    EXPECT_GT(j["drafted_tokens"].get<int64_t>(), 0);
+    EXPECT_LE(j["accepted_tokens"].get<int64_t>(), j["drafted_tokens"].get<int64_t>());
+  }
+  const auto bad = run("generate -m " + model + prompt + " --draft model");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--draft"), std::string::npos) << bad.out;
+}
+
 TEST(CliTest, StateOptionsKeepResultsAndInfoReportsThePool) {
   const std::string fx = test::fixture_dir("lfm2_c_layertypes_untied_convbias_f32");
   const auto ref = test::reference("lfm2_c_layertypes_untied_convbias_f32");
