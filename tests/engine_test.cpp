@@ -17,11 +17,8 @@
 #include "engine/engine.h"
 #include "kernels/cpu_backend.h"
 #include "model/forward.h"
-#include "fake_device_backend.h"
 #include "model_test_util.h"
-#if LFM_HAVE_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
+#include "test_backends.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -56,19 +53,9 @@ class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::
  protected:
   void SetUp() override {
     LoadOptions load;
-    if (std::get<1>(GetParam()) == "fake-device") {
-      backend_ = std::make_unique<test::FakeDeviceBackend>(pool_);
-      load.backend = backend_.get();
-    } else if (std::get<1>(GetParam()) == "cuda") {
-#if LFM_HAVE_CUDA
-      std::string why;
-      if (!cuda_device_present(&why)) GTEST_SKIP() << why;
-      backend_ = make_cuda_backend(0, pool_);
-      load.backend = backend_.get();
-#endif
-    } else {
-      backend_ = make_cpu_backend(pool_);
-    }
+    std::string why;
+    backend_ = test::make_named_backend(std::get<1>(GetParam()), pool_, load, &why);
+    if (!backend_) GTEST_SKIP() << why;
     model_ = load_model(test::fixture_dir(std::get<0>(GetParam())), load);
     std::mt19937 rng(17);
     std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(model_->config().vocab_size - 1));

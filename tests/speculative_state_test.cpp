@@ -2,7 +2,8 @@
 // and k drafts; keeping any prefix of it (StateCache::commit_accepted) must leave the sequence
 // bit for bit as if only that prefix had been fed: the KV past it unread, the conv state restored
 // from the snapshot after its last token, and only kept tokens in the prefix cache. Checked on
-// the CPU backend and on the fake device backend (whose memory the host cannot touch), at block
+// the CPU backend, the fake device backend (whose memory the host cannot touch) and, with a GPU,
+// the CUDA backend (every step here is short: its own batch-invariant kernels), at block
 // sizes 1 (every position a block end, so prefix-cache and speculative snapshots coincide) and
 // 16, with float32 and bf16 state.
 #include <gtest/gtest.h>
@@ -13,10 +14,9 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
-#include "kernels/cpu_backend.h"
 #include "model/forward.h"
-#include "fake_device_backend.h"
 #include "model_test_util.h"
+#include "test_backends.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -31,12 +31,9 @@ class SpeculativeStateTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     LoadOptions load;
-    if (std::get<1>(GetParam()) == "fake-device") {
-      backend_ = std::make_unique<test::FakeDeviceBackend>(pool_);
-      load.backend = backend_.get();
-    } else {
-      backend_ = make_cpu_backend(pool_);
-    }
+    std::string why;
+    backend_ = test::make_named_backend(std::get<1>(GetParam()), pool_, load, &why);
+    if (!backend_) GTEST_SKIP() << why;
     model_ = load_model(test::fixture_dir(std::get<0>(GetParam())), load);
     vocab_ = model_->config().vocab_size;
     plan_ = test::f32_plan(128, std::get<2>(GetParam()));
@@ -205,7 +202,12 @@ TEST_P(SpeculativeStateTest, MisuseIsRefusedNamingTheProblem) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeStateTest,
                          ::testing::Combine(::testing::Values("lfm2_c_layertypes_untied_convbias_f32",
                                                               "lfm2moe_g_untied_nobias_scaled_f32"),
-                                            ::testing::Values("cpu", "fake-device"),
+                                            ::testing::Values("cpu", "fake-device"
+#if LFM_HAVE_CUDA
+                                                              ,
+                                                              "cuda"  // skipped without a GPU
+#endif
+                                                              ),
                                             ::testing::Values(int64_t{1}, int64_t{16}), ::testing::Values("f32", "bf16")));
 
 }  // namespace
