@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -304,8 +305,10 @@ class CudaBackend final : public Backend {
   // Times one op when profiling (see profiling_requested), else nothing.
   class OpTimer {
    public:
-    OpTimer(CudaBackend* be, std::string name) : be_(be), name_(std::move(name)) {
+    // The name is copied only when timing: ops name themselves on every call.
+    OpTimer(CudaBackend* be, std::string_view name) : be_(be) {
       if (!be_) return;
+      name_ = name;
       cudaStreamSynchronize(be_->stream_);
       t0_ = std::chrono::steady_clock::now();
     }
@@ -324,7 +327,7 @@ class CudaBackend final : public Backend {
     std::string name_;
     std::chrono::steady_clock::time_point t0_;
   };
-  OpTimer time_op(std::string name) { return OpTimer(profile_ ? this : nullptr, std::move(name)); }
+  OpTimer time_op(std::string_view name) { return OpTimer(profile_ ? this : nullptr, name); }
   void print_profile() const {
     std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile_table_.begin(), profile_table_.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
