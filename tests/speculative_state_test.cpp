@@ -82,7 +82,7 @@ TEST_P(SpeculativeStateTest, KeepingAnyPrefixIsExactlyFeedingOnlyThatPrefix) {
     step(fwd, spec, prompt_);
     const auto rows = step(fwd, spec, verify, /*speculative=*/true);
     ASSERT_EQ(static_cast<int64_t>(rows.size()), kDrafts + 1);
-    cache->commit_accepted(*spec, verify, a + 1);
+    cache->commit_accepted(*spec, a + 1);
     ASSERT_EQ(spec->n_past(), static_cast<int64_t>(prompt_.size()) + a + 1);
 
     Sequence* plain = cache->open(128);
@@ -166,11 +166,56 @@ TEST_P(SpeculativeStateTest, GreedyVerificationWithAnyDrafterEqualsPlainGreedy) 
       got.push_back(tok);
       got_logits.emplace_back(out.row(0, r), out.row(0, r) + vocab_);
     }
-    cache->commit_accepted(*spec, verify, accepted + 1);
+    cache->commit_accepted(*spec, accepted + 1);
   }
   got.resize(kTokens);
   EXPECT_EQ(got, want);
   for (int i = 0; i < kTokens; ++i) EXPECT_TRUE(same_bits(got_logits[i], want_logits[i])) << "token " << i;
+}
+
+// A draft model's chain: a step of pending tokens whose last opens the chain (the ones before it
+// sure), then one-token speculative steps; keeping any prefix of the chain leaves the bits of a
+// sequence fed only the kept tokens, and plain steps continue from there.
+TEST_P(SpeculativeStateTest, ChainsOfOneTokenStepsRollBackExactly) {
+  std::mt19937 rng(11);
+  for (int64_t keep = 1; keep <= kDrafts + 1; ++keep) {
+    auto cache = make_state_cache(*model_, plan_, *backend_);
+    Forward fwd(*model_, *backend_, *cache);
+    Sequence* spec = cache->open(128);
+    step(fwd, spec, std::vector<int32_t>(prompt_.begin(), prompt_.begin() + 5));
+    // Pending: the rest of the prompt; the chain starts at its last token.
+    const std::vector<int32_t> pending(prompt_.begin() + 5, prompt_.end());
+    std::vector<int32_t> chain = {pending.back()};
+    {
+      BatchItem item{spec, pending, false, false, true, static_cast<int64_t>(pending.size()) - 1};
+      StepOutput out;
+      fwd.step(std::span<const BatchItem>(&item, 1), out);
+    }
+    std::vector<std::vector<float>> rows;
+    for (int64_t j = 0; j < kDrafts; ++j) {
+      chain.push_back(static_cast<int32_t>(rng() % vocab_));
+      rows.push_back(step(fwd, spec, {chain.back()}, true)[0]);
+    }
+    ASSERT_EQ(spec->speculative_tokens(), kDrafts + 1);
+    EXPECT_THROW(step(fwd, spec, {1}, true), Error);  // past the room for drafts
+    cache->commit_accepted(*spec, keep);
+    ASSERT_EQ(spec->speculative_tokens(), 0);
+    ASSERT_EQ(spec->n_past(), static_cast<int64_t>(prompt_.size()) + keep - 1);
+
+    Sequence* plain = cache->open(128);
+    std::vector<int32_t> kept = prompt_;
+    kept.insert(kept.end(), chain.begin() + 1, chain.begin() + keep);
+    const auto want = step(fwd, plain, kept);
+    for (int64_t r = 1; r < keep; ++r)
+      EXPECT_TRUE(same_bits(rows[r - 1], want[prompt_.size() + r - 1])) << "kept " << keep << ", chain row " << r;
+    int32_t next = best(want.back());
+    for (int i = 0; i < 3; ++i) {
+      const auto a = step(fwd, spec, {next})[0];
+      const auto b = step(fwd, plain, {next})[0];
+      ASSERT_TRUE(same_bits(a, b)) << "kept " << keep << ", token " << i << " after the rollback";
+      next = best(a);
+    }
+  }
 }
 
 // Misuse is refused before anything changes: a step longer than the room for drafts, keeping
@@ -186,16 +231,17 @@ TEST_P(SpeculativeStateTest, MisuseIsRefusedNamingTheProblem) {
   const std::vector<int32_t> one = {3};
   step(fwd, seq, one);
   try {
-    cache->commit_accepted(*seq, one, 1);
+    cache->commit_accepted(*seq, 1);
     ADD_FAILURE() << "a plain step's tokens were kept again";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not speculative"), std::string::npos) << e.what();
   }
   const std::vector<int32_t> verify = {3, 4, 5};
   step(fwd, seq, verify, true);
-  EXPECT_THROW(cache->commit_accepted(*seq, verify, 0), Error);
-  EXPECT_THROW(cache->commit_accepted(*seq, verify, 4), Error);
-  cache->commit_accepted(*seq, verify, 2);
+  EXPECT_THROW(cache->commit_accepted(*seq, 0), Error);
+  EXPECT_THROW(cache->commit_accepted(*seq, 4), Error);
+  EXPECT_THROW(step(fwd, seq, one), Error);  // a plain step while the chain is open
+  cache->commit_accepted(*seq, 2);
   EXPECT_EQ(seq->n_past(), static_cast<int64_t>(prompt_.size()) + 3);
 }
 

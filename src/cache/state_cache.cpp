@@ -116,7 +116,7 @@ void StateCache::reset(Sequence& seq) {
   seq.block_hash_.clear();
   seq.tokens_.clear();
   seq.checkpoints_.clear();
-  seq.spec_rows_ = 0;
+  seq.spec_base_ = -1;
   seq.reused_ = 0;
   zero_slot(seq.slot_);
 }
@@ -196,16 +196,23 @@ int32_t StateCache::spec_snapshot(int32_t slot, int64_t r) const {
   return static_cast<int32_t>((opt_.prefix_cache ? opt_.n_blocks : 0) + static_cast<int64_t>(slot) * opt_.draft_tokens + r);
 }
 
-SeqRun StateCache::run(Sequence& seq, int64_t row0, int64_t n, bool speculative) {
+SeqRun StateCache::run(Sequence& seq, int64_t row0, int64_t n, bool speculative, int64_t sure) {
   LFM_CHECK(n >= 1 && blocks_needed(seq, n) == 0, "state: run of ", n, " tokens without a reservation");
-  LFM_CHECK(!speculative || n <= opt_.draft_tokens + 1, "state: a speculative step of ", n,
-            " tokens, but the cache keeps snapshots for ", opt_.draft_tokens, " drafted tokens");
+  LFM_CHECK(speculative || seq.spec_base_ < 0, "state: a plain step while a speculative chain of ",
+            seq.speculative_tokens(), " tokens is open (keep its accepted prefix first)");
+  LFM_CHECK(sure >= 0 && sure < n && (sure == 0 || seq.spec_base_ < 0), "state: ", sure, " sure tokens in a step of ",
+            n, seq.spec_base_ >= 0 ? " inside an open speculative chain" : "");
+  const int64_t base = !speculative ? -1 : seq.spec_base_ >= 0 ? seq.spec_base_ : seq.n_past() + sure;
+  LFM_CHECK(!speculative || seq.n_past() + n - base <= opt_.draft_tokens + 1, "state: a speculative chain of ",
+            seq.n_past() + n - base, " tokens, but the cache keeps snapshots for ", opt_.draft_tokens,
+            " drafted tokens");
   seq.checkpoints_.clear();
-  seq.spec_rows_ = speculative ? n : 0;
+  seq.spec_base_ = base;
   const int64_t B = opt_.block_tokens;
   for (int64_t p = seq.n_past(); p < seq.n_past() + n; ++p) {  // ascending positions
     if (opt_.prefix_cache && (p + 1) % B == 0) seq.checkpoints_.push_back({p, seq.blocks_[p / B]});
-    if (speculative && p + 1 < seq.n_past() + n) seq.checkpoints_.push_back({p, spec_snapshot(seq.slot_, p - seq.n_past())});
+    if (speculative && p >= base && p - base < opt_.draft_tokens)
+      seq.checkpoints_.push_back({p, spec_snapshot(seq.slot_, p - base)});
   }
   SeqRun r;
   r.row0 = row0;
@@ -223,8 +230,8 @@ void StateCache::commit(Sequence& seq, std::span<const int32_t> tokens) {
             " tokens without a reservation");
   seq.tokens_.insert(seq.tokens_.end(), tokens.begin(), tokens.end());
   seq.checkpoints_.clear();
-  seq.spec_rows_ = 0;
-  const int64_t full = seq.n_past() / B;
+  // Only blocks before an open chain are certain; the chain's enter once kept.
+  const int64_t full = (seq.spec_base_ >= 0 ? seq.spec_base_ : seq.n_past()) / B;
   while (static_cast<int64_t>(seq.block_hash_.size()) < full) {
     const int64_t j = static_cast<int64_t>(seq.block_hash_.size());
     const uint64_t parent = j == 0 ? 0 : seq.block_hash_[j - 1];
@@ -241,20 +248,20 @@ void StateCache::commit(Sequence& seq, std::span<const int32_t> tokens) {
   }
 }
 
-void StateCache::commit_accepted(Sequence& seq, std::span<const int32_t> tokens, int64_t n_keep) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  LFM_CHECK(seq.spec_rows_ > 0 && seq.spec_rows_ == n, "state: commit_accepted of ", n,
-            " tokens, but the sequence's last step was ",
-            seq.spec_rows_ > 0 ? cat("a speculative step of ", seq.spec_rows_, " tokens") : std::string("not speculative"));
-  LFM_CHECK(n_keep >= 1 && n_keep <= n, "state: keeping ", n_keep, " of ", n, " tokens (at least one, at most all)");
-  const int64_t r = n_keep - 1;  // the last kept row: its snapshot holds the conv state after it
-  commit(seq, tokens.first(static_cast<size_t>(n_keep)));
-  seq.spec_rows_ = 0;
+void StateCache::commit_accepted(Sequence& seq, int64_t n_keep) {
+  const int64_t n = seq.speculative_tokens();
+  LFM_CHECK(seq.spec_base_ >= 0, "state: commit_accepted, but the sequence is not speculative (no chain is open)");
+  LFM_CHECK(n_keep >= 1 && n_keep <= n, "state: keeping ", n_keep, " of ", n, " speculative tokens (at least one, at most all)");
+  const int64_t base = seq.spec_base_;
+  seq.tokens_.resize(static_cast<size_t>(base + n_keep));
+  seq.spec_base_ = -1;
+  commit(seq, {});  // index the blocks the kept tokens filled
   if (n_keep == n) return;  // everything kept: the state is already right
+  const int32_t snap = spec_snapshot(seq.slot_, n_keep - 1);  // the conv state after the last kept token
   for (size_t l = 0; l < conv_.size(); ++l) {
     const size_t per = conv_[l].size() / static_cast<size_t>(opt_.n_slots);
     mem_.copy(static_cast<uint8_t*>(conv_[l].data()) + per * static_cast<size_t>(seq.slot_),
-              static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(spec_snapshot(seq.slot_, r)), per);
+              static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(snap), per);
   }
 }
 

@@ -13,13 +13,15 @@
 // needs the conv state at that point: the snapshot taken when the prefix's last block filled. A new
 // sequence thus resumes from its longest cached prefix of whole blocks, recomputing the rest.
 //
-// Speculative steps (speculative decoding's verification). A step may feed a sequence tokens of
-// which only a prefix turns out to be kept: with `draft_tokens` = k, such a step of up to k + 1
-// tokens also snapshots the conv state after each of its first k positions (k snapshots per
-// slot, beside the prefix cache's), and `commit_accepted` then keeps the accepted prefix: the KV
-// past it is simply never read (positions past n_past), the conv state is restored from the
-// snapshot at the last kept position, and only kept tokens ever reach the prefix cache. Nothing
-// kept is recomputed.
+// Speculative steps (speculative decoding). Steps may feed a sequence tokens of which only a
+// prefix turns out to be kept: a verification step (the last sampled token and k drafts), or a
+// draft model's chain of one-token steps. The first speculative step opens a chain (after any
+// leading tokens it marks as sure); with `draft_tokens` = k the chain may grow to k + 1 tokens
+// over one or more steps, and the conv state after each of its first k positions is snapshotted
+// (k snapshots per slot, beside the prefix cache's). `commit_accepted` then keeps a prefix of
+// the chain: the KV past it is simply never read (positions past n_past), the conv state is
+// restored from the snapshot at the last kept position, and only kept tokens ever reach the
+// prefix cache. Nothing kept is recomputed.
 //
 // Not thread-safe: one owner (the engine's scheduler thread, or a test) drives it.
 #pragma once
@@ -80,6 +82,8 @@ class Sequence {
   std::span<const int32_t> blocks() const { return blocks_; }
   int32_t conv_slot() const { return slot_; }
   int64_t reused_tokens() const { return reused_; }  // tokens taken from the prefix cache
+  // Tokens of the open speculative chain (fed, not yet kept or dropped by commit_accepted).
+  int64_t speculative_tokens() const { return spec_base_ < 0 ? 0 : n_past() - spec_base_; }
 
  private:
   friend class StateCache;
@@ -90,7 +94,7 @@ class Sequence {
   std::vector<int32_t> blocks_;             // block table, covering at least n_past positions
   std::vector<uint64_t> block_hash_;        // chain hash of each full block (set at commit)
   std::vector<ConvCheckpoint> checkpoints_;  // of the current step
-  int64_t spec_rows_ = 0;                    // rows of the current step when speculative, else 0
+  int64_t spec_base_ = -1;                   // first position of the open speculative chain, -1: none
 };
 
 class StateCache {
@@ -136,14 +140,17 @@ class StateCache {
   // nothing, when the pool has too few blocks.
   bool reserve(Sequence& seq, int64_t n);
   // The sequence's run for a step of n new tokens starting at packed row row0 (after reserve),
-  // with a conv checkpoint at every block end it crosses, and when `speculative` (n ≤
-  // draft_tokens + 1) one after each of its first n - 1 positions. Valid until its next run().
-  SeqRun run(Sequence& seq, int64_t row0, int64_t n, bool speculative = false);
-  // After the step: the sequence now holds `tokens` more; newly full blocks enter the prefix cache.
+  // with a conv checkpoint at every block end it crosses. When `speculative`, the tokens after
+  // the first `sure` open a chain (or continue the open one) and the conv state after each chain
+  // position below draft_tokens is snapshotted; the chain may reach draft_tokens + 1 tokens.
+  // Valid until its next run().
+  SeqRun run(Sequence& seq, int64_t row0, int64_t n, bool speculative = false, int64_t sure = 0);
+  // After the step: the sequence now holds `tokens` more (tentatively, in an open chain); newly
+  // full blocks before any chain enter the prefix cache.
   void commit(Sequence& seq, std::span<const int32_t> tokens);
-  // After a speculative step that fed `tokens`: keeps the first n_keep (1 ≤ n_keep ≤ its size)
-  // as if only they had been fed, restoring the conv state saved after the last of them.
-  void commit_accepted(Sequence& seq, std::span<const int32_t> tokens, int64_t n_keep);
+  // Ends the open chain keeping its first n_keep tokens (1 ≤ n_keep ≤ its length), as if only
+  // they had been fed: the conv state is restored from the snapshot after the last of them.
+  void commit_accepted(Sequence& seq, int64_t n_keep);
 
   // ---- pools, for the kernels ----
   KvPool kv_pool(int64_t attn_layer) const;

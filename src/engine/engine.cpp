@@ -397,7 +397,7 @@ void Engine::after_verification(Active& a, size_t item) {
     break;
   }
   // verify[0 .. r] are in the state now; the last choice waits to be fed.
-  cache_->commit_accepted(*a.seq, a.verify, r + 1);
+  cache_->commit_accepted(*a.seq, r + 1);
   a.n_fed += r + 1;
   a.draft_len->update(n - 1, r);
   a.usage.drafted_tokens += n - 1;

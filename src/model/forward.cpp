@@ -51,9 +51,14 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
                 ")");
     for (const BatchItem& other : items)
       LFM_CHECK(&other == &it || other.seq != it.seq, "forward: the same sequence appears twice in one batch");
-    LFM_CHECK(!it.speculative || static_cast<int64_t>(it.tokens.size()) <= cache_.options().draft_tokens + 1,
-              "forward: a speculative step of ", it.tokens.size(), " tokens, but the state cache keeps room for ",
-              cache_.options().draft_tokens, " drafted tokens");
+    const int64_t chain = it.seq->speculative_tokens() + static_cast<int64_t>(it.tokens.size()) - it.sure;
+    LFM_CHECK(!it.speculative || chain <= cache_.options().draft_tokens + 1, "forward: a speculative chain of ", chain,
+              " tokens, but the state cache keeps room for ", cache_.options().draft_tokens, " drafted tokens");
+    LFM_CHECK(it.speculative || it.seq->speculative_tokens() == 0, "forward: a plain step for a sequence with ",
+              it.seq->speculative_tokens(), " speculative tokens not yet kept or dropped");
+    LFM_CHECK(it.sure >= 0 && it.sure < static_cast<int64_t>(it.tokens.size()) &&
+                  (it.sure == 0 || (it.speculative && it.seq->speculative_tokens() == 0)),
+              "forward: ", it.sure, " sure tokens in a step of ", it.tokens.size());
     T_ += static_cast<int64_t>(it.tokens.size());
   }
   int64_t need = 0;
@@ -64,7 +69,7 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   runs_.clear();
   int64_t row0 = 0;
   for (const BatchItem& it : items) {
-    runs_.push_back(cache_.run(*it.seq, row0, static_cast<int64_t>(it.tokens.size()), it.speculative));
+    runs_.push_back(cache_.run(*it.seq, row0, static_cast<int64_t>(it.tokens.size()), it.speculative, it.sure));
     row0 += static_cast<int64_t>(it.tokens.size());
   }
 
@@ -144,8 +149,8 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   observe(-1, "lm_head", logits, R, c.vocab_size);
   download_choices(items, logits, R, out);
 
-  for (const BatchItem& it : items)
-    if (!it.speculative) cache_.commit(*it.seq, it.tokens);  // speculative ones: commit_accepted
+  // Speculative tokens are held tentatively until StateCache::commit_accepted.
+  for (const BatchItem& it : items) cache_.commit(*it.seq, it.tokens);
 }
 
 void Forward::set_allowed_tokens(std::span<const uint8_t> allowed) {

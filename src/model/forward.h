@@ -28,10 +28,12 @@ struct BatchItem {
   std::span<const int32_t> tokens;
   bool all_logits = false;   // logits for every new token, else only for the last one
   bool argmax_only = false;  // only the last token's greedy id (StepOutput::argmax), not its logits
-  // A verification step: the tokens after the first are drafts that may be rejected. The state
-  // keeps what a rollback needs, and the step does not commit the tokens: the caller keeps the
-  // accepted prefix with StateCache::commit_accepted (needs the cache's draft_tokens ≥ size - 1).
+  // Tokens that may be rejected (a verification step's drafts, a draft model's guesses): they
+  // open or continue the sequence's speculative chain after the first `sure` tokens, and the
+  // caller keeps the accepted prefix with StateCache::commit_accepted (the chain may reach the
+  // cache's draft_tokens + 1 tokens).
   bool speculative = false;
+  int64_t sure = 0;
 };
 
 struct StepOutput {
