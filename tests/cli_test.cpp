@@ -59,7 +59,7 @@ TEST(CliTest, GenerateGreedyJsonMatchesFixture) {
 
 // --draft ngram: the same greedy tokens, with drafts verified (and some accepted on a prompt the
 // model continues repetitively), at block sizes 1 and 16.
-TEST(CliTest, NgramDraftingKeepsGreedyTokens) {
+TEST(CliTest, DraftingKeepsGreedyTokens) {
   const std::string model = test::fixture_dir("lfm2moe_g_untied_nobias_scaled_f32");
   const std::string prompt = " --prompt-ids 5,9,13,7,7,1,5,9,13,7,7,1,5,9,13 -n 40 --ignore-eos --json";
   const auto plain = run("generate -m " + model + prompt, false);
@@ -73,9 +73,32 @@ TEST(CliTest, NgramDraftingKeepsGreedyTokens) {
     EXPECT_GT(j["drafted_tokens"].get<int64_t>(), 0);
     EXPECT_LE(j["accepted_tokens"].get<int64_t>(), j["drafted_tokens"].get<int64_t>());
   }
+  // A draft model: the model itself (every draft accepted) and another with the same vocabulary,
+  // with other cache types.
+  const std::string other = test::fixture_dir("lfm2_a_fullattnidxs_tied_f32");
+  for (const auto& [kv, draft] : std::vector<std::pair<std::string, std::string>>{
+           {"", " --draft-model " + model},
+           {" --kv-type bf16", " --draft model --draft-model " + other},
+           {" --kv-block-size 1 --kv-type f32", " --draft-model " + other}}) {
+    const auto ref = run("generate -m " + model + prompt + kv, false);
+    const auto spec = run("generate -m " + model + prompt + kv + " --draft-max 4" + draft, false);
+    ASSERT_EQ(spec.code, 0) << draft << ": " << spec.out;
+    const auto j = nlohmann::json::parse(spec.out);
+    EXPECT_EQ(j["generated_ids"], nlohmann::json::parse(ref.out)["generated_ids"]) << kv << draft;
+    EXPECT_GT(j["drafted_tokens"].get<int64_t>(), 0) << draft;
+    if (kv.empty()) {
+      EXPECT_EQ(j["accepted_tokens"], j["drafted_tokens"]);  // the model drafting for itself
+    }
+  }
   const auto bad = run("generate -m " + model + prompt + " --draft model");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find("--draft"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--draft-model"), std::string::npos) << bad.out;
+  const auto contradict = run("generate -m " + model + prompt + " --draft ngram --draft-model " + model);
+  EXPECT_NE(contradict.code, 0);
+  EXPECT_NE(contradict.out.find("--draft-model is given"), std::string::npos) << contradict.out;
+  const auto missing = run("generate -m " + model + prompt + " --draft-model /nonexistent/draft");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("/nonexistent/draft"), std::string::npos) << missing.out;
 }
 
 TEST(CliTest, StateOptionsKeepResultsAndInfoReportsThePool) {

@@ -18,32 +18,15 @@
 #include "kernels/cpu_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
+#include "engine_test_util.h"
 #include "test_backends.h"
 #include "test_util.h"
 
 namespace lfm {
 namespace {
 
-struct Result {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kNone;
-  Usage usage;
-  std::string error;
-};
-
-Result collect(RequestStream& s) {
-  Result r;
-  Event ev;
-  while (s.next(ev)) {
-    if (ev.kind == Event::Kind::kToken) r.tokens.push_back(ev.token);
-    if (ev.kind == Event::Kind::kDone) {
-      r.finish = ev.finish;
-      r.usage = ev.usage;
-      r.error = ev.error;
-    }
-  }
-  return r;
-}
+using test::collect;
+using test::Result;
 
 // Parameters: (fixture, backend): the CPU backend, a backend whose memory the host may not read
 // (tests/fake_device_backend.h: every op checks that it only receives backend memory), so the
@@ -416,76 +399,6 @@ TEST_P(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
   int differ = 0;
   for (size_t i = 0; i < 4; ++i) differ += collect(*solo.submit(sampled(i, 900 + i))).tokens != want[i];
   EXPECT_GT(differ, 0);
-}
-
-// Speculative decoding with prompt-lookup drafts (issue 37): the same tokens as plain greedy
-// decoding, alone and batched, under token budgets that leave drafts no room, with prefix-cache
-// hits, and in a pool small enough to preempt; drafts are really verified and accepted.
-TEST_P(EngineTest, NgramSpeculationKeepsGreedyOutputs) {
-  // Prompts P + G + P, G being the model's own greedy continuation of P: lookup drafts G again,
-  // which the model's continuation of the second P largely repeats.
-  std::vector<Request> reqs;
-  std::vector<std::vector<int32_t>> want;
-  {
-    EngineOptions o = options(1);
-    o.state.ctx_size = 128;
-    Engine plain(*model_, *backend_, nullptr, o);
-    for (size_t i = 0; i < prompts_.size(); ++i) {
-      Request r = greedy(i, 24);
-      const std::vector<int32_t> g = collect(*plain.submit(r)).tokens;
-      r.prompt.insert(r.prompt.end(), g.begin(), g.end());
-      r.prompt.insert(r.prompt.end(), prompts_[i].begin(), prompts_[i].end());
-      reqs.push_back(r);
-    }
-    for (const Request& r : reqs) want.push_back(collect(*plain.submit(r)).tokens);
-  }
-  auto with_drafts = [](Request r) {
-    r.ngram_drafts = 4;
-    return r;
-  };
-  for (int64_t budget : {int64_t{4096}, int64_t{3}}) {
-    EngineOptions o = options(10, budget);
-    o.state.ctx_size = 128;
-    o.state.draft_tokens = 4;
-    Engine e(*model_, *backend_, nullptr, o);
-    // Alone, one after the other (the second round hits the prefix cache), then all at once.
-    for (int round = 0; round < 2; ++round)
-      for (size_t i = 0; i < reqs.size(); ++i) {
-        const Result r = collect(*e.submit(with_drafts(reqs[i])));
-        EXPECT_EQ(r.tokens, want[i]) << "request " << i << ", budget " << budget << ", round " << round << " " << r.error;
-        EXPECT_LE(r.usage.accepted_tokens, r.usage.drafted_tokens);
-      }
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : reqs) streams.push_back(e.submit(with_drafts(r)));
-    for (size_t i = 0; i < reqs.size(); ++i)
-      EXPECT_EQ(collect(*streams[i]).tokens, want[i]) << "request " << i << " in a batch, budget " << budget;
-    e.wait_idle();
-    expect_all_free(e);
-    const EngineStats st = e.stats();
-    if (budget == 4096) {
-      EXPECT_GT(st.drafted_tokens, 0);
-      // The MoE fixture's greedy text repeats itself now and then, so some drafts are accepted
-      // (proof that acceptance and rollback both ran); the dense one's never does.
-      if (std::get<0>(GetParam()).rfind("lfm2moe", 0) == 0)
-        EXPECT_GT(st.accepted_tokens, 0) << "no draft was ever accepted: the test shows nothing";
-    }
-  }
-  // A pool too small for everyone: preempted speculating requests resume exactly.
-  EngineOptions o = options(10, 64);
-  o.state.ctx_size = 128;
-  o.state.draft_tokens = 4;
-  StateCacheOptions one = plan_state_cache(model_->config(), o.state);
-  one.n_blocks = 1;
-  const StateBytes b = state_bytes(state_shape(model_->config()), one);
-  o.state.memory_bytes = static_cast<int64_t>(8 * (b.kv_per_block + b.snapshot_per_block));
-  Engine small(*model_, *backend_, nullptr, o);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : reqs) streams.push_back(small.submit(with_drafts(r)));
-  for (size_t i = 0; i < reqs.size(); ++i)
-    EXPECT_EQ(collect(*streams[i]).tokens, want[i]) << "request " << i << " in a small pool";
-  small.wait_idle();
-  EXPECT_GT(small.stats().preemptions, 0);
-  expect_all_free(small);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,

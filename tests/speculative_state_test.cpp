@@ -162,7 +162,9 @@ TEST_P(SpeculativeStateTest, GreedyVerificationWithAnyDrafterEqualsPlainGreedy) 
       ++accepted;
     for (int64_t r = 0; r <= accepted; ++r) {
       const int32_t tok = argmax(out.row(0, r), vocab_);
-      if (r < accepted) ASSERT_EQ(tok, verify[r + 1]);
+      if (r < accepted) {
+        ASSERT_EQ(tok, verify[r + 1]);
+      }
       got.push_back(tok);
       got_logits.emplace_back(out.row(0, r), out.row(0, r) + vocab_);
     }

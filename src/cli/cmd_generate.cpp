@@ -44,16 +44,8 @@ int run_generate(int argc, char** argv) {
       ->capture_default_str()
       ->check(non_negative_number());
   app.add_flag("--ignore-eos", req.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
-  std::string draft;
-  int64_t draft_max = 8;
-  app.add_option("--draft", draft,
-                 "Speculative decoding: 'ngram' drafts tokens by prompt lookup (what followed the latest earlier "
-                 "occurrence of the last tokens) and verifies them in one step; greedy output is unchanged (greedy "
-                 "sampling without bias, penalties or logprobs only; others decode plainly)")
-      ->check(CLI::IsMember({"ngram"}));
-  app.add_option("--draft-max", draft_max, "Most drafted tokens verified per step (adapts down to what is accepted)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  DraftArgs draft;
+  add_draft_options(app, draft);
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);
   if (prompt_ids.empty() && prompt_text.empty()) {
@@ -69,7 +61,8 @@ int run_generate(int argc, char** argv) {
   req.prompt = !prompt_text.empty() ? tok->encode(prompt_text, !no_special) : parse_id_list(prompt_ids, "--prompt-ids");
   req.stop = stops;
   req.max_tokens = max_new;
-  if (draft == "ngram") req.ngram_drafts = draft_max;
+  req.drafter = draft.kind();
+  req.max_drafts = draft.draft_max;
 
   std::vector<int32_t> generated;
   std::string text;
@@ -77,8 +70,8 @@ int run_generate(int argc, char** argv) {
   std::string finish = "length";
   if (max_new > 0) {
     EngineOptions eo = engine_options(state, *rt.model);
-    eo.state.draft_tokens = req.ngram_drafts;
-    Engine engine(*rt.model, *rt.backend, tok.get(), eo);
+    apply_draft_options(draft, rt, load, eo);
+    Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
     auto stream = engine.submit(req);
     Event ev;
     while (stream->next(ev)) {
@@ -107,7 +100,7 @@ int run_generate(int argc, char** argv) {
     j["prefill_seconds"] = usage.first_token_seconds;
     j["decode_seconds"] = decode_s;
     j["cached_tokens"] = usage.cached_tokens;
-    if (!draft.empty()) {
+    if (req.drafter != Drafter::kNone) {
       j["drafted_tokens"] = usage.drafted_tokens;
       j["accepted_tokens"] = usage.accepted_tokens;
     }
@@ -121,8 +114,8 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr, "prompt %lld tokens in %.3f s; generated %lld tokens (%.2f tok/s decode); %s\n",
                  static_cast<long long>(req.prompt.size()), usage.first_token_seconds,
                  static_cast<long long>(generated.size()), tps, finish.c_str());
-    if (!draft.empty())
-      std::fprintf(stderr, "speculative (%s): %lld drafted tokens, %lld accepted (%.0f%%)\n", draft.c_str(),
+    if (req.drafter != Drafter::kNone)
+      std::fprintf(stderr, "speculative (%s): %lld drafted tokens, %lld accepted (%.0f%%)\n", drafter_name(req.drafter),
                    static_cast<long long>(usage.drafted_tokens), static_cast<long long>(usage.accepted_tokens),
                    usage.drafted_tokens ? 100.0 * static_cast<double>(usage.accepted_tokens) /
                                               static_cast<double>(usage.drafted_tokens)

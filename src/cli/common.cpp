@@ -160,4 +160,37 @@ void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed) {
 
 void finish_sampling_options(SamplingParams& sp, uint64_t seed) { sp.seed = seed; }
 
+Drafter DraftArgs::kind() const {
+  if (drafter.empty()) return draft_model.empty() ? Drafter::kNone : Drafter::kModel;
+  const Drafter d = parse_drafter(drafter);
+  LFM_CHECK(d != Drafter::kModel || !draft_model.empty(), "--draft model needs --draft-model PATH");
+  LFM_CHECK(draft_model.empty() || d == Drafter::kModel, "--draft-model is given, but --draft is '", drafter,
+            "' (leave --draft out or say model)");
+  return d;
+}
+
+void add_draft_options(CLI::App& app, DraftArgs& a) {
+  app.add_option("--draft", a.drafter,
+                 "Speculative decoding: 'ngram' drafts by prompt lookup (what followed the latest earlier occurrence "
+                 "of the last tokens), 'model' with --draft-model; drafts are verified in one step, so greedy output "
+                 "is unchanged and sampled output keeps its distribution")
+      ->check(CLI::IsMember({"none", "ngram", "model"}));
+  app.add_option("--draft-model", a.draft_model,
+                 "Draft model (folder, .gguf or Hub reference) with the model's tokenizer, e.g. LFM2-350M for "
+                 "LFM2-1.2B, or a Q4_0 copy of the model");
+  app.add_option("--draft-max", a.draft_max, "Most drafted tokens verified per step (adapts to what is accepted)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+}
+
+void apply_draft_options(const DraftArgs& a, Runtime& rt, const LoadOptions& load, EngineOptions& eo) {
+  const Drafter kind = a.kind();
+  if (kind == Drafter::kNone) return;
+  eo.state.draft_tokens = a.draft_max;
+  if (kind != Drafter::kModel) return;
+  LoadOptions opt = load;
+  if (!rt.backend->host_memory()) opt.backend = rt.backend.get();
+  rt.draft = load_model(resolve_model_arg(a.draft_model), opt);
+}
+
 }  // namespace lfm::cli

@@ -42,6 +42,7 @@ struct Runtime {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
+  std::unique_ptr<Model> draft;  // --draft-model, loaded on the same backend
 };
 // `device`: cpu, cuda or auto (--device); a bad name or a missing GPU is an lfm::Error saying why.
 Runtime open_runtime(const std::string& model_path, int threads, const LoadOptions& load = {},
@@ -68,6 +69,19 @@ void add_state_options(CLI::App& app, StateArgs& args, bool engine);
 // The plan for a model (its default cache type unless --kv-type names one); cfg-only when model is null.
 StatePlanOptions state_plan(const StateArgs& args, const ModelConfig& cfg, const Model* model);
 EngineOptions engine_options(const StateArgs& args, const Model& model);
+
+// Speculative decoding: --draft ngram|model|none, --draft-model PATH (implies --draft model),
+// --draft-max K.
+struct DraftArgs {
+  std::string drafter;
+  std::string draft_model;
+  int64_t draft_max = 8;
+  Drafter kind() const;  // what the flags ask for (an lfm::Error when they contradict)
+};
+void add_draft_options(CLI::App& app, DraftArgs& args);
+// Loads --draft-model into rt.draft (resolving a Hub reference as -m does) and gives the engine
+// room for --draft-max drafted tokens when any drafter is asked for.
+void apply_draft_options(const DraftArgs& args, Runtime& rt, const LoadOptions& load, EngineOptions& eo);
 
 // --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
 // --frequency-penalty, --seed.

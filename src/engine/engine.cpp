@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "engine/stop_strings.h"
@@ -55,14 +56,22 @@ struct Engine::Active {
   Usage usage;
   Clock::time_point submitted;
   // Speculative decoding: most drafts per step (0: off), the adaptive length, and this step's
-  // verification tokens (the last sampled token, then the drafts; empty: a plain step).
+  // verification tokens (the last sampled token, then the drafts; empty: a plain step). With a
+  // draft model: its sequence (every token but the last sampled one, once caught up), whether a
+  // chain of this step's drafts is open in it, and for a non-plain-greedy request the sampler the
+  // drafts are drawn with and each draft's distribution q.
   int64_t max_drafts = 0;
   std::unique_ptr<DraftLength> draft_len;
   std::vector<int32_t> verify;
+  Sequence* draft_seq = nullptr;
+  bool draft_chain = false;
+  std::optional<Sampler> draft_sampler;
+  std::vector<TokenProbs> draft_q;
 };
 
-Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt)
-    : model_(model), tok_(tokenizer), opt_(opt), wake_(std::make_shared<Wakeup>()) {
+Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt,
+               const Model* draft)
+    : model_(model), tok_(tokenizer), opt_(opt), draft_model_(draft), wake_(std::make_shared<Wakeup>()) {
   LFM_CHECK(opt.batch_tokens >= 1, "engine: --batch-tokens must be at least 1, got ", opt.batch_tokens);
   LFM_CHECK(opt.prefill_chunk >= 0, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
@@ -74,6 +83,23 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
     allowed_ = decodable_token_mask(*tok_, model.config().vocab_size);
     forward_->set_allowed_tokens(allowed_);
+  }
+  if (draft) {
+    LFM_CHECK(draft->config().vocab_size == model.config().vocab_size, "engine: the draft model's vocabulary (",
+              draft->config().vocab_size, " ids) is not the model's (", model.config().vocab_size,
+              "): a draft model must share the model's tokenizer");
+    LFM_CHECK(opt.state.draft_tokens >= 1, "engine: a draft model needs room for drafted tokens (state.draft_tokens, got ",
+              opt.state.draft_tokens, ")");
+    // As many sequences, block size and blocks as the model's pools (token for token the same
+    // capacity), in the draft model's state type unless one was given.
+    StatePlanOptions dp = opt.state;
+    dp.memory_bytes = 0;
+    if (!dp.type) dp.type = default_state_type(*draft);
+    StateCacheOptions dco = plan_state_cache(draft->config(), dp);
+    dco.n_blocks = cache_->options().n_blocks;
+    draft_cache_ = std::make_unique<StateCache>(state_shape(draft->config()), dco, backend);
+    draft_forward_ = std::make_unique<Forward>(*draft, backend, *draft_cache_);
+    if (tok_) draft_forward_->set_allowed_tokens(allowed_);
   }
   publish_stats();
   thread_ = std::thread([this] { loop(); });
@@ -123,8 +149,10 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
     a->detok->keep(req.show_special);
   }
   a->stops = std::make_unique<StopStrings>(req.stop);
-  LFM_CHECK(req.ngram_drafts >= 0, "engine: ngram_drafts must not be negative, got ", req.ngram_drafts);
-  if (a->sampler->plain_greedy()) a->max_drafts = std::min(req.ngram_drafts, cache_->options().draft_tokens);
+  LFM_CHECK(req.max_drafts >= 0, "engine: max_drafts must not be negative, got ", req.max_drafts);
+  LFM_CHECK(req.drafter != Drafter::kModel || draft_model_,
+            "engine: the request asks for a draft model's drafts, but no draft model is loaded (--draft-model)");
+  if (req.drafter != Drafter::kNone) a->max_drafts = std::min(req.max_drafts, cache_->options().draft_tokens);
   if (a->max_drafts > 0) a->draft_len = std::make_unique<DraftLength>(a->max_drafts);
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
@@ -217,6 +245,7 @@ void Engine::loop() {
     batch.clear();
     counts.clear();
     plan_step(batch, counts);
+    if (!batch.empty() && draft_model_) run_drafts(batch, counts);
     if (!batch.empty()) run_step(batch, counts);
     publish_stats();
   }
@@ -267,13 +296,8 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     const bool decode = decoding(*a);
     if (decode) --decoders_left;
     a->verify.clear();
-    if (decode) {  // drafts fit what the budget leaves after one token for each later decoder
-      const std::vector<int32_t> drafts = drafts_for(*a, budget - decoders_left - 1);
-      if (!drafts.empty()) {
-        a->verify.push_back(a->tokens.back());
-        a->verify.insert(a->verify.end(), drafts.begin(), drafts.end());
-      }
-    }
+    // Drafts fit what the budget leaves after one token for each later decoder.
+    if (decode) plan_drafts(*a, budget - decoders_left - 1);
     const int64_t n = decode ? std::max<int64_t>(1, static_cast<int64_t>(a->verify.size()))
                              : std::min({static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget - decoders_left,
                                          prefill_left});
@@ -328,6 +352,7 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
 
 void Engine::preempt(Active* victim) {
   victim->verify.clear();
+  close_draft(*victim);
   cache_->close(victim->seq);
   victim->seq = nullptr;
   victim->n_fed = 0;
@@ -378,26 +403,136 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
   std::erase_if(running_, [](const auto& a) { return a->finished; });
 }
 
-std::vector<int32_t> Engine::drafts_for(const Active& a, int64_t room) const {
-  if (a.max_drafts == 0) return {};
+void Engine::plan_drafts(Active& a, int64_t room) {
+  a.verify.clear();
+  if (a.max_drafts == 0) return;
   // A verification of d drafts yields up to d + 1 tokens: stay within the request's limit.
   const int64_t left = a.limit - static_cast<int64_t>(a.tokens.size()) - 1;
   const int64_t k = std::min({a.draft_len->next(), left, room});
-  return k > 0 ? ngram_draft(a.tokens, k) : std::vector<int32_t>();
+  if (k <= 0) return;
+  std::vector<int32_t> drafts = a.req.drafter == Drafter::kNgram ? ngram_draft(a.tokens, k) : std::vector<int32_t>(k, 0);
+  if (drafts.empty()) return;
+  a.verify.push_back(a.tokens.back());
+  a.verify.insert(a.verify.end(), drafts.begin(), drafts.end());
+}
+
+void Engine::close_draft(Active& a) {
+  if (a.draft_seq) draft_cache_->close(a.draft_seq);
+  a.draft_seq = nullptr;
+  a.draft_chain = false;
+}
+
+void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts) {
+  // Who drafts with the model this step, each with its draft state ready: open (resuming from
+  // the draft cache's prefix), room reserved for the tokens it has not seen and the chain.
+  std::vector<Active*> drafting;
+  std::vector<BatchItem> items;
+  auto plain = [&](size_t i) {
+    batch[i]->verify.clear();
+    counts[i] = 1;
+  };
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Active& a = *batch[i];
+    if (a.verify.empty() || a.req.drafter != Drafter::kModel) continue;
+    if (!a.draft_seq && draft_cache_->can_open()) {
+      a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
+      draft_cache_->attach_prefix(*a.draft_seq, a.tokens);
+    }
+    if (!a.draft_seq) {
+      plain(i);
+      continue;
+    }
+    const int64_t seen = a.draft_seq->n_past();
+    const int64_t pending = static_cast<int64_t>(a.tokens.size()) - seen;
+    const std::span<const int32_t> unseen(a.tokens.data() + seen, static_cast<size_t>(pending));
+    if (pending > opt_.batch_tokens) {  // a long prompt: the draft model catches up in chunks first
+      plain(i);
+      if (draft_cache_->reserve(*a.draft_seq, opt_.batch_tokens)) items.push_back({a.draft_seq, unseen.first(opt_.batch_tokens)});
+      continue;
+    }
+    const int64_t k = static_cast<int64_t>(a.verify.size()) - 1;
+    if (!draft_cache_->reserve(*a.draft_seq, pending + k - 1)) {
+      plain(i);
+      continue;
+    }
+    // The unseen tokens; the chain starts at the last (the sampled one), whose output is draft 1.
+    items.push_back({a.draft_seq, unseen, false, a.sampler->plain_greedy(), true, pending - 1});
+    drafting.push_back(&a);
+    a.draft_q.clear();
+    if (a.sampler->plain_greedy())
+      a.draft_sampler.reset();
+    else
+      a.draft_sampler.emplace(a.sampler->fork());
+  }
+  if (items.empty()) return;
+  // Step j gives every drafting request with more than j drafts its draft j + 1.
+  for (int64_t j = 0;; ++j) {
+    try {
+      draft_forward_->step(items, draft_out_);
+    } catch (const std::exception&) {
+      // The draft state is unknown: drop it (it is rebuilt later); this step decodes plainly.
+      for (size_t i = 0; i < batch.size(); ++i)
+        if (batch[i]->req.drafter == Drafter::kModel && batch[i]->draft_seq) {
+          close_draft(*batch[i]);
+          plain(i);
+        }
+      return;
+    }
+    std::vector<BatchItem> next;
+    size_t item = 0;
+    for (const BatchItem& it : items) {
+      const size_t at = item++;
+      Active* a = nullptr;
+      for (Active* d : drafting)
+        if (d->draft_seq == it.seq) a = d;
+      if (!a) continue;  // a catch-up chunk
+      a->draft_chain = true;
+      int32_t d;
+      if (it.argmax_only) {
+        d = draft_out_.argmax[at];
+      } else {
+        a->draft_q.emplace_back();
+        d = a->draft_sampler->sample(draft_out_.row(at), &a->draft_q.back()).token;
+      }
+      a->verify[j + 1] = d;
+      if (j + 2 < static_cast<int64_t>(a->verify.size()))
+        next.push_back({a->draft_seq, std::span<const int32_t>(&a->verify[j + 1], 1), false, it.argmax_only, true});
+    }
+    if (next.empty()) return;
+    items = std::move(next);
+  }
 }
 
 void Engine::after_verification(Active& a, size_t item) {
   const int64_t n = static_cast<int64_t>(a.verify.size());
-  // Row r's choice is the token after verify[r]; it is the next draft's check.
+  // Row r's choice is the token after verify[r]; it is the next draft's check (greedy: equal to
+  // it; sampled: the rejection rule against the draft's q).
   int64_t r = 0;
   for (;; ++r) {
-    after_token(a, out_.row(item, r));
-    if (a.finished) return;  // stopped (stop id, string, length) or failed: the state is gone
-    if (r + 1 < n && a.tokens.back() == a.verify[r + 1]) continue;
-    break;
+    SampleResult res;
+    bool accepted = false;
+    try {
+      if (r + 1 < n) {
+        const TokenProbs* q = a.req.drafter == Drafter::kModel && r < static_cast<int64_t>(a.draft_q.size()) ? &a.draft_q[r] : nullptr;
+        res = a.sampler->verify(out_.row(item, r), a.verify[r + 1], q, accepted);
+      } else {
+        res = a.sampler->sample(out_.row(item, r));
+      }
+    } catch (const std::exception& e) {
+      finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
+      return;
+    }
+    deliver(a, std::move(res));
+    if (a.finished) return;  // stopped (stop id, string, length): the state is gone
+    if (!accepted) break;
   }
-  // verify[0 .. r] are in the state now; the last choice waits to be fed.
+  // verify[0 .. r] are in the state now; the last choice waits to be fed. The draft model's
+  // chain holds verify[0 .. k-1]: it keeps what was accepted of it.
   cache_->commit_accepted(*a.seq, r + 1);
+  if (a.draft_chain) {
+    draft_cache_->commit_accepted(*a.draft_seq, std::min(r + 1, n - 1));
+    a.draft_chain = false;
+  }
   a.n_fed += r + 1;
   a.draft_len->update(n - 1, r);
   a.usage.drafted_tokens += n - 1;
@@ -415,6 +550,10 @@ void Engine::after_token(Active& a, const float* logits, int32_t greedy_id) {
     finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
     return;
   }
+  deliver(a, std::move(r));
+}
+
+void Engine::deliver(Active& a, SampleResult r) {
   const auto now = Clock::now();
   if (a.n_generated == 0) a.usage.first_token_seconds = seconds_between(a.submitted, now);
   a.tokens.push_back(r.token);
@@ -444,6 +583,7 @@ void Engine::finish(Active& a, FinishReason why, std::string error, std::string 
     cache_->close(a.seq);
     a.seq = nullptr;
   }
+  close_draft(a);
   Event ev;
   ev.kind = Event::Kind::kDone;
   ev.finish = why;

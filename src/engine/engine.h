@@ -55,9 +55,12 @@ struct EngineStats {
 
 class Engine {
  public:
-  // `tokenizer` (optional) gives text pieces, stop strings and the mask of decodable ids; the
-  // model, backend and tokenizer must outlive the engine.
-  Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt);
+  // `tokenizer` (optional) gives text pieces, stop strings and the mask of decodable ids.
+  // `draft` (optional) is the draft model for Drafter::kModel requests: the same vocabulary and
+  // tokenizer, run on the same backend with its own state pools (as many sequences and blocks as
+  // the target's). The models, backend and tokenizer must outlive the engine.
+  Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt,
+         const Model* draft = nullptr);
   ~Engine();  // cancels whatever is still running
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -89,11 +92,19 @@ class Engine {
   void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
   // The token chosen from `logits`, or (logits null) the greedy id the step computed.
   void after_token(Active& a, const float* logits, int32_t greedy_id = -1);
+  // Delivers a chosen token: its event, then the stop checks.
+  void deliver(Active& a, SampleResult r);
   // After a verification step (item i of the step): each row's choice in turn while it equals
   // the next draft, then the state keeps what was accepted.
   void after_verification(Active& a, size_t item);
-  // The drafts a decoding request verifies this step (empty: none), at most `room` tokens.
-  std::vector<int32_t> drafts_for(const Active& a, int64_t room) const;
+  // How many tokens a decoding request drafts this step, at most `room`: prompt-lookup drafts
+  // are found now (into a.verify), a draft model's are placeholders until run_drafts.
+  void plan_drafts(Active& a, int64_t room);
+  // The draft model's steps for the requests of this step drafting with it: catch up on the
+  // tokens it has not seen, then one step per drafted token. A request whose draft state cannot
+  // be had (no slot or blocks) decodes plainly this step (its count becomes 1).
+  void run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  void close_draft(Active& a);
   void preempt(Active* victim);
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
   void publish_stats();
@@ -103,6 +114,10 @@ class Engine {
   EngineOptions opt_;
   std::unique_ptr<StateCache> cache_;
   std::unique_ptr<Forward> forward_;
+  const Model* draft_model_ = nullptr;           // with its own state and forward, or none
+  std::unique_ptr<StateCache> draft_cache_;
+  std::unique_ptr<Forward> draft_forward_;
+  StepOutput draft_out_;
   std::vector<int32_t> eos_ids_;
   std::vector<uint8_t> allowed_;  // decodable ids (empty without a tokenizer)
 

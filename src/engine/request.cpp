@@ -1,6 +1,24 @@
 #include "engine/request.h"
 
+#include "core/error.h"
+
 namespace lfm {
+
+const char* drafter_name(Drafter d) {
+  switch (d) {
+    case Drafter::kNgram: return "ngram";
+    case Drafter::kModel: return "model";
+    case Drafter::kNone: break;
+  }
+  return "none";
+}
+
+Drafter parse_drafter(const std::string& name) {
+  if (name == "none") return Drafter::kNone;
+  if (name == "ngram") return Drafter::kNgram;
+  if (name == "model") return Drafter::kModel;
+  fail("speculative: unknown drafter '", name, "' (use none, ngram or model)");
+}
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {

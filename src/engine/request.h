@@ -14,6 +14,16 @@
 
 namespace lfm {
 
+// Who proposes the tokens a speculative step verifies.
+enum class Drafter {
+  kNone,
+  kNgram,  // prompt lookup in the request's own prompt and output (engine/ngram_drafter.h)
+  kModel,  // the engine's draft model (a smaller or quantized model with the same tokenizer)
+};
+const char* drafter_name(Drafter d);  // "none", "ngram", "model"
+// "none", "ngram", "model" (case-sensitive); throws lfm::Error naming the bad value.
+Drafter parse_drafter(const std::string& name);
+
 struct Request {
   std::vector<int32_t> prompt;      // token ids, at least one
   SamplingParams sampling;
@@ -22,11 +32,12 @@ struct Request {
   std::vector<std::string> stop;    // generation ends when the text contains one (never emitted)
   bool ignore_eos = false;          // do not stop at the model's end-of-sequence ids
   std::vector<int32_t> show_special;  // special ids whose text is emitted anyway (e.g. tool-call markers)
-  // Speculative decoding with prompt-lookup drafts (engine/ngram_drafter.h): up to this many
-  // drafted tokens verified per step, at most the engine's room (EngineOptions::state
-  // .draft_tokens). Greedy requests without bias, penalties or logprobs only (others ignore it);
-  // the output is bit for bit the same as without.
-  int64_t ngram_drafts = 0;
+  // Speculative decoding: a drafter proposes up to max_drafts tokens (at most the engine's room,
+  // EngineOptions::state.draft_tokens; adapting to what gets accepted) and one step verifies them.
+  // Greedy output is bit for bit the same as without; sampled output has the same distribution
+  // (the rejection rule in Sampler::verify). kModel needs an engine with a draft model.
+  Drafter drafter = Drafter::kNone;
+  int64_t max_drafts = 8;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -50,10 +50,7 @@ Sampler::Sampler(const SamplingParams& p, std::span<const int32_t> prompt, int64
   work_.resize(static_cast<size_t>(vocab));
 }
 
-SampleResult Sampler::sample(const float* logits) {
-  SampleResult res;
-  auto ok = [&](int64_t i) { return !allowed_ || (*allowed_)[i]; };
-  // Processed logits: bias, then penalties.
+void Sampler::process(const float* logits) {
   float* w = work_.data();
   std::copy(logits, logits + vocab_, w);
   for (const auto& [id, bias] : p_.logit_bias) w[id] += bias;
@@ -62,63 +59,118 @@ SampleResult Sampler::sample(const float* logits) {
       if (seen_[i]) w[i] = w[i] > 0 ? w[i] / p_.repetition_penalty : w[i] * p_.repetition_penalty;
   if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)
     for (const auto& [id, n] : out_count_) w[id] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
+}
 
-  if (p_.temperature == 0.0f) {
-    int64_t best = -1;
-    for (int64_t i = 0; i < vocab_; ++i)
-      if (ok(i) && (best < 0 || w[i] > w[best])) best = i;
-    LFM_CHECK(best >= 0, "sampling: no token is allowed");
-    res.token = static_cast<int32_t>(best);
+int32_t Sampler::greedy_choice() const {
+  const float* w = work_.data();
+  int64_t best = -1;
+  for (int64_t i = 0; i < vocab_; ++i)
+    if ((!allowed_ || (*allowed_)[i]) && (best < 0 || w[i] > w[best])) best = i;
+  LFM_CHECK(best >= 0, "sampling: no token is allowed");
+  return static_cast<int32_t>(best);
+}
+
+void Sampler::distribution() {
+  const float* w = work_.data();
+  cand_.clear();
+  for (int64_t i = 0; i < vocab_; ++i)
+    if (!allowed_ || (*allowed_)[i]) cand_.push_back({w[i] / p_.temperature, static_cast<int32_t>(i)});
+  LFM_CHECK(!cand_.empty(), "sampling: no token is allowed");
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t keep = cand_.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
+    keep = static_cast<size_t>(p_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(), by_logit);
   } else {
-    cand_.clear();
-    for (int64_t i = 0; i < vocab_; ++i)
-      if (ok(i)) cand_.push_back({w[i] / p_.temperature, static_cast<int32_t>(i)});
-    LFM_CHECK(!cand_.empty(), "sampling: no token is allowed");
-    auto by_logit = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    size_t keep = cand_.size();
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
-      keep = static_cast<size_t>(p_.top_k);
-      std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(), by_logit);
-    } else {
-      std::sort(cand_.begin(), cand_.end(), by_logit);
-    }
-    cand_.resize(keep);
-    // Softmax over the kept candidates (sorted, largest first).
-    const float mx = cand_[0].first;
-    double sum = 0;
-    for (auto& c : cand_) {
-      c.first = std::exp(c.first - mx);
-      sum += c.first;
-    }
-    for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
-    if (p_.min_p > 0) {
-      const float floor = cand_[0].first * p_.min_p;
-      while (cand_.size() > 1 && cand_.back().first < floor) cand_.pop_back();
-    }
-    if (p_.top_p < 1) {
-      double acc = 0;
-      size_t n = 0;
-      while (n < cand_.size()) {
-        acc += cand_[n++].first;
-        if (acc >= p_.top_p) break;
-      }
-      cand_.resize(n);
-    }
-    double total = 0;
-    for (const auto& c : cand_) total += c.first;
-    double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
-    res.token = cand_.back().second;
-    for (const auto& c : cand_) {
-      r -= c.first;
-      if (r <= 0) {
-        res.token = c.second;
-        break;
-      }
-    }
+    std::sort(cand_.begin(), cand_.end(), by_logit);
   }
+  cand_.resize(keep);
+  // Softmax over the kept candidates (sorted, largest first).
+  const float mx = cand_[0].first;
+  double sum = 0;
+  for (auto& c : cand_) {
+    c.first = std::exp(c.first - mx);
+    sum += c.first;
+  }
+  for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
+  if (p_.min_p > 0) {
+    const float floor = cand_[0].first * p_.min_p;
+    while (cand_.size() > 1 && cand_.back().first < floor) cand_.pop_back();
+  }
+  if (p_.top_p < 1) {
+    double acc = 0;
+    size_t n = 0;
+    while (n < cand_.size()) {
+      acc += cand_[n++].first;
+      if (acc >= p_.top_p) break;
+    }
+    cand_.resize(n);
+  }
+  double total = 0;
+  for (const auto& c : cand_) total += c.first;
+  for (auto& c : cand_) c.first = static_cast<float>(c.first / total);
+}
 
+int32_t Sampler::draw(const TokenProbs& probs) {
+  double total = 0;
+  for (const auto& c : probs) total += c.first;
+  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+  for (const auto& c : probs) {
+    r -= c.first;
+    if (r <= 0) return c.second;
+  }
+  return probs.back().second;
+}
+
+SampleResult Sampler::sample(const float* logits, TokenProbs* dist) {
+  process(logits);
+  if (dist) dist->clear();
+  if (p_.temperature == 0.0f) return finish(logits, greedy_choice());
+  distribution();
+  if (dist) *dist = cand_;
+  return finish(logits, draw(cand_));
+}
+
+SampleResult Sampler::verify(const float* logits, int32_t draft, const TokenProbs* q, bool& accepted) {
+  process(logits);
+  if (p_.temperature == 0.0f) {
+    const int32_t t = greedy_choice();
+    accepted = t == draft;
+    return finish(logits, t);
+  }
+  distribution();
+  // q as a dense row (work_ is free once the distribution is built): q[id], 0 elsewhere.
+  float* qd_of = work_.data();
+  std::fill(work_.begin(), work_.end(), 0.0f);
+  if (q)
+    for (const auto& c : *q) qd_of[c.second] = c.first;
+  else
+    qd_of[draft] = 1.0f;
+  double pd = 0;
+  for (const auto& c : cand_)
+    if (c.second == draft) pd = c.first;
+  const double qd = qd_of[draft];
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  accepted = qd > 0 && u * qd < pd;
+  if (accepted) return finish(logits, draft);
+  // The residual max(0, p - q) over p's support (outside it p is 0).
+  residual_.clear();
+  for (const auto& c : cand_) {
+    const double rest = static_cast<double>(c.first) - qd_of[c.second];
+    if (rest > 0) residual_.push_back({static_cast<float>(rest), c.second});
+  }
+  return finish(logits, draw(residual_.empty() ? cand_ : residual_));
+}
+
+Sampler Sampler::fork() {
+  Sampler copy = *this;
+  copy.rng_.seed(rng_());
+  return copy;
+}
+
+SampleResult Sampler::finish(const float* logits, int32_t token) {
+  SampleResult res;
+  res.token = token;
   if (p_.logprobs || p_.top_logprobs > 0) {
     // log-softmax of the raw logits over the whole vocabulary.
     const float mx = *std::max_element(logits, logits + vocab_);
@@ -129,15 +181,13 @@ SampleResult Sampler::sample(const float* logits) {
     if (p_.top_logprobs > 0) {
       cand_.clear();  // alternatives among the allowed ids only (others have no text to show)
       for (int64_t i = 0; i < vocab_; ++i)
-        if (ok(i)) cand_.push_back({logits[i], static_cast<int32_t>(i)});
+        if (!allowed_ || (*allowed_)[i]) cand_.push_back({logits[i], static_cast<int32_t>(i)});
       const size_t k = std::min(cand_.size(), static_cast<size_t>(p_.top_logprobs));
       std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(),
                         [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-      for (size_t i = 0; i < k; ++i)
-        res.top.push_back({cand_[i].second, static_cast<float>(cand_[i].first - lse)});
+      for (size_t i = 0; i < k; ++i) res.top.push_back({cand_[i].second, static_cast<float>(cand_[i].first - lse)});
     }
   }
-
   ++out_count_[res.token];
   if (!seen_.empty()) seen_[res.token] = 1;
   return res;

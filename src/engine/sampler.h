@@ -38,6 +38,10 @@ struct TokenLogprob {
   float logprob = 0;
 };
 
+// A distribution over token ids after the request's processing: (probability, id), the
+// probabilities summing to one, most likely first. Empty for a greedy choice.
+using TokenProbs = std::vector<std::pair<float, int32_t>>;
+
 struct SampleResult {
   int32_t token = -1;
   float logprob = 0;                // when logprobs or top_logprobs were asked for
@@ -51,16 +55,37 @@ class Sampler {
   Sampler(const SamplingParams& p, std::span<const int32_t> prompt, int64_t vocab,
           const std::vector<uint8_t>* allowed = nullptr);
 
-  // Chooses the next token from logits[vocab] and records it as output.
-  SampleResult sample(const float* logits);
+  // Chooses the next token from logits[vocab] and records it as output. With `dist`, also the
+  // distribution it was drawn from (empty when greedy): a draft model's q for verification.
+  SampleResult sample(const float* logits, TokenProbs* dist = nullptr);
+
+  // Speculative decoding: the token at a position where a drafter proposed `draft`, drawn from
+  // its distribution `q` (null: the drafter always proposes it, as prompt lookup does). Greedy:
+  // the greedy choice, accepted when it is the draft. Sampled: the standard rejection rule:
+  // accept the draft with probability min(1, p(draft) / q(draft)), else draw from the
+  // normalised max(0, p - q); the token is then distributed exactly as sample()'s. Records it.
+  SampleResult verify(const float* logits, int32_t draft, const TokenProbs* q, bool& accepted);
+
+  // A copy for drafting ahead (same history and settings) with its own generator, seeded from
+  // this one's: drafts never disturb this sampler, and a fixed seed still fixes everything.
+  Sampler fork();
 
   // Whether the choice is the argmax of the raw logits over the allowed ids (greedy, no bias,
   // penalties or logprobs): then the backend may choose (Backend::argmax_rows) and `accept`
   // records its choice, the same token sample() would give.
   bool plain_greedy() const;
+  bool greedy() const { return p_.temperature == 0.0f; }
   SampleResult accept(int32_t token);
 
  private:
+  // Processed logits (bias, penalties) into work_.
+  void process(const float* logits);
+  int32_t greedy_choice() const;
+  // The processed distribution (temperature, top-k, min-p, top-p) into cand_, normalised.
+  void distribution();
+  int32_t draw(const TokenProbs& probs);
+  SampleResult finish(const float* logits, int32_t token);  // logprobs, then records the token
+
   SamplingParams p_;
   int64_t vocab_;
   const std::vector<uint8_t>* allowed_;
@@ -68,7 +93,7 @@ class Sampler {
   std::vector<uint8_t> seen_;                       // in prompt or output (repetition penalty)
   std::unordered_map<int32_t, int32_t> out_count_;  // output occurrences (presence/frequency)
   std::vector<float> work_;
-  std::vector<std::pair<float, int32_t>> cand_;
+  TokenProbs cand_, residual_;
 };
 
 // Index of the largest value; the lowest index wins ties.
