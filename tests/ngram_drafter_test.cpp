@@ -42,13 +42,57 @@ TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffToWhatWasAccepted) {
   EXPECT_EQ(k.next(), 3);
   k.update(3, 0);
   EXPECT_EQ(k.next(), 1);  // an always-wrong drafter drafts one token per step
-  k.update(1, 0);
-  EXPECT_EQ(k.next(), 1);
   k.update(1, 1);
   EXPECT_EQ(k.next(), 2);
   k.update(0, 0);  // nothing drafted: unchanged
   EXPECT_EQ(k.next(), 2);
   EXPECT_EQ(DraftLength(0).next(), 1);
+}
+
+// A drafter whose single drafts keep failing is paused for 1, 3, 7, 15, 31, 31, ... steps between
+// probes: about one probe in 32 steps once it has shown it is always wrong; an accepted draft
+// ends the pauses.
+TEST(DraftLength, AnAlwaysWrongDrafterPausesLongerAndLonger) {
+  DraftLength k(4);
+  std::vector<int64_t> gaps;
+  int64_t gap = 0, probes = 0;
+  for (int step = 0; step < 400; ++step) {
+    const int64_t n = k.take();
+    if (n == 0) {
+      ++gap;
+      continue;
+    }
+    if (probes++ > 0) gaps.push_back(gap);
+    gap = 0;
+    k.update(n, 0);
+  }
+  // The first rounds shrink k from 4 to 1 (no pause), then the single-draft misses pause.
+  ASSERT_GE(gaps.size(), 8u);
+  EXPECT_EQ(std::vector<int64_t>(gaps.begin(), gaps.begin() + 8), (std::vector<int64_t>{0, 1, 3, 7, 15, 31, 31, 31}));
+  EXPECT_EQ(gaps.back(), 31);
+  EXPECT_LT(probes, 400 / 20);
+  while (k.take() == 0) {
+  }
+  k.update(1, 1);  // a hit on the next probe ends it
+  EXPECT_EQ(k.take(), 2);
+  k.update(2, 0);
+  EXPECT_EQ(k.take(), 1);
+  k.update(1, 0);
+  EXPECT_EQ(k.take(), 0);  // one step of pause after the first miss again
+  EXPECT_EQ(k.take(), 1);
+  EXPECT_FALSE(k.given_up());
+}
+
+TEST(DraftLength, ACostlyDrafterGivesUpAfterItsMisses) {
+  DraftLength k(1, /*give_up_after=*/3);
+  int probes = 0;
+  for (int step = 0; step < 1000; ++step)
+    if (const int64_t n = k.take(); n > 0) {
+      ++probes;
+      k.update(n, 0);
+    }
+  EXPECT_EQ(probes, 3);
+  EXPECT_TRUE(k.given_up());
 }
 
 }  // namespace

@@ -412,6 +412,53 @@ TEST_F(ServerTest, OfficialOpenAiClient) {
   EXPECT_EQ(j["bad_request"]["status"], 400);
 }
 
+// Speculative decoding through the server (issue 37): --draft-model makes model drafts the
+// default, a request may choose another drafter or none; greedy text is the same either way,
+// /metrics counts drafted and accepted tokens, and bad fields are 400s naming them.
+TEST_F(ServerTest, SpeculativeDecodingPerRequestAndByDefault) {
+  ServerProc s(text_model_, {"--draft-model", text_model_, "--draft-max", "4", "--ctx-size", "256"});
+  auto c = s.client();
+  int st = 0;
+  auto plain_client = text_->client();
+  const json plain = post(plain_client, "/v1/completions",
+                          {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}}, &st);
+  ASSERT_EQ(st, 200) << plain.dump();
+  for (const json& spec : {json(nullptr), json{{"draft", "ngram"}, {"max_drafts", 3}}, json{{"draft", "none"}},
+                           json{{"draft", "model"}}}) {
+    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    if (!spec.is_null()) body["speculative"] = spec;
+    const json r = post(c, "/v1/completions", body, &st);
+    ASSERT_EQ(st, 200) << spec.dump() << " → " << r.dump();
+    EXPECT_EQ(r["choices"][0]["text"], plain["choices"][0]["text"]) << spec.dump();
+  }
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  const auto value = [&](const std::string& name) {
+    const size_t at = m->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
+  };
+  EXPECT_GT(value("lfm:spec_decode_num_draft_tokens_total"), 0) << m->body;
+  // The model drafting for itself: every draft accepted.
+  EXPECT_EQ(value("lfm:spec_decode_num_accepted_tokens_total"), value("lfm:spec_decode_num_draft_tokens_total"));
+  for (const auto& [spec, needle] : std::vector<std::pair<json, std::string>>{
+           {json{{"draft", "beam"}}, "speculative.draft"},
+           {json{{"draft", 3}}, "speculative.draft"},
+           {json{{"max_drafts", 0}}, "max_drafts"},
+           {json{{"drafts", 2}}, "speculative.drafts"},
+           {json("ngram"), "speculative"}}) {
+    const json r = post(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}, {"speculative", spec}}, &st);
+    EXPECT_EQ(st, 400) << spec.dump();
+    EXPECT_NE(r.dump().find(needle), std::string::npos) << spec.dump() << " → " << r.dump();
+  }
+  // A server without a draft model refuses model drafts, and still serves.
+  const json r = post(plain_client, "/v1/completions",
+                      {{"prompt", "a"}, {"max_tokens", 2}, {"speculative", {{"draft", "model"}}}}, &st);
+  EXPECT_EQ(st, 400);
+  EXPECT_NE(r.dump().find("draft model"), std::string::npos) << r.dump();
+  post(plain_client, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}}, &st);
+  EXPECT_EQ(st, 200);
+}
+
 TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {
   test::TempDir dir("lfm_serve_auth");
   test::write_text_model(dir.str());

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cli/bench_runs.h"
+#include "cli/bench_speculative.h"
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
@@ -50,6 +51,72 @@ std::string test_label(const BenchTest& t) {
   if (t.n_seqs > 1) s += " x" + std::to_string(t.n_seqs);
   if (t.n_depth > 0) s += " @ d" + std::to_string(t.n_depth);
   return s;
+}
+
+// --draft: speculative decoding against plain decoding of one request, side by side.
+int run_speculative(const DraftArgs& draft, const std::string& workload, const Model& m, const std::string& path,
+                    const LoadOptions& load, StateArgs state, int64_t n_prompt, int64_t n_gen, int threads, int reps,
+                    const std::string& output, Backend* device_backend) {
+  ThreadPool pool(threads);
+  std::unique_ptr<Backend> cpu;
+  Backend* backend = device_backend;
+  if (!backend) {
+    cpu = make_backend(DeviceKind::kCpu, pool);
+    backend = cpu.get();
+  }
+  std::unique_ptr<Model> draft_model;
+  if (draft.kind() == Drafter::kModel) draft_model = load_model(resolve_model_arg(draft.draft_model), load);
+  state.ctx_size = n_prompt + n_gen + 64;
+  EngineOptions eo = engine_options(state, m);
+  Engine plain(m, *backend, nullptr, eo);
+  eo.state.draft_tokens = draft.draft_max;
+  Engine spec(m, *backend, nullptr, eo, draft_model.get());
+  SpecBenchOptions so;
+  so.drafter = draft.kind();
+  so.max_drafts = draft.draft_max;
+  so.n_prompt = n_prompt;
+  so.n_gen = n_gen;
+  so.reps = reps;
+  so.workload = workload;
+  const SpecBenchResult r = run_spec_bench(plain, spec, m.config().vocab_size, so);
+  const double rate = r.drafted ? static_cast<double>(r.accepted) / static_cast<double>(r.drafted) : 0;
+  const double per_step = r.verify_steps ? static_cast<double>(r.accepted) / static_cast<double>(r.verify_steps) : 0;
+  const std::string drafter = draft.kind() == Drafter::kModel ? "model " + std::filesystem::path(draft.draft_model).filename().string()
+                                                              : std::string(drafter_name(draft.kind()));
+  nlohmann::json j = {{"test", "speculative"},
+                      {"model_filename", path},
+                      {"drafter", drafter},
+                      {"workload", workload},
+                      {"n_prompt", n_prompt},
+                      {"n_gen", n_gen},
+                      {"n_threads", device_backend ? 1 : pool.size()},
+                      {"draft_max", draft.draft_max},
+                      {"plain_samples_ts", r.plain_tps},
+                      {"speculative_samples_ts", r.spec_tps},
+                      {"plain_avg_ts", r.plain_avg()},
+                      {"speculative_avg_ts", r.spec_avg()},
+                      {"speedup", r.plain_avg() > 0 ? r.spec_avg() / r.plain_avg() : 0},
+                      {"drafted_tokens", r.drafted},
+                      {"accepted_tokens", r.accepted},
+                      {"verify_steps", r.verify_steps},
+                      {"acceptance_rate", rate},
+                      {"mean_accepted_per_verify", per_step},
+                      {"identical_output", r.identical}};
+  if (output == "json") {
+    std::cout << nlohmann::json::array({j}).dump(2) << "\n";
+  } else {
+    std::printf("| model | drafter | workload | threads | test | plain t/s | speculative t/s | speedup | acceptance | "
+                "accepted/verify | same output |\n");
+    std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    std::printf("| %s | %s | %s | %lld | pp%lld+tg%lld | %.2f | %.2f | %.2fx | %.0f%% (%lld/%lld) | %.2f | %s |\n",
+                model_label(m, path).c_str(), drafter.c_str(), workload.c_str(),
+                static_cast<long long>(device_backend ? 1 : pool.size()), static_cast<long long>(n_prompt),
+                static_cast<long long>(n_gen), r.plain_avg(), r.spec_avg(),
+                r.plain_avg() > 0 ? r.spec_avg() / r.plain_avg() : 0, 100 * rate, static_cast<long long>(r.accepted),
+                static_cast<long long>(r.drafted), per_step, r.identical ? "yes" : "NO");
+  }
+  LFM_CHECK(r.identical, "bench: speculative decoding changed the greedy output");
+  return 0;
 }
 
 int run_bench(int argc, char** argv) {
@@ -100,6 +167,14 @@ int run_bench(int argc, char** argv) {
   std::string device = "cpu";
   add_device_option(app, device);
   app.add_flag_callback("--json", [&] { output = "json"; }, "Same as -o json");
+  DraftArgs draft;
+  add_draft_options(app, draft);
+  std::string workload = "copy";
+  app.add_option("--spec-workload", workload,
+                 "With --draft: the request compared (prompt -p, -n generated tokens, greedy): 'copy' (the output "
+                 "repeats part of the prompt: P + G + P with G the model's continuation of P) or 'random'")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"copy", "random"}));
   LFM_CLI_PARSE(app, argc, argv);
 
   // A GPU backend is made once, before the model (it prepares the weights); CPU backends per
@@ -112,6 +187,9 @@ int run_bench(int argc, char** argv) {
     load.backend = device_backend.get();
   auto m = load_model(resolve_model_arg(model), load);
   const StatePlanOptions plan = state_plan(state, m->config(), m.get());
+  if (draft.kind() != Drafter::kNone) return run_speculative(draft, workload, *m, model, load, state, prompts.front(),
+                                                               gens.front(), threads.front(), reps, output,
+                                                               device_backend.get());
   std::vector<BenchTest> tests;
   for (int64_t d : depths) {
     for (int64_t p : prompts)

@@ -60,6 +60,8 @@ int run_chat(int argc, char** argv) {
   app.add_option("--date", date, "Pin strftime_now to YYYY-MM-DD");
   app.add_flag("--show-reasoning", show_reasoning, "Print <think> reasoning (dimmed) as well as the answer");
   app.add_flag("--stats", show_stats, "After each reply, print token counts, cache reuse and speed to stderr");
+  DraftArgs draft;
+  add_draft_options(app, draft);
   LFM_CLI_PARSE(app, argc, argv);
   finish_sampling_options(sp, seed);
 
@@ -84,7 +86,9 @@ int run_chat(int argc, char** argv) {
                    opt_str(tok->pad_token()));
   std::vector<int32_t> stops;
   if (auto im_end = tok->token_to_id("<|im_end|>")) stops.push_back(*im_end);
-  Engine engine(*rt.model, *rt.backend, tok.get(), engine_options(state, *rt.model));
+  EngineOptions eo = engine_options(state, *rt.model);
+  apply_draft_options(draft, rt, load, eo);
+  Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
   const int64_t ctx = engine.ctx_size();
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -104,6 +108,8 @@ int run_chat(int argc, char** argv) {
     Request req;
     req.sampling = sp;
     req.stop_ids = stops;
+    req.drafter = draft.kind();
+    req.max_drafts = draft.draft_max;
     std::shared_ptr<RequestStream> stream;
     try {
       const std::string text = tpl.render(messages, nullptr, true, extra, opt_str(date));
@@ -147,6 +153,9 @@ int run_chat(int argc, char** argv) {
                      static_cast<long long>(ev.usage.prompt_tokens), static_cast<long long>(ev.usage.cached_tokens),
                      static_cast<long long>(ev.usage.completion_tokens), ev.usage.first_token_seconds,
                      decode > 0 ? (ev.usage.completion_tokens - 1) / decode : 0.0);
+        if (req.drafter != Drafter::kNone)
+          std::fprintf(stderr, "[speculative (%s): %lld of %lld drafted tokens accepted]", drafter_name(req.drafter),
+                       static_cast<long long>(ev.usage.accepted_tokens), static_cast<long long>(ev.usage.drafted_tokens));
       }
     }
     show(parser.finish());

@@ -34,6 +34,12 @@ int run_gen_random(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Threads for quantizing GGUF output (0: all cores)")->check(non_negative_number());
   app.add_flag("--config-only", config_only, "Write only config.json (e.g. for `lfm info` on a real size)");
   app.add_flag("-q,--quiet", quiet, "No progress output");
+  float branch_scale = 1.0f;
+  app.add_option("--branch-scale", branch_scale,
+                 "Scale of every residual branch's output projection; below 1 (e.g. 0.05) the model predicts "
+                 "confidently from the last token and falls into repetition, for speculative-decoding benchmarks")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   LFM_CLI_PARSE(app, argc, argv);
 
   const bool gguf_out = out.size() >= 5 && out.compare(out.size() - 5, 5, ".gguf") == 0;
@@ -47,6 +53,7 @@ int run_gen_random(int argc, char** argv) {
   opt.seed = seed;
   opt.progress = !quiet;
   opt.threads = threads;
+  opt.branch_scale = branch_scale;
   if (type.empty()) type = "bf16";
   if (gguf_out) {
     opt.gguf_type = gguf::parse_file_type(type);

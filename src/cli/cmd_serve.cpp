@@ -52,7 +52,11 @@ int run_serve(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Compute threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
+  DraftArgs draft;
+  add_draft_options(app, draft);
   LFM_CLI_PARSE(app, argc, argv);
+  so.drafter = draft.kind();
+  so.max_drafts = draft.draft_max;
   if (so.model_name == "lfm") {
     std::string name = model;
     while (name.size() > 1 && name.back() == '/') name.pop_back();
@@ -77,7 +81,10 @@ int run_serve(int argc, char** argv) {
   }
   EngineOptions eo = engine_options(state, *rt.model);
   eo.max_queued = max_queue;
-  Engine engine(*rt.model, *rt.backend, tok.get(), eo);
+  // Room for drafts whenever a drafter is available to requests: ngram always is.
+  if (eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;
+  apply_draft_options(draft, rt, load, eo);
+  Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
   server::Server srv(engine, tok.get(), so);
   const int port = srv.bind();
   std::thread([&srv, stop_signals] {

@@ -117,7 +117,10 @@ void RandomRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t
     return;
   }
   // U(-a, a) has std a/√3; a = 0.02·√3 gives std 0.02 (llama.cpp's tiny test model uses N(0, 0.02)).
-  const float a = 0.02f * std::sqrt(3.0f);
+  const bool branch_out = t.name.ends_with("out_proj.weight") || t.name.ends_with("w2.weight") ||
+                          t.name.ends_with("attn_output.weight") || t.name.ends_with("ffn_down.weight") ||
+                          t.name.ends_with("ffn_down_exps.weight");
+  const float a = 0.02f * std::sqrt(3.0f) * (branch_out ? branch_scale_ : 1.0f);
   const uint64_t tensor_seed = fnv1a(t.name) ^ (seed_ * 0x9e3779b97f4a7c15ull);
   for (int64_t r = 0; r < n_rows; ++r) {
     uint64_t state = tensor_seed + static_cast<uint64_t>(first_row + r) * 0xd1b54a32d192ed03ull;
@@ -168,7 +171,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
     for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
     return n;
   }();
-  RandomRowProducer gen(opt.seed);
+  RandomRowProducer gen(opt.seed, opt.branch_scale);
   std::vector<float> f32;
   std::vector<uint8_t> bytes;
   uint64_t done = 0;
@@ -202,7 +205,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
 
 void write_random_gguf(const std::string& path, const RandomCheckpointOptions& opt) {
   const ModelConfig cfg = parse_model_config(random_shape_config(opt.shape));
-  RandomRowProducer gen(opt.seed);
+  RandomRowProducer gen(opt.seed, opt.branch_scale);
   ExportOptions eo;
   eo.type = opt.gguf_type;
   eo.name = "LFM2-" + opt.shape + "-random";

@@ -26,11 +26,14 @@ nlohmann::json random_shape_config(const std::string& shape);
 
 class RandomRowProducer : public RowProducer {
  public:
-  explicit RandomRowProducer(uint64_t seed) : seed_(seed) {}
+  // `branch_scale` multiplies the output projection of every residual branch (attention and conv
+  // out_proj, the FFN's and experts' w2).
+  explicit RandomRowProducer(uint64_t seed, float branch_scale = 1.0f) : seed_(seed), branch_scale_(branch_scale) {}
   void rows(const ExpectedTensor& t, int64_t first_row, int64_t n_rows, float* out) override;
 
  private:
   uint64_t seed_;
+  float branch_scale_;
 };
 
 struct RandomCheckpointOptions {
@@ -40,6 +43,11 @@ struct RandomCheckpointOptions {
   FileType gguf_type = FileType::BF16;
   bool progress = false;
   int threads = 0;
+  // Below 1, the residual stream keeps more of the current token's embedding, so the (tied) head
+  // predicts confidently and mostly from the last token: greedy decoding falls into repetition
+  // and a quantized copy agrees with the original, as speculative-decoding benchmarks need (plain
+  // random weights never repeat and have near-flat logits).
+  float branch_scale = 1.0f;
 };
 
 // A Hugging Face folder: config.json + model.safetensors (streamed tensor by tensor; peak memory

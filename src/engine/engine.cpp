@@ -153,7 +153,10 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   LFM_CHECK(req.drafter != Drafter::kModel || draft_model_,
             "engine: the request asks for a draft model's drafts, but no draft model is loaded (--draft-model)");
   if (req.drafter != Drafter::kNone) a->max_drafts = std::min(req.max_drafts, cache_->options().draft_tokens);
-  if (a->max_drafts > 0) a->draft_len = std::make_unique<DraftLength>(a->max_drafts);
+  // A draft model gives up after 8 single-draft misses in a row (about 150 decode steps of
+  // evidence, see DraftLength): it must read every token, so even pausing costs.
+  if (a->max_drafts > 0)
+    a->draft_len = std::make_unique<DraftLength>(a->max_drafts, req.drafter == Drafter::kModel ? 8 : 0);
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
   a->req = std::move(req);
@@ -408,7 +411,8 @@ void Engine::plan_drafts(Active& a, int64_t room) {
   if (a.max_drafts == 0) return;
   // A verification of d drafts yields up to d + 1 tokens: stay within the request's limit.
   const int64_t left = a.limit - static_cast<int64_t>(a.tokens.size()) - 1;
-  const int64_t k = std::min({a.draft_len->next(), left, room});
+  const int64_t k = std::min({a.draft_len->take(), left, room});
+  if (a.draft_len->given_up() && a.draft_seq) close_draft(a);  // its state is of no more use
   if (k <= 0) return;
   std::vector<int32_t> drafts = a.req.drafter == Drafter::kNgram ? ngram_draft(a.tokens, k) : std::vector<int32_t>(k, 0);
   if (drafts.empty()) return;
@@ -537,6 +541,7 @@ void Engine::after_verification(Active& a, size_t item) {
   a.draft_len->update(n - 1, r);
   a.usage.drafted_tokens += n - 1;
   a.usage.accepted_tokens += r;
+  ++a.usage.verify_steps;
   totals_.drafted_tokens += n - 1;
   totals_.accepted_tokens += r;
   a.verify.clear();

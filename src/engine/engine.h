@@ -78,6 +78,7 @@ class Engine {
   const StateCacheOptions& cache_options() const { return cache_->options(); }
   int64_t ctx_size() const { return opt_.state.ctx_size; }
   int64_t vocab_size() const;  // the model's output rows (valid token ids)
+  bool has_draft_model() const { return draft_model_ != nullptr; }
   // Blocks until nothing is running or waiting (for tests and benchmarks).
   void wait_idle();
 

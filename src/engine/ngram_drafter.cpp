@@ -23,8 +23,23 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> history, int64_t k, co
   return {};
 }
 
+int64_t DraftLength::take() {
+  if (given_up()) return 0;
+  if (pause_ > 0) {
+    --pause_;
+    return 0;
+  }
+  return k_;
+}
+
 void DraftLength::update(int64_t drafted, int64_t accepted) {
   if (drafted <= 0) return;
+  if (accepted == 0 && drafted == 1) {
+    ++misses_;
+    pause_ = std::min<int64_t>((int64_t{1} << std::min<int64_t>(misses_, 5)) - 1, kMaxPause);
+  } else if (accepted > 0) {
+    misses_ = 0;
+  }
   k_ = accepted >= drafted ? std::min(max_, k_ + 1) : std::clamp<int64_t>(accepted + 1, 1, max_);
 }
 

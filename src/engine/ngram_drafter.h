@@ -21,17 +21,28 @@ struct NgramDraftOptions {
 std::vector<int32_t> ngram_draft(std::span<const int32_t> history, int64_t k, const NgramDraftOptions& opt = {});
 
 // How many tokens to draft next for one request: grows by one after a verification that accepted
-// every draft, shrinks to what was accepted plus one after one that did not, within [1, max], so
-// a drafter that is always wrong costs one drafted token per step and one that is right drafts
-// the most.
+// every draft, shrinks to what was accepted plus one after one that did not, within [1, max].
+// When even single drafts keep failing, it pauses: after the n-th such miss in a row it drafts
+// nothing for the next 2^n - 1 decode steps (at most 31), then tries one draft again. So a
+// drafter that is always wrong costs one probe in 32 steps, and one that is right drafts the most.
+// A costly drafter (a draft model, which must also read every token it did not draft) may give
+// up for good after `give_up_after` misses in a row (0: never).
 class DraftLength {
  public:
-  explicit DraftLength(int64_t max) : max_(max < 1 ? 1 : max), k_(max_) {}
+  explicit DraftLength(int64_t max, int64_t give_up_after = 0)
+      : max_(max < 1 ? 1 : max), k_(max_), give_up_after_(give_up_after) {}
+  // Tokens to draft at this decode step: 0 while paused (the step is counted), else next().
+  int64_t take();
   int64_t next() const { return k_; }
   void update(int64_t drafted, int64_t accepted);
+  bool given_up() const { return give_up_after_ > 0 && misses_ >= give_up_after_; }
 
  private:
+  static constexpr int64_t kMaxPause = 31;
   int64_t max_, k_;
+  int64_t give_up_after_;
+  int64_t misses_ = 0;  // single-token drafts rejected in a row
+  int64_t pause_ = 0;   // decode steps left without drafting
 };
 
 }  // namespace lfm

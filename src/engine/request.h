@@ -54,6 +54,7 @@ struct Usage {
   int64_t prefill_steps = 0;       // steps that fed part of the prompt (chunked prefill)
   int64_t drafted_tokens = 0;      // speculative decoding: tokens drafted and verified
   int64_t accepted_tokens = 0;     // of those, accepted (each one a token without its own step)
+  int64_t verify_steps = 0;        // steps that verified drafts
 };
 
 struct Event {

@@ -120,6 +120,20 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat) {
     }
   }
   g.req.ignore_eos = boolean(body, "ignore_eos", false);
+  if (const json* spec = field(body, "speculative")) {
+    if (!spec->is_object()) bad("speculative", "must be an object such as {\"draft\": \"ngram\", \"max_drafts\": 8}");
+    if (const json* d = field(*spec, "draft")) {
+      if (!d->is_string()) bad("speculative.draft", "must be \"ngram\", \"model\" or \"none\"");
+      try {
+        g.drafter = parse_drafter(d->get<std::string>());
+      } catch (const std::exception&) {
+        bad("speculative.draft", "must be \"ngram\", \"model\" or \"none\", got \"" + d->get<std::string>() + "\"");
+      }
+    }
+    if (field(*spec, "max_drafts")) g.max_drafts = integer(*spec, "max_drafts", 1, 64, 8);
+    for (const auto& [key, value] : spec->items())
+      if (key != "draft" && key != "max_drafts") bad("speculative." + key, "is not a known field (draft, max_drafts)");
+  }
   g.stream = boolean(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");

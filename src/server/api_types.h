@@ -31,6 +31,10 @@ struct GenerationParams {
   bool logprobs = false;
   int top_logprobs = 0;
   std::optional<int64_t> max_tokens;
+  // "speculative": {"draft": "ngram" | "model" | "none", "max_drafts": K}; unset: the server's
+  // defaults (lfm serve --draft, --draft-model, --draft-max).
+  std::optional<Drafter> drafter;
+  std::optional<int64_t> max_drafts;
 };
 
 // POST /v1/chat/completions after validation. Messages are normalised for the model's template:

@@ -52,6 +52,8 @@ struct Timing {
     m.add("lfm:generation_tokens_total", static_cast<double>(u.completion_tokens));
     m.add("lfm:prefix_cache_hit_tokens_total", static_cast<double>(u.cached_tokens));
     m.add("lfm:num_preemptions_total", static_cast<double>(u.preemptions));
+    m.add("lfm:spec_decode_num_draft_tokens_total", static_cast<double>(u.drafted_tokens));
+    m.add("lfm:spec_decode_num_accepted_tokens_total", static_cast<double>(u.accepted_tokens));
   }
 };
 
@@ -68,6 +70,15 @@ void apply_max_tokens(Request& r, const std::optional<int64_t>& max_tokens, int6
                        ") is past the context size " + std::to_string(ctx),
                    "max_tokens");
   r.max_tokens = max_tokens ? *max_tokens : -1;
+}
+
+// The request's speculative decoding, or the server's default.
+void apply_speculation(Request& r, const GenerationParams& g, const ServerOptions& opt, const Engine& engine) {
+  r.drafter = g.drafter.value_or(opt.drafter);
+  r.max_drafts = g.max_drafts.value_or(opt.max_drafts);
+  if (r.drafter == Drafter::kModel && !engine.has_draft_model())
+    throw ApiError(400, "speculative.draft \"model\" needs a draft model, and this server has none (lfm serve --draft-model)",
+                   "speculative.draft");
 }
 
 // Writes one SSE event; false when the client is gone.
@@ -136,6 +147,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   r.stop_ids.insert(r.stop_ids.end(), chat_stop_ids.begin(), chat_stop_ids.end());
   r.show_special = marker_ids;  // the output parser needs them even where the tokenizer calls them special
   apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
+  apply_speculation(r, c.gen, opt, engine);
   Timing timing;
   auto stream = engine.submit(std::move(r));
   const std::string id = "chatcmpl-" + std::to_string(g_next_id++);
@@ -262,6 +274,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   r.prompt = c.prompt_text ? tok("a text prompt").encode(*c.prompt_text, /*add_special=*/true) : c.prompt_ids;
   if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
   apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
+  apply_speculation(r, c.gen, opt, engine);
   Timing timing;
   auto stream = engine.submit(std::move(r));
   const json base = {{"id", "cmpl-" + std::to_string(g_next_id++)},

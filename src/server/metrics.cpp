@@ -44,6 +44,8 @@ Metrics::Metrics()
       {"lfm:generation_tokens_total", "Generated tokens of finished requests."},
       {"lfm:prefix_cache_hit_tokens_total", "Prompt tokens taken from the prefix cache."},
       {"lfm:num_preemptions_total", "Requests preempted when KV blocks ran out (resumed by recomputation)."},
+      {"lfm:spec_decode_num_draft_tokens_total", "Speculative decoding: drafted tokens verified (finished requests)."},
+      {"lfm:spec_decode_num_accepted_tokens_total", "Speculative decoding: drafted tokens accepted (finished requests)."},
   };
 }
 

@@ -38,6 +38,9 @@ struct ServerOptions {
   int http_threads = 64;            // concurrent connections being served
   size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
   double shutdown_grace_s = 30;     // in-flight requests get this long after SIGTERM
+  // Speculative decoding for requests that do not say ("speculative": {...}).
+  Drafter drafter = Drafter::kNone;
+  int64_t max_drafts = 8;
 };
 
 class Server {
