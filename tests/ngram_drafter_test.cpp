@@ -93,6 +93,16 @@ TEST(DraftLength, ACostlyDrafterGivesUpAfterItsMisses) {
     }
   EXPECT_EQ(probes, 3);
   EXPECT_TRUE(k.given_up());
+  // One that has been right often does not give up on a bad streak.
+  DraftLength good(4, 3);
+  good.update(4, 4);
+  good.update(4, 4);
+  for (int i = 0; i < 10; ++i) {
+    while (good.take() == 0) {
+    }
+    good.update(good.next(), 0);
+  }
+  EXPECT_FALSE(good.given_up());
 }
 
 }  // namespace

@@ -153,10 +153,12 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   LFM_CHECK(req.drafter != Drafter::kModel || draft_model_,
             "engine: the request asks for a draft model's drafts, but no draft model is loaded (--draft-model)");
   if (req.drafter != Drafter::kNone) a->max_drafts = std::min(req.max_drafts, cache_->options().draft_tokens);
-  // A draft model gives up after 8 single-draft misses in a row (about 150 decode steps of
-  // evidence, see DraftLength): it must read every token, so even pausing costs.
+  // A draft model starts at two drafts per step and grows with what is accepted (each draft is a
+  // step of its own), and if it is nearly always wrong gives up after 3 single-draft misses in a
+  // row (DraftLength): it must read every token, so even pausing costs.
   if (a->max_drafts > 0)
-    a->draft_len = std::make_unique<DraftLength>(a->max_drafts, req.drafter == Drafter::kModel ? 8 : 0);
+    a->draft_len = req.drafter == Drafter::kModel ? std::make_unique<DraftLength>(a->max_drafts, 3, 2)
+                                                   : std::make_unique<DraftLength>(a->max_drafts);
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
   a->req = std::move(req);
@@ -437,7 +439,22 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
   };
   for (size_t i = 0; i < batch.size(); ++i) {
     Active& a = *batch[i];
-    if (a.verify.empty() || a.req.drafter != Drafter::kModel) continue;
+    if (a.req.drafter != Drafter::kModel || a.draft_len->given_up()) continue;
+    if (a.n_generated == 0) {
+      // Prefilling: the draft model reads the same prompt chunk now, so its prefill is part of
+      // the time to the first token (as the model's is), not of the first draft.
+      if (!a.draft_seq && draft_cache_->can_open()) {
+        a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
+        draft_cache_->attach_prefix(*a.draft_seq, a.tokens);
+      }
+      if (!a.draft_seq) continue;
+      const int64_t seen = a.draft_seq->n_past();
+      const int64_t n = std::min(a.n_fed + counts[i] - seen, opt_.batch_tokens);
+      if (n > 0 && draft_cache_->reserve(*a.draft_seq, n))
+        items.push_back({a.draft_seq, std::span<const int32_t>(a.tokens.data() + seen, static_cast<size_t>(n))});
+      continue;
+    }
+    if (a.verify.empty()) continue;
     if (!a.draft_seq && draft_cache_->can_open()) {
       a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
       draft_cache_->attach_prefix(*a.draft_seq, a.tokens);

@@ -34,6 +34,8 @@ int64_t DraftLength::take() {
 
 void DraftLength::update(int64_t drafted, int64_t accepted) {
   if (drafted <= 0) return;
+  drafted_total_ += drafted;
+  accepted_total_ += accepted;
   if (accepted == 0 && drafted == 1) {
     ++misses_;
     pause_ = std::min<int64_t>((int64_t{1} << std::min<int64_t>(misses_, 5)) - 1, kMaxPause);
