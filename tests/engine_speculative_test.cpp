@@ -249,3 +249,64 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineSpeculativeTest,
 
 }  // namespace
 }  // namespace lfm
+
+namespace lfm {
+namespace {
+
+// Every fixture (dense and MoE, f32 and bf16, tied and untied, all-attention): greedy tokens with
+// each drafter equal plain decoding's, on the CPU backend, at block sizes 1 and 16.
+TEST(EngineSpeculativeFixtures, EveryFixtureKeepsGreedyOutputsWithEveryDrafter) {
+  ThreadPool pool(2);
+  const std::vector<std::string> fixtures = {"lfm2_a_fullattnidxs_tied_f32",       "lfm2_b_layertypes_tied_f32",
+                                             "lfm2_c_layertypes_untied_convbias_f32", "lfm2_d_fullattnidxs_tied_bf16",
+                                             "lfm2_e_allattn_noadjust_f32",       "lfm2moe_f_tied_expertbias_f32",
+                                             "lfm2moe_g_untied_nobias_scaled_f32"};
+  for (const std::string& name : fixtures) {
+    LoadOptions load;
+    std::string why;
+    auto backend = test::make_named_backend("cpu", pool, load, &why);
+    ASSERT_TRUE(backend) << why;
+    auto model = load_model(test::fixture_dir(name), load);
+    auto self = load_model(test::fixture_dir(name), load);
+    auto other = load_model(test::fixture_dir(name == fixtures[0] ? fixtures[1] : fixtures[0]), load);
+    std::mt19937 rng(3);
+    std::vector<int32_t> prompt(9);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % model->config().vocab_size);
+    for (int64_t block : {int64_t{1}, int64_t{16}}) {
+      EngineOptions o;
+      o.state.ctx_size = 96;
+      o.state.parallel = 2;
+      o.state.block_tokens = block;
+      o.state.draft_tokens = 4;
+      Request r;
+      r.prompt = prompt;
+      r.max_tokens = 16;
+      r.ignore_eos = true;
+      std::vector<int32_t> want;
+      {
+        Engine plain(*model, *backend, nullptr, o);
+        want = collect(*plain.submit(r)).tokens;
+        // P + G + P: prompt lookup then finds drafts.
+        r.prompt.insert(r.prompt.end(), want.begin(), want.end());
+        r.prompt.insert(r.prompt.end(), prompt.begin(), prompt.end());
+        want = collect(*plain.submit(r)).tokens;
+      }
+      for (const Model* draft : {self.get(), other.get()})
+        for (Drafter d : {Drafter::kNgram, Drafter::kModel}) {
+          Engine e(*model, *backend, nullptr, o, draft);
+          Request s = r;
+          s.drafter = d;
+          s.max_drafts = 4;
+          const Result got = collect(*e.submit(s));
+          EXPECT_EQ(got.tokens, want) << name << ", block " << block << ", " << drafter_name(d)
+                                      << (draft == self.get() ? " (self)" : " (other)") << " " << got.error;
+          if (d == Drafter::kModel && draft == self.get()) {
+            EXPECT_EQ(got.usage.accepted_tokens, got.usage.drafted_tokens) << name;
+          }
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lfm
