@@ -1,6 +1,7 @@
 // The scheduler: admission, step planning under the token budget, preemption, sampling and
 // event delivery. Everything below `loop()` runs on the scheduler thread only.
 #include "engine/engine.h"
+#include "engine/engine_active.h"
 
 #include <algorithm>
 #include <chrono>
@@ -38,36 +39,6 @@ struct Engine::Wakeup {
   }
 };
 
-struct Engine::Active {
-  uint64_t id = 0;
-  Request req;
-  std::shared_ptr<RequestStream> stream;
-  std::vector<int32_t> tokens;  // prompt, then every generated id
-  int64_t n_prompt = 0;
-  int64_t n_generated = 0;
-  int64_t limit = 0;            // most tokens in all (prompt + generated)
-  std::vector<int32_t> stop_ids;
-  Sequence* seq = nullptr;      // while running
-  int64_t n_fed = 0;            // tokens in the sequence's state
-  bool admitted = false, finished = false;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<StreamingDetokenizer> detok;
-  std::unique_ptr<StopStrings> stops;
-  Usage usage;
-  Clock::time_point submitted;
-  // Speculative decoding: most drafts per step (0: off), the adaptive length, and this step's
-  // verification tokens (the last sampled token, then the drafts; empty: a plain step). With a
-  // draft model: its sequence (every token but the last sampled one, once caught up), whether a
-  // chain of this step's drafts is open in it, and for a non-plain-greedy request the sampler the
-  // drafts are drawn with and each draft's distribution q.
-  int64_t max_drafts = 0;
-  std::unique_ptr<DraftLength> draft_len;
-  std::vector<int32_t> verify;
-  Sequence* draft_seq = nullptr;
-  bool draft_chain = false;
-  std::optional<Sampler> draft_sampler;
-  std::vector<TokenProbs> draft_q;
-};
 
 Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt,
                const Model* draft)
@@ -406,162 +377,6 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, items[i].argmax_only ? nullptr : out_.row(i), out_.argmax[i]);
   }
   std::erase_if(running_, [](const auto& a) { return a->finished; });
-}
-
-void Engine::plan_drafts(Active& a, int64_t room) {
-  a.verify.clear();
-  if (a.max_drafts == 0) return;
-  // A verification of d drafts yields up to d + 1 tokens: stay within the request's limit.
-  const int64_t left = a.limit - static_cast<int64_t>(a.tokens.size()) - 1;
-  const int64_t k = std::min({a.draft_len->take(), left, room});
-  if (a.draft_len->given_up() && a.draft_seq) close_draft(a);  // its state is of no more use
-  if (k <= 0) return;
-  std::vector<int32_t> drafts = a.req.drafter == Drafter::kNgram ? ngram_draft(a.tokens, k) : std::vector<int32_t>(k, 0);
-  if (drafts.empty()) return;
-  a.verify.push_back(a.tokens.back());
-  a.verify.insert(a.verify.end(), drafts.begin(), drafts.end());
-}
-
-void Engine::close_draft(Active& a) {
-  if (a.draft_seq) draft_cache_->close(a.draft_seq);
-  a.draft_seq = nullptr;
-  a.draft_chain = false;
-}
-
-void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts) {
-  // Who drafts with the model this step, each with its draft state ready: open (resuming from
-  // the draft cache's prefix), room reserved for the tokens it has not seen and the chain.
-  std::vector<Active*> drafting;
-  std::vector<BatchItem> items;
-  auto plain = [&](size_t i) {
-    batch[i]->verify.clear();
-    counts[i] = 1;
-  };
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Active& a = *batch[i];
-    if (a.req.drafter != Drafter::kModel || a.draft_len->given_up()) continue;
-    if (a.n_generated == 0) {
-      // Prefilling: the draft model reads the same prompt chunk now, so its prefill is part of
-      // the time to the first token (as the model's is), not of the first draft.
-      if (!a.draft_seq && draft_cache_->can_open()) {
-        a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
-        draft_cache_->attach_prefix(*a.draft_seq, a.tokens);
-      }
-      if (!a.draft_seq) continue;
-      const int64_t seen = a.draft_seq->n_past();
-      const int64_t n = std::min(a.n_fed + counts[i] - seen, opt_.batch_tokens);
-      if (n > 0 && draft_cache_->reserve(*a.draft_seq, n))
-        items.push_back({a.draft_seq, std::span<const int32_t>(a.tokens.data() + seen, static_cast<size_t>(n))});
-      continue;
-    }
-    if (a.verify.empty()) continue;
-    if (!a.draft_seq && draft_cache_->can_open()) {
-      a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
-      draft_cache_->attach_prefix(*a.draft_seq, a.tokens);
-    }
-    if (!a.draft_seq) {
-      plain(i);
-      continue;
-    }
-    const int64_t seen = a.draft_seq->n_past();
-    const int64_t pending = static_cast<int64_t>(a.tokens.size()) - seen;
-    const std::span<const int32_t> unseen(a.tokens.data() + seen, static_cast<size_t>(pending));
-    if (pending > opt_.batch_tokens) {  // a long prompt: the draft model catches up in chunks first
-      plain(i);
-      if (draft_cache_->reserve(*a.draft_seq, opt_.batch_tokens)) items.push_back({a.draft_seq, unseen.first(opt_.batch_tokens)});
-      continue;
-    }
-    const int64_t k = static_cast<int64_t>(a.verify.size()) - 1;
-    if (!draft_cache_->reserve(*a.draft_seq, pending + k - 1)) {
-      plain(i);
-      continue;
-    }
-    // The unseen tokens; the chain starts at the last (the sampled one), whose output is draft 1.
-    items.push_back({a.draft_seq, unseen, false, a.sampler->plain_greedy(), true, pending - 1});
-    drafting.push_back(&a);
-    a.draft_q.clear();
-    if (a.sampler->plain_greedy())
-      a.draft_sampler.reset();
-    else
-      a.draft_sampler.emplace(a.sampler->fork());
-  }
-  if (items.empty()) return;
-  // Step j gives every drafting request with more than j drafts its draft j + 1.
-  for (int64_t j = 0;; ++j) {
-    try {
-      draft_forward_->step(items, draft_out_);
-    } catch (const std::exception&) {
-      // The draft state is unknown: drop it (it is rebuilt later); this step decodes plainly.
-      for (size_t i = 0; i < batch.size(); ++i)
-        if (batch[i]->req.drafter == Drafter::kModel && batch[i]->draft_seq) {
-          close_draft(*batch[i]);
-          plain(i);
-        }
-      return;
-    }
-    std::vector<BatchItem> next;
-    size_t item = 0;
-    for (const BatchItem& it : items) {
-      const size_t at = item++;
-      Active* a = nullptr;
-      for (Active* d : drafting)
-        if (d->draft_seq == it.seq) a = d;
-      if (!a) continue;  // a catch-up chunk
-      a->draft_chain = true;
-      int32_t d;
-      if (it.argmax_only) {
-        d = draft_out_.argmax[at];
-      } else {
-        a->draft_q.emplace_back();
-        d = a->draft_sampler->sample(draft_out_.row(at), &a->draft_q.back()).token;
-      }
-      a->verify[j + 1] = d;
-      if (j + 2 < static_cast<int64_t>(a->verify.size()))
-        next.push_back({a->draft_seq, std::span<const int32_t>(&a->verify[j + 1], 1), false, it.argmax_only, true});
-    }
-    if (next.empty()) return;
-    items = std::move(next);
-  }
-}
-
-void Engine::after_verification(Active& a, size_t item) {
-  const int64_t n = static_cast<int64_t>(a.verify.size());
-  // Row r's choice is the token after verify[r]; it is the next draft's check (greedy: equal to
-  // it; sampled: the rejection rule against the draft's q).
-  int64_t r = 0;
-  for (;; ++r) {
-    SampleResult res;
-    bool accepted = false;
-    try {
-      if (r + 1 < n) {
-        const TokenProbs* q = a.req.drafter == Drafter::kModel && r < static_cast<int64_t>(a.draft_q.size()) ? &a.draft_q[r] : nullptr;
-        res = a.sampler->verify(out_.row(item, r), a.verify[r + 1], q, accepted);
-      } else {
-        res = a.sampler->sample(out_.row(item, r));
-      }
-    } catch (const std::exception& e) {
-      finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
-      return;
-    }
-    deliver(a, std::move(res));
-    if (a.finished) return;  // stopped (stop id, string, length): the state is gone
-    if (!accepted) break;
-  }
-  // verify[0 .. r] are in the state now; the last choice waits to be fed. The draft model's
-  // chain holds verify[0 .. k-1]: it keeps what was accepted of it.
-  cache_->commit_accepted(*a.seq, r + 1);
-  if (a.draft_chain) {
-    draft_cache_->commit_accepted(*a.draft_seq, std::min(r + 1, n - 1));
-    a.draft_chain = false;
-  }
-  a.n_fed += r + 1;
-  a.draft_len->update(n - 1, r);
-  a.usage.drafted_tokens += n - 1;
-  a.usage.accepted_tokens += r;
-  ++a.usage.verify_steps;
-  totals_.drafted_tokens += n - 1;
-  totals_.accepted_tokens += r;
-  a.verify.clear();
 }
 
 void Engine::after_token(Active& a, const float* logits, int32_t greedy_id) {

@@ -1,0 +1,48 @@
+// The scheduler's record of one request (engine-internal: shared by engine.cpp and
+// engine_speculative.cpp only).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/ngram_drafter.h"
+#include "engine/stop_strings.h"
+#include "tokenizer/streaming_detokenizer.h"
+
+namespace lfm {
+
+struct Engine::Active {
+  uint64_t id = 0;
+  Request req;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<int32_t> tokens;  // prompt, then every generated id
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  int64_t limit = 0;            // most tokens in all (prompt + generated)
+  std::vector<int32_t> stop_ids;
+  Sequence* seq = nullptr;      // while running
+  int64_t n_fed = 0;            // tokens in the sequence's state
+  bool admitted = false, finished = false;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamingDetokenizer> detok;
+  std::unique_ptr<StopStrings> stops;
+  Usage usage;
+  std::chrono::steady_clock::time_point submitted;
+  // Speculative decoding: most drafts per step (0: off), the adaptive length, and this step's
+  // verification tokens (the last sampled token, then the drafts; empty: a plain step). With a
+  // draft model: its sequence (every token but the last sampled one, once caught up), whether a
+  // chain of this step's drafts is open in it, and for a non-plain-greedy request the sampler the
+  // drafts are drawn with and each draft's distribution q.
+  int64_t max_drafts = 0;
+  std::unique_ptr<DraftLength> draft_len;
+  std::vector<int32_t> verify;
+  Sequence* draft_seq = nullptr;
+  bool draft_chain = false;
+  std::optional<Sampler> draft_sampler;
+  std::vector<TokenProbs> draft_q;
+};
+
+}  // namespace lfm
