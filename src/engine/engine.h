@@ -105,6 +105,8 @@ class Engine {
   // tokens it has not seen, then one step per drafted token. A request whose draft state cannot
   // be had (no slot or blocks) decodes plainly this step (its count becomes 1).
   void run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  // The request's draft-model sequence, opened now if a slot is free; false when none is.
+  bool open_draft(Active& a);
   void close_draft(Active& a);
   void preempt(Active* victim);
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});

@@ -28,11 +28,19 @@ void Engine::close_draft(Active& a) {
   a.draft_chain = false;
 }
 
+bool Engine::open_draft(Active& a) {
+  if (!a.draft_seq && draft_cache_->can_open()) {
+    a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
+    draft_cache_->attach_prefix(*a.draft_seq, a.tokens);  // resumes from the draft cache's prefix
+  }
+  return a.draft_seq != nullptr;
+}
+
 void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts) {
   // Who drafts with the model this step, each with its draft state ready: open (resuming from
   // the draft cache's prefix), room reserved for the tokens it has not seen and the chain.
-  std::vector<Active*> drafting;
   std::vector<BatchItem> items;
+  std::vector<Active*> owner;  // per item: the request it drafts for, null for a catch-up chunk
   auto plain = [&](size_t i) {
     batch[i]->verify.clear();
     counts[i] = 1;
@@ -43,23 +51,17 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
     if (a.n_generated == 0) {
       // Prefilling: the draft model reads the same prompt chunk now, so its prefill is part of
       // the time to the first token (as the model's is), not of the first draft.
-      if (!a.draft_seq && draft_cache_->can_open()) {
-        a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
-        draft_cache_->attach_prefix(*a.draft_seq, a.tokens);
-      }
-      if (!a.draft_seq) continue;
+      if (!open_draft(a)) continue;
       const int64_t seen = a.draft_seq->n_past();
       const int64_t n = std::min(a.n_fed + counts[i] - seen, opt_.batch_tokens);
-      if (n > 0 && draft_cache_->reserve(*a.draft_seq, n))
+      if (n > 0 && draft_cache_->reserve(*a.draft_seq, n)) {
         items.push_back({a.draft_seq, std::span<const int32_t>(a.tokens.data() + seen, static_cast<size_t>(n))});
+        owner.push_back(nullptr);
+      }
       continue;
     }
     if (a.verify.empty()) continue;
-    if (!a.draft_seq && draft_cache_->can_open()) {
-      a.draft_seq = draft_cache_->open(opt_.state.ctx_size);
-      draft_cache_->attach_prefix(*a.draft_seq, a.tokens);
-    }
-    if (!a.draft_seq) {
+    if (!open_draft(a)) {
       plain(i);
       continue;
     }
@@ -68,7 +70,10 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
     const std::span<const int32_t> unseen(a.tokens.data() + seen, static_cast<size_t>(pending));
     if (pending > opt_.batch_tokens) {  // a long prompt: the draft model catches up in chunks first
       plain(i);
-      if (draft_cache_->reserve(*a.draft_seq, opt_.batch_tokens)) items.push_back({a.draft_seq, unseen.first(opt_.batch_tokens)});
+      if (draft_cache_->reserve(*a.draft_seq, opt_.batch_tokens)) {
+        items.push_back({a.draft_seq, unseen.first(opt_.batch_tokens)});
+        owner.push_back(nullptr);
+      }
       continue;
     }
     const int64_t k = static_cast<int64_t>(a.verify.size()) - 1;
@@ -78,7 +83,7 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
     }
     // The unseen tokens; the chain starts at the last (the sampled one), whose output is draft 1.
     items.push_back({a.draft_seq, unseen, false, a.sampler->plain_greedy(), true, pending - 1});
-    drafting.push_back(&a);
+    owner.push_back(&a);
     a.draft_q.clear();
     if (a.sampler->plain_greedy())
       a.draft_sampler.reset();
@@ -100,12 +105,10 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
       return;
     }
     std::vector<BatchItem> next;
-    size_t item = 0;
-    for (const BatchItem& it : items) {
-      const size_t at = item++;
-      Active* a = nullptr;
-      for (Active* d : drafting)
-        if (d->draft_seq == it.seq) a = d;
+    std::vector<Active*> next_owner;
+    for (size_t at = 0; at < items.size(); ++at) {
+      const BatchItem& it = items[at];
+      Active* a = owner[at];
       if (!a) continue;  // a catch-up chunk
       a->draft_chain = true;
       int32_t d;
@@ -116,11 +119,14 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
         d = a->draft_sampler->sample(draft_out_.row(at), &a->draft_q.back()).token;
       }
       a->verify[j + 1] = d;
-      if (j + 2 < static_cast<int64_t>(a->verify.size()))
+      if (j + 2 < static_cast<int64_t>(a->verify.size())) {
         next.push_back({a->draft_seq, std::span<const int32_t>(&a->verify[j + 1], 1), false, it.argmax_only, true});
+        next_owner.push_back(a);
+      }
     }
     if (next.empty()) return;
     items = std::move(next);
+    owner = std::move(next_owner);
   }
 }
 
