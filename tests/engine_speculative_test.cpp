@@ -44,13 +44,7 @@ class EngineSpeculativeTest : public ::testing::TestWithParam<Param> {
     other_draft_ = load_model(
         test::fixture_dir(target.rfind("lfm2moe", 0) == 0 ? "lfm2_a_fullattnidxs_tied_f32" : "lfm2moe_f_tied_expertbias_f32"),
         load);
-    std::mt19937 rng(23);
-    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(model_->config().vocab_size - 1));
-    for (int len : {1, 3, 5, 8, 13, 17, 21, 30}) {
-      std::vector<int32_t> p(static_cast<size_t>(len));
-      for (auto& t : p) t = id(rng);
-      prompts_.push_back(p);
-    }
+    prompts_ = test::random_prompts(model_->config().vocab_size, {1, 3, 5, 8, 13, 17, 21, 30}, 23);
   }
 
   EngineOptions options(int64_t parallel, int64_t batch_tokens = 512) const {

@@ -40,13 +40,7 @@ class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::
     backend_ = test::make_named_backend(std::get<1>(GetParam()), pool_, load, &why);
     if (!backend_) GTEST_SKIP() << why;
     model_ = load_model(test::fixture_dir(std::get<0>(GetParam())), load);
-    std::mt19937 rng(17);
-    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(model_->config().vocab_size - 1));
-    for (int len : {1, 3, 5, 8, 13, 17, 21, 30, 2, 11}) {
-      std::vector<int32_t> p(static_cast<size_t>(len));
-      for (auto& t : p) t = id(rng);
-      prompts_.push_back(p);
-    }
+    prompts_ = test::random_prompts(model_->config().vocab_size, {1, 3, 5, 8, 13, 17, 21, 30, 2, 11}, 17);
   }
 
   EngineOptions options(int64_t parallel, int64_t batch_tokens = 512) const {

@@ -1,6 +1,8 @@
 // Helpers shared by the engine tests: a request's whole event stream, collected.
 #pragma once
 
+#include <initializer_list>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,19 @@ inline Result collect(RequestStream& s) {
     }
   }
   return r;
+}
+
+// Prompts of the given lengths, random ids in [0, vocab), from `seed`.
+inline std::vector<std::vector<int32_t>> random_prompts(int64_t vocab, std::initializer_list<int> lengths, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
+  std::vector<std::vector<int32_t>> out;
+  for (int len : lengths) {
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (auto& t : p) t = id(rng);
+    out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace lfm::test
