@@ -223,6 +223,8 @@ void register_all() {
             add(n512, 512, false, 8192, 2048);
             add(n512 + "/in8192", 512, false, 2048, 8192);
           }
+          if (packed && plain && n == 1)  // a speculative verification's few tokens, weights from memory
+            for (int64_t few : {2, 3, 4, 5, 6, 8, 9, 12, 16}) { add(name.substr(0, name.rfind('/')) + "/n" + std::to_string(few) + "/cold", few, true, 8192, 2048); add(name.substr(0, name.rfind('/')) + "/n" + std::to_string(few), few, false, 8192, 2048); }
           if (packed && n == 1) {  // decode from memory: w1's shape, w2's (rows of 8192), an 8B-A1B expert's w1 (1792 rows)
             add(name + "/cold", n, true, 8192, 2048);
             add(name + "/cold/in8192", n, true, 2048, 8192);

@@ -319,13 +319,16 @@ TEST_P(SimdKernelsTest, RopeMatchesReferenceBitwise) {
 
 // kChunks16: the plain types' rows copied into owned memory in 16-row panels interleaved every
 // 32 columns. The kernels read the copy (the original is poisoned with NaN bytes after copying)
-// and give bitwise the unpacked results on both paths (few tokens: whole panels at a time, and
-// fused rows for a partial panel; many: panels), for heights that leave a partial panel and
+// and give bitwise the unpacked results on every path (one token: whole panels at a time, and
+// fused rows for a partial panel; 2-16 tokens: the few-token blocks; many: panels), for heights that leave a partial panel and
 // widths that leave a partial chunk and a vector tail (211: a last chunk of one AVX-512 vector).
 TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 5, 64}, {1, 48, 203}, {2, 33, 203}, {1, 35, 211},
-                              {3, 67, 224}, {4, 40, 2048}, {9, 67, 224}, {40, 20, 96}, {1, 16, 7}}) {
+                              {3, 67, 224}, {4, 40, 2048}, {9, 67, 224}, {40, 20, 96}, {1, 16, 7},
+                              // few tokens (simd_matmul_few.inc): token groups of every size, widths
+                              // of several 128-column blocks with a partial last one
+                              {5, 33, 520}, {6, 17, 300}, {7, 16, 129}, {12, 35, 211}, {16, 67, 1000}, {13, 20, 2048}}) {
       Weight w = make_weight(dt, out, in, 11 + out);
       const auto x = randn(n * in, 12 + n);
       std::vector<float> want(n * out), got(n * out);

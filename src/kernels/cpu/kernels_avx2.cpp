@@ -30,6 +30,7 @@ namespace lfm::isa_avx2 {
 using V = simd::Avx2;
 #include "kernels/cpu/simd_decode.inc"
 #include "kernels/cpu/simd_matmul.inc"
+#include "kernels/cpu/simd_matmul_few.inc"
 #include "kernels/cpu/simd_ops.inc"
 #include "kernels/cpu/simd_attention.inc"
 #include "kernels/cpu/simd_attention_drivers.inc"

@@ -36,6 +36,7 @@ namespace lfm::isa_avx512 {
 using V = simd::Avx512;
 #include "kernels/cpu/simd_decode.inc"
 #include "kernels/cpu/simd_matmul.inc"
+#include "kernels/cpu/simd_matmul_few.inc"
 #include "kernels/cpu/simd_ops.inc"
 #include "kernels/cpu/simd_attention.inc"
 #include "kernels/cpu/simd_attention_drivers.inc"
