@@ -69,6 +69,7 @@ Runtime open_runtime(const std::string& model_path, int threads, const LoadOptio
   rt.backend = make_backend(parse_device(device), *rt.pool);
   LoadOptions opt = load;
   if (!rt.backend->host_memory()) opt.backend = rt.backend.get();  // the CPU backends share one preparation
+  opt.run_on = rt.backend.get();  // the model lets go of its files where the backend allows
   rt.model = load_model(model_path, opt);
   return rt;
 }
@@ -190,6 +191,7 @@ void apply_draft_options(const DraftArgs& a, Runtime& rt, const LoadOptions& loa
   if (kind != Drafter::kModel) return;
   LoadOptions opt = load;
   if (!rt.backend->host_memory()) opt.backend = rt.backend.get();
+  opt.run_on = rt.backend.get();
   rt.draft = load_model(resolve_model_arg(a.draft_model), opt);
 }
 

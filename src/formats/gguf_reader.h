@@ -104,6 +104,7 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(const std::string& name) const;
   void drop_pages(const void* p, size_t n) const { file_.drop_pages(p, n); }
+  void detach_from_file(std::vector<std::pair<const void*, size_t>> keep) const { file_.detach_from_file(std::move(keep)); }
 
  private:
   MappedFile file_;

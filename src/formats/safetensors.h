@@ -18,6 +18,7 @@ class SafetensorsFile : public MapTensorSource {
  public:
   explicit SafetensorsFile(const std::string& path);  // throws lfm::Error
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  void detach(const std::vector<std::pair<const void*, size_t>>& keep) const override { file_.detach_from_file(keep); }
 
  private:
   MappedFile file_;
@@ -33,6 +34,9 @@ class SafetensorsCheckpoint : public TensorSource {
   const TensorView* find(const std::string& name) const override;
   std::vector<std::string> names() const override;
   std::string origin() const override { return origin_; }
+  void detach(const std::vector<std::pair<const void*, size_t>>& keep) const override {
+    for (const auto& f : files_) f->detach(keep);
+  }
   size_t total_bytes() const;
 
  private:

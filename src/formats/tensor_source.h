@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -23,6 +24,10 @@ class TensorSource {
   // The bytes of t will rarely be read again (a packed copy serves the kernels): a file-backed
   // source may return their pages to the OS; they stay readable (faulted in again from the file).
   virtual void drop_pages(const TensorView& t) const { (void)t; }
+  // Lets go of the files behind the views (MappedFile::detach_from_file): the bytes of the
+  // `keep` ranges stay readable where they are, every other tensor byte reads as zero from now on.
+  // A source that owns its bytes in memory has nothing to let go of.
+  virtual void detach(const std::vector<std::pair<const void*, size_t>>& keep) const { (void)keep; }
 };
 
 // A TensorSource backed by a name → view map; owners keep the bytes alive.

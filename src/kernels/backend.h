@@ -45,6 +45,11 @@ class Backend : public DeviceMemory {
   // each vector's `device` at its own, and returns the object that owns them; the model keeps it
   // as long as the views. The CPU backends pack (kernels/weight_pack.h) and share one layout.
   virtual std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) = 0;
+  // Whether, on weights prepared by this backend (or, for a host-memory backend, by the CPU
+  // preparation every CPU backend shares), the kernels read a matrix's stored bytes only where it
+  // got no prepared copy, and the embedding table's only where the table got none. Then a model
+  // run on it keeps just those bytes and lets go of its files (LoadOptions::run_on).
+  virtual bool reads_only_prepared_copies() const { return false; }
 
   // ---- a step ----
   // Called before the ops of a step with every sequence's run: a device backend uploads the

@@ -20,6 +20,7 @@ class GgufTensorSource : public MapTensorSource {
   explicit GgufTensorSource(std::shared_ptr<const GgufFile> file);
   const GgufFile& file() const { return *file_; }
   void drop_pages(const TensorView& t) const override { file_->drop_pages(t.data, t.nbytes); }
+  void detach(const std::vector<std::pair<const void*, size_t>>& keep) const override { file_->detach_from_file(keep); }
 
  private:
   std::shared_ptr<const GgufFile> file_;

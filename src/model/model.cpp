@@ -32,6 +32,10 @@ Model::Model(ModelConfig cfg, std::unique_ptr<TensorSource> source, const LoadOp
   for (LayerKind k : cfg_.layer_kinds) slot_.push_back(k == LayerKind::Conv ? n_conv++ : n_attn++);
   inv_freq_ = rope_inverse_frequencies(cfg_.rope_theta, cfg_.head_dim);
   if (options.pack) prepare_weights(options.backend);
+  const Backend* run_on = options.run_on;
+  if (options.pack && run_on && run_on->reads_only_prepared_copies() &&
+      (prepared_for_ == run_on || (prepared_for_ == nullptr && run_on->host_memory())))
+    detach_from_files();
 }
 
 namespace {
@@ -78,6 +82,23 @@ void Model::prepare_weights(Backend* backend) {
   set.release_original = [src](const TensorView& t) { src->drop_pages(t); };
   prepared_ = backend ? backend->prepare_weights(set) : prepare_cpu_weights(set);
   prepared_for_ = backend;
+}
+
+// What a step still reads of the stored bytes: the embedding table unless the backend copied it,
+// and every matrix that got no copy (a tied lm_head is the table's bytes). Those are copied into
+// memory in place; the files are let go of (TensorSource::detach).
+void Model::detach_from_files() {
+  std::vector<std::pair<const void*, size_t>> keep;
+  auto still_read = [&](const TensorView& t) {
+    if (t.data && !t.packed) keep.push_back({t.data, t.nbytes});
+  };
+  still_read(weights_.embed);
+  for_each_matmul_weight(weights_, still_read);
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  for (const auto& range : keep) resident_bytes_ += range.second;
+  source_->detach(keep);
+  detached_ = true;
 }
 
 // Before packing: the layout a matrix gets depends on its act_type (weight_pack.h).

@@ -24,6 +24,11 @@ struct LoadOptions {
   // The backend the model will run on; null: the CPU backends' preparation (every CPU backend,
   // the reference included, runs such a model).
   Backend* backend = nullptr;
+  // The backend that will run the model, where the caller knows it (the CLI and server do): if it
+  // reads only the prepared copies (Backend::reads_only_prepared_copies), the model copies the
+  // few stored bytes it still reads (the embedding table, matrices left unpacked) into memory and
+  // lets go of its files, so a file truncated or rewritten in place later cannot touch it.
+  const Backend* run_on = nullptr;
   // BF16 matrices multiply activations rounded to bf16 (TensorView::act_type), as llama.cpp and
   // transformers running in bf16 do, instead of exact float32 ones: one bf16 term for AVX-512
   // BF16 / AMX instead of three. Other weight types are unaffected.
@@ -65,9 +70,14 @@ class Model {
   // Whether some matrix multiplies bf16-rounded activations (LoadOptions::bf16_activations on a
   // model with BF16 matrices).
   bool bf16_activations() const { return bf16_activations_; }
+  // Whether the model let go of its files after load (LoadOptions::run_on), and the stored bytes
+  // it copied into memory to do so (the embedding table, matrices without a prepared copy).
+  bool detached() const { return detached_; }
+  size_t resident_bytes() const { return resident_bytes_; }
 
  private:
   void prepare_weights(Backend* backend);
+  void detach_from_files();
   void set_bf16_activations();
 
   ModelConfig cfg_;
@@ -78,6 +88,8 @@ class Model {
   std::unique_ptr<PreparedWeights> prepared_;  // the backend's copies the views point into
   const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
+  bool detached_ = false;
+  size_t resident_bytes_ = 0;
 };
 
 // Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file.

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/packed_acts.h"
+#include "kernels/cpu_features.h"
 #include "kernels/cpu/simd_backends.h"
 #include "kernels/dequant.h"
 #include "kernels/quant_blocks.h"
@@ -45,7 +46,7 @@ float stream_read_avx2(const void* p, size_t n, size_t prefetch) {
   return isa_avx2::stream_read(static_cast<const uint8_t*>(p), n, prefetch);
 }
 std::unique_ptr<Backend> make_avx2_backend(ThreadPool& pool) {
-  return std::make_unique<isa_avx2::SimdBackend>(pool, "cpu-avx2");
+  return std::make_unique<isa_avx2::SimdBackend>(pool, "cpu-avx2", Isa::kAvx2);
 }
 }  // namespace lfm
 

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu/packed_acts.h"
+#include "kernels/cpu_features.h"
 #include "kernels/cpu/simd_backends.h"
 #include "kernels/dequant.h"
 #include "kernels/quant_blocks.h"
@@ -54,7 +55,7 @@ float stream_read_avx512(const void* p, size_t n, size_t prefetch) {
   return isa_avx512::stream_read(static_cast<const uint8_t*>(p), n, prefetch);
 }
 std::unique_ptr<Backend> make_avx512_backend(ThreadPool& pool) {
-  return std::make_unique<isa_avx512::SimdBackend>(pool, "cpu-avx512");
+  return std::make_unique<isa_avx512::SimdBackend>(pool, "cpu-avx512", Isa::kAvx512);
 }
 }  // namespace lfm
 

@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return name_.c_str(); }
   bool host_memory() const override { return false; }
+  bool reads_only_prepared_copies() const override { return true; }  // every weight uploaded
   bool bitwise_batch_invariant() const override { return own_only_; }
 
   // ---- memory ----
