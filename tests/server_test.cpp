@@ -366,6 +366,54 @@ TEST_F(ServerTest, AmbiguousRequestFramingIs400) {
   EXPECT_TRUE(text_->client().Get("/health"));  // still serving
 }
 
+// Issue 41, item 4: slow clients (one header line every 300 ms, as slowloris sends them) cannot
+// hold the server. Eight of them against --http-threads 4: /health still answers within a second,
+// a normal request is served, and each slow connection is closed at the read deadline.
+TEST(ServerSlowClients, CannotStarveTheServer) {
+  test::TempDir dir("lfm_serve_slow");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--http-threads", "4", "--request-read-timeout", "2", "--ctx-size", "64"});
+  std::atomic<bool> stop{false};
+  std::atomic<int> closed_early{0};
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 8; ++i)
+    slow.emplace_back([&, i] {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(s.port()));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string line = "POST /v1/completions HTTP/1.1\r\n";
+      for (int k = 0; !stop && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8); ++k) {
+        if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) < 0) break;  // the server hung up
+        line = "X-Slow-" + std::to_string(i) + "-" + std::to_string(k) + ": 1\r\n";
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      }
+      if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(6)) ++closed_early;
+      ::close(fd);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // all eight connected and dripping
+  auto c = s.client();
+  c.set_read_timeout(1, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h) << "no answer from /health within a second";
+  EXPECT_EQ(h->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  c.set_read_timeout(30, 0);
+  int st = 0;
+  post(c, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}}, &st);
+  EXPECT_EQ(st, 200);
+  for (auto& t : slow) t.join();
+  EXPECT_EQ(closed_early.load(), 8) << "slow connections should be closed at the 2 s read deadline";
+  const std::string m = c.Get("/metrics")->body;
+  const size_t at = m.find("\nlfm:http_read_timeouts ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_GE(std::stoi(m.substr(at + 24)), 8) << m;
+}
+
 TEST_F(ServerTest, DeeplyNestedJsonIs400) {
   auto c = text_->client();
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
@@ -457,6 +505,25 @@ TEST_F(ServerTest, SpeculativeDecodingPerRequestAndByDefault) {
   EXPECT_NE(r.dump().find("draft model"), std::string::npos) << r.dump();
   post(plain_client, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}}, &st);
   EXPECT_EQ(st, 200);
+}
+
+// The model's file truncated under the running server (`cp` over it does that): the server
+// copied what it reads at load and let go of the file, so it answers on, with the same tokens
+// (before, the next request died of SIGBUS with every request in flight).
+TEST(ServerModelFile, AnswersOnAfterItsFileIsTruncated) {
+  test::TempDir dir("lfm_serve_truncated");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--parallel", "1", "--ctx-size", "128"});
+  auto c = s.client();
+  const json body = {{"prompt", "hello there"}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}};
+  int st = 0;
+  const json before = post(c, "/v1/completions", body, &st);
+  ASSERT_EQ(st, 200) << before.dump();
+  std::filesystem::resize_file(dir / "model.safetensors", 0);
+  const json after = post(c, "/v1/completions", body, &st);
+  ASSERT_EQ(st, 200) << after.dump();
+  EXPECT_EQ(after["choices"][0]["text"], before["choices"][0]["text"]);
+  EXPECT_EQ(c.Get("/health")->status, 200);
 }
 
 TEST(ServerAuthAndLimits, ApiKeyAndQueueFull) {

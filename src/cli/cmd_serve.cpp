@@ -42,10 +42,16 @@ int run_serve(int argc, char** argv) {
   app.add_option("--max-queue", max_queue, "Requests that may wait; beyond, 429 with Retry-After")
       ->capture_default_str()
       ->check(positive_number());
-  app.add_option("--http-threads", so.http_threads, "Connections served at once (each stream holds one)")
+  app.add_option("--http-threads", so.http_threads,
+                 "Requests served at once (each stream holds one; /health and /metrics need none, and 32 more "
+                 "threads read incoming requests)")
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
   app.add_option("--max-body", so.max_body_bytes, "Largest request body in bytes (larger: 413)")->capture_default_str();
+  app.add_option("--request-read-timeout", so.request_read_timeout_s,
+                 "Seconds a request's headers and body may take to arrive (slower clients are disconnected)")
+      ->capture_default_str()
+      ->check(positive_number());
   app.add_option("--shutdown-grace", so.shutdown_grace_s, "Seconds in-flight requests get after SIGINT/SIGTERM")
       ->capture_default_str()
       ->check(non_negative_number());

@@ -91,7 +91,7 @@ bool same_secret(const std::string& given, const std::string& expected) {
 
 void Server::Impl::register_routes() {
   http.set_payload_max_length(opt.max_body_bytes);
-  http.new_task_queue = [n = opt.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  http.set_read_deadline(std::chrono::milliseconds(static_cast<int64_t>(opt.request_read_timeout_s * 1000)));
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (const std::string why = framing_problem(req); !why.empty()) {
       send_error(res, 400, why);
@@ -143,24 +143,33 @@ void Server::Impl::register_routes() {
     }
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    http.response_written();
     metrics.add("lfm:http_requests_total", 1,
                 "route=\"" + route_label(req.path) + "\",status=\"" + std::to_string(res.status) + "\"");
   });
 
-  http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { handle_chat(q, r); });
-  http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { handle_completion(q, r); });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  // Every handler starts by marking its request read (GuardedHttpServer: the deadline stops);
+  // all but the probes then take a serving slot, so /health and /metrics answer when all are busy.
+  const auto served = [this](bool take_slot, httplib::Server::Handler h) {
+    return [this, take_slot, h = std::move(h)](const httplib::Request& q, httplib::Response& r) {
+      http.read_done(take_slot);
+      h(q, r);
+    };
+  };
+  http.Post("/v1/chat/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_chat(q, r); }));
+  http.Post("/v1/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_completion(q, r); }));
+  http.Get("/v1/models", served(true, [this](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", opt.model_name},
               {"object", "model"},
               {"created", created},
               {"owned_by", "lfm"},
               {"max_model_len", engine.ctx_size()}};
     res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
-  });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  }));
+  http.Get("/health", served(false, [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Post("/tokenize", served(true, [this](const httplib::Request& req, httplib::Response& res) {
     const json body = parse_json_body(req);
     const char* key = body.contains("content") ? "content" : "prompt";
     if (!body.is_object() || !body.contains(key) || !body[key].is_string())
@@ -168,8 +177,8 @@ void Server::Impl::register_routes() {
     const bool special = body.value("add_special", true);
     const auto ids = tok("/tokenize").encode(body[key].get<std::string>(), special);
     res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
-  });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Post("/detokenize", served(true, [this](const httplib::Request& req, httplib::Response& res) {
     const json body = parse_json_body(req);
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
       throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
@@ -181,8 +190,8 @@ void Server::Impl::register_routes() {
     }
     const std::string text = tok("/detokenize").decode(ids, body.value("skip_special", false));
     res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-  });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  }));
+  http.Get("/metrics", served(false, [this](const httplib::Request&, httplib::Response& res) {
     const EngineStats s = engine.stats();
     const double total = static_cast<double>(std::max<int64_t>(1, s.cache.blocks_total));
     const std::vector<Metrics::Gauge> gauges = {
@@ -198,9 +207,11 @@ void Server::Impl::register_routes() {
         {"lfm:conv_slots_used", "Conv-state slots held by running requests.", static_cast<double>(s.cache.slots_used)},
         {"lfm:conv_slots_total", "Conv-state slots in the pool.", static_cast<double>(s.cache.slots_total)},
         {"lfm:num_preemptions", "Preemptions so far.", static_cast<double>(s.preemptions)},
+        {"lfm:http_read_timeouts", "Connections closed because a request's headers and body did not arrive in time.",
+         static_cast<double>(http.timeouts())},
     };
     res.set_content(metrics.render(gauges), "text/plain; version=0.0.4");
-  });
+  }));
 }
 
 Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt)
@@ -234,6 +245,7 @@ int Server::bind() {
     LFM_CHECK(impl_->http.bind_to_port(impl_->opt.host, port), "serve: cannot listen on ", impl_->opt.host, ":", port,
               " (in use, or not allowed)");
   }
+  impl_->http.set_port(port);
   impl_->bound = true;
   return port;
 }

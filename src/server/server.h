@@ -35,7 +35,9 @@ struct ServerOptions {
   int port = 8080;                  // 0: any free port (see bind())
   std::string api_key;              // empty: no authentication
   std::string model_name = "lfm";   // reported by /v1/models and in responses
-  int http_threads = 64;            // concurrent connections being served
+  int http_threads = 64;            // requests served at once (a stream holds one to its end)
+  int reading_threads = 32;         // more threads for connections whose request is still arriving
+  double request_read_timeout_s = 30;  // a request's headers and body must arrive within this
   size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
   double shutdown_grace_s = 30;     // in-flight requests get this long after SIGTERM
   // Speculative decoding for requests that do not say ("speculative": {...}).
