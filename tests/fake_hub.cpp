@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -63,11 +64,20 @@ FakeHub::FakeHub() {
     if (rev != "main" && rev != r.commit) return error(res, 404, "RevisionNotFound", "Invalid rev id: " + rev);
     nlohmann::json siblings = nlohmann::json::array();
     for (const auto& [path, bytes] : r.files) {
-      nlohmann::json s = {{"rfilename", path}, {"size", bytes.size()}, {"blobId", hub::git_blob_sha1(bytes)}};
-      if (is_lfs(path, bytes)) s["lfs"] = {{"sha256", hub::sha256_hex(bytes)}, {"size", bytes.size()}, {"pointerSize", 134}};
+      const Quirks q = quirks_.count(path) ? quirks_.at(path) : Quirks{};
+      nlohmann::json s = {{"rfilename", path}};
+      if (q.size) s["size"] = bytes.size();
+      if (q.api_digest) s["blobId"] = hub::git_blob_sha1(bytes);
+      if (is_lfs(path, bytes)) {
+        s["lfs"] = {{"pointerSize", 134}};
+        if (q.api_digest) s["lfs"]["sha256"] = hub::sha256_hex(bytes);
+        if (q.size) s["lfs"]["size"] = bytes.size();
+      }
       siblings.push_back(s);
     }
-    res.set_content(nlohmann::json{{"id", id}, {"sha", r.commit}, {"siblings", siblings}}.dump(), "application/json");
+    nlohmann::json answer = {{"id", id}, {"sha", r.commit}, {"siblings", siblings}};
+    if (api_padding_ > 0) answer["padding"] = std::string(api_padding_, ' ');
+    res.set_content(answer.dump(), "application/json");
   });
 
   server_.Get(R"(/([^/]+)/([^/]+)/resolve/([^/]+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -84,15 +94,16 @@ FakeHub::FakeHub() {
     const auto f = r.files.find(path);
     if (f == r.files.end()) return error(res, 404, "EntryNotFound", "Entry not found");
     res.set_header("X-Repo-Commit", r.commit);
+    const Quirks q = quirks_.count(path) ? quirks_.at(path) : Quirks{};
     if (is_lfs(path, f->second)) {
       const std::string sha = hub::sha256_hex(f->second);
-      res.set_header("X-Linked-Etag", "\"" + sha + "\"");
-      res.set_header("X-Linked-Size", std::to_string(f->second.size()));
+      res.set_header("X-Linked-Etag", "\"" + (q.etag.empty() ? sha : q.etag) + "\"");
+      if (q.size) res.set_header("X-Linked-Size", std::to_string(f->second.size()));
       res.set_header("ETag", "\"" + hub::git_blob_sha1("version https://git-lfs.github.com/spec/v1\noid sha256:" + sha) + "\"");
       res.set_redirect(endpoint() + "/cdn/" + sha + "?repo=" + id, 302);
       return;
     }
-    res.set_header("ETag", "\"" + hub::git_blob_sha1(f->second) + "\"");
+    res.set_header("ETag", "\"" + (q.etag.empty() ? hub::git_blob_sha1(f->second) : q.etag) + "\"");
     const std::string bytes = f->second;
     g.unlock();
     serve_bytes(req, res, path, bytes);
@@ -144,8 +155,10 @@ void FakeHub::serve_bytes(const httplib::Request& req, httplib::Response& res, c
                           const std::string& bytes) {
   std::string data = bytes;
   size_t cut_at = std::string::npos;
+  Quirks q;
   {
     std::lock_guard<std::mutex> g(mu_);
+    if (quirks_.count(path)) q = quirks_.at(path);
     if (corrupt_[path] && !data.empty()) data[data.size() / 2] = static_cast<char>(data[data.size() / 2] ^ 0x5a);
     auto c = cuts_.find(path);
     if (req.method == "GET" && c != cuts_.end() && c->second.second > 0) {
@@ -154,6 +167,27 @@ void FakeHub::serve_bytes(const httplib::Request& req, httplib::Response& res, c
     }
   }
   auto shared = std::make_shared<std::string>(std::move(data));
+  if (!q.size || q.end_after != std::string::npos || q.drip_ms > 0) {
+    // No Content-Length (unless sized), no Range: the body from its start, in drips if asked,
+    // ending cleanly after end_after bytes.
+    const size_t end = std::min(shared->size(), q.end_after);
+    const size_t step = q.drip_ms > 0 ? std::max<size_t>(1, q.drip_bytes) : 64 * 1024;
+    auto provide = [shared, end, step, q](size_t offset, httplib::DataSink& sink) {
+      if (offset >= end) {
+        sink.done();
+        return true;
+      }
+      if (q.drip_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(q.drip_ms));
+      return sink.write(shared->data() + offset, std::min(step, end - offset));
+    };
+    if (q.size) {
+      res.set_content_provider(shared->size(), "application/octet-stream",
+                               [provide](size_t offset, size_t, httplib::DataSink& sink) { return provide(offset, sink); });
+    } else {
+      res.set_chunked_content_provider("application/octet-stream", provide);
+    }
+    return;
+  }
   res.set_content_provider(shared->size(), "application/octet-stream",
                            [shared, cut_at](size_t offset, size_t length, httplib::DataSink& sink) {
                              size_t end = offset + length;
@@ -175,6 +209,16 @@ bool FakeHub::redirect_alias(const httplib::Request& req, httplib::Response& res
   target.replace(target.find(id), id.size(), a->second);
   res.set_redirect(target, 307);
   return true;
+}
+
+void FakeHub::set_quirks(const std::string& path, Quirks q) {
+  std::lock_guard<std::mutex> g(mu_);
+  quirks_[path] = std::move(q);
+}
+
+void FakeHub::pad_api_answers(size_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  api_padding_ = bytes;
 }
 
 void FakeHub::add_alias(const std::string& old_id, const std::string& current_id) {

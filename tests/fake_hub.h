@@ -2,7 +2,8 @@
 // files answered directly with their git blob sha1 as ETag, LFS files redirected to a CDN-like
 // /cdn/<sha256> path with X-Linked-Etag / X-Linked-Size), X-Repo-Commit, Range requests, gated
 // repositories (401 without the right Bearer token, 403 with a wrong one), 404s with the Hub's
-// X-Error-Code, and faults: a transfer cut after N bytes, corrupted bytes. Never the internet.
+// X-Error-Code, and faults: a transfer cut after N bytes, corrupted bytes, and per-file quirks
+// (opaque or upper-case ETags, no digests or sizes, bodies that end early or drip). Never the internet.
 #pragma once
 
 #include <httplib.h>
@@ -57,6 +58,19 @@ class FakeHub {
   // Serve this file with one byte flipped (same length) until turned off.
   void corrupt(const std::string& path, bool on);
 
+  // How a file is served, for the integrity and rate tests (the defaults: as the Hub does).
+  struct Quirks {
+    std::string etag;           // sent verbatim as ETag (X-Linked-Etag for LFS files) instead of the digest
+    bool api_digest = true;     // the revision API lists the file's lfs.sha256 / blobId
+    bool size = true;           // sizes in the API and headers; false: a chunked body, no X-Linked-Size
+    size_t end_after = std::string::npos;  // a chunked body that ends cleanly after this many bytes
+    int drip_ms = 0;            // > 0: the body comes drip_bytes at a time, drip_ms apart
+    size_t drip_bytes = 1;
+  };
+  void set_quirks(const std::string& path, Quirks q);
+  // Every revision API answer carries this many extra bytes (a field of spaces).
+  void pad_api_answers(size_t bytes);
+
   std::vector<Request> requests() const;
   void clear_requests();
   // Requests whose method matches and whose path contains `needle`.
@@ -92,6 +106,8 @@ class FakeHub {
   std::map<std::string, Blob> cdn_;                          // sha256 → file
   std::map<std::string, std::pair<size_t, int>> cuts_;       // path → (after, times left)
   std::map<std::string, bool> corrupt_;
+  std::map<std::string, Quirks> quirks_;
+  size_t api_padding_ = 0;
   mutable std::mutex log_mu_;
   std::vector<Request> log_;
 };

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 
+#include <cctype>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "fake_hub.h"
 #include "hub/cache_layout.h"
@@ -127,7 +130,7 @@ TEST_F(HubDownload, PartialFetchesGrowAndOfflineKnowsWhatIsMissing) {
   // `lfm info` fetches config.json only; running the model later fetches the rest.
   const Resolved cfg = resolve(make_ref("acme/tiny"), Need::kConfig, s_);
   EXPECT_EQ(cfg.files, std::vector<std::string>{"config.json"});
-  EXPECT_EQ(hub_.count("GET", "/cdn/"), 0);
+  EXPECT_EQ(hub_.count("GET", "/cdn/" + sha256_hex(file_bytes("model.safetensors"))), 0);
   s_.offline = true;
   EXPECT_EQ(resolve(make_ref("acme/tiny"), Need::kConfig, s_).path, cfg.path);
   const std::string e = error_of("acme/tiny", ErrorKind::kNotCached);
@@ -208,6 +211,92 @@ TEST_F(HubDownload, CorruptedBytesAreDetectedAndNeverInstalled) {
   EXPECT_FALSE(fs::exists(repo_cache().snapshot(kCommit) / "model.safetensors"));
   hub_.corrupt("model.safetensors", false);
   EXPECT_NO_THROW(resolve(make_ref("acme/tiny"), Need::kModel, s_));
+}
+
+// Every digest the Hub offers is checked, whatever its spelling: an upper-case sha256 ETag, and the
+// revision API's lfs.sha256 behind an ETag that is no digest.
+TEST_F(HubDownload, DigestsAreCheckedFromEveryPlaceTheHubGivesThem) {
+  const std::string bytes = file_bytes("model.safetensors");
+  std::string upper = sha256_hex(bytes);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& etag : {upper, std::string("opaque-etag-1")}) {
+    hub_.set_quirks("model.safetensors", {.etag = etag});
+    hub_.corrupt("model.safetensors", true);
+    const std::string e = error_of("acme/tiny", ErrorKind::kIntegrity);
+    EXPECT_NE(e.find("sha256"), std::string::npos) << etag << ": " << e;
+    EXPECT_FALSE(fs::exists(repo_cache().blob(etag))) << etag;
+    EXPECT_FALSE(fs::exists(repo_cache().snapshot(kCommit) / "model.safetensors")) << etag;
+    hub_.corrupt("model.safetensors", false);
+  }
+  // The same file uncorrupted installs under the ETag it came with.
+  EXPECT_NO_THROW(resolve(make_ref("acme/tiny"), Need::kModel, s_));
+  EXPECT_EQ(test::read_file(repo_cache().blob("opaque-etag-1")), bytes);
+}
+
+// Without any digest a partial file is never continued (the rest could come from another file):
+// the transfer starts over, and the result has the announced size.
+TEST_F(HubDownload, WithoutADigestAPartialFileIsNeverResumed) {
+  const std::string bytes = file_bytes("model.safetensors");
+  hub_.set_quirks("model.safetensors", {.etag = "opaque-etag-2", .api_digest = false});
+  const fs::path part = repo_cache().incomplete("opaque-etag-2");
+  fs::create_directories(part.parent_path());
+  std::ofstream(part, std::ios::binary) << std::string(150000, 'x');  // an earlier run's bytes, not this file's
+  resolve(make_ref("acme/tiny"), Need::kModel, s_);
+  EXPECT_EQ(test::read_file(repo_cache().blob("opaque-etag-2")), bytes);
+  for (const auto& q : hub_.requests()) EXPECT_EQ(q.range, "") << q.path;
+  // Interrupted, it says the next run starts over.
+  s_.attempts = 1;
+  hub_.set_quirks("config.json", {.etag = "opaque-etag-3", .api_digest = false});
+  hub_.cut("config.json", 10);
+  fs::remove_all(repo_cache().snapshot(kCommit));
+  const std::string e = error_of("acme/tiny", ErrorKind::kInterrupted);
+  EXPECT_NE(e.find("starts over"), std::string::npos) << e;
+}
+
+// No digest and no size: nothing could tell a cut transfer from the file. Refused before a byte.
+TEST_F(HubDownload, AFileWithNeitherDigestNorSizeIsRefused) {
+  hub_.set_quirks("model.safetensors", {.etag = "opaque-etag-4", .api_digest = false, .size = false});
+  const std::string e = error_of("acme/tiny", ErrorKind::kIntegrity);
+  EXPECT_NE(e.find("neither a digest nor a size for 'model.safetensors'"), std::string::npos) << e;
+  EXPECT_EQ(hub_.count("GET", "/cdn/" + sha256_hex(file_bytes("model.safetensors"))), 0);
+  EXPECT_FALSE(fs::exists(repo_cache().blob("opaque-etag-4")));
+}
+
+// A body of unknown size that ends early (cleanly, chunked) is caught by the digest.
+TEST_F(HubDownload, AnEarlyEndOfABodyOfUnknownSizeIsCaught) {
+  const std::string bytes = file_bytes("model.safetensors");
+  const std::string sha = sha256_hex(bytes);
+  hub_.set_quirks("model.safetensors", {.etag = {}, .size = false, .end_after = bytes.size() / 2});
+  const std::string e = error_of("acme/tiny", ErrorKind::kIntegrity);
+  EXPECT_NE(e.find("integrity check failed for 'model.safetensors'"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(repo_cache().blob(sha)));
+  EXPECT_FALSE(fs::exists(repo_cache().incomplete(sha)));
+}
+
+// A drip below the minimum rate ends after the stall window; one just above it ends at the
+// transfer's deadline.
+TEST_F(HubDownload, SlowDripsEnd) {
+  s_.attempts = 1;
+  s_.min_rate_bytes_s = 1000;
+  s_.stall_timeout_s = 1;
+  hub_.set_quirks("model.safetensors", {.etag = {}, .drip_ms = 50, .drip_bytes = 1});  // 20 bytes/s
+  auto t0 = std::chrono::steady_clock::now();
+  std::string e = error_of("acme/tiny", ErrorKind::kInterrupted);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << e;
+  s_.transfer_deadline_s = 1;
+  hub_.set_quirks("model.safetensors", {.etag = {}, .drip_ms = 20, .drip_bytes = 256});  // ~12 KB/s: minutes for the file
+  t0 = std::chrono::steady_clock::now();
+  e = error_of("acme/tiny", ErrorKind::kInterrupted);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << e;
+  EXPECT_FALSE(fs::exists(repo_cache().blob(sha256_hex(file_bytes("model.safetensors")))));
+}
+
+// An API answer larger than the cap is refused, not read into memory.
+TEST_F(HubDownload, OversizedApiAnswersAreRefused) {
+  hub_.pad_api_answers(1 << 20);
+  s_.max_answer_bytes = 64 * 1024;
+  const std::string e = error_of("acme/tiny", ErrorKind::kHttp);
+  EXPECT_NE(e.find("larger than 65536 bytes"), std::string::npos) << e;
 }
 
 TEST_F(HubDownload, GatedRepositoriesNeedTheToken) {

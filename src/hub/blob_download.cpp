@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -84,14 +85,25 @@ std::optional<uint64_t> range_start(const std::string& content_range) {
   return start;
 }
 
-// One try: appends to the .incomplete file from where it ends. Returns the bytes it holds.
+// Whether a digest will check the bytes: only then may a transfer continue a partial file (the
+// server could send the rest of another file; nothing else would notice).
+bool checkable(const BlobTarget& t) { return !t.sha256.empty() || !t.git_sha1.empty(); }
+
+// The whole transfer's deadline (Settings::transfer_deadline_s).
+long deadline_s(const Settings& s, const BlobTarget& t) {
+  if (s.transfer_deadline_s > 0) return s.transfer_deadline_s;
+  return t.size > 0 ? 300 + static_cast<long>(t.size / (256 * 1024)) : 3600;
+}
+
+// One try: appends to the .incomplete file from where it ends (or starts it over when nothing
+// will check the joined bytes). Returns the bytes it holds.
 uint64_t transfer(const HttpClient& http, const Settings& s, const RepoCache& cache, const BlobTarget& t,
                   Digest* sha256) {
   const fs::path part = cache.incomplete(t.etag);
   Fd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) disk_error(part, errno, "creating");
   uint64_t have = file_size_or_zero(part);
-  if (t.size > 0 && have > t.size) {  // not a prefix of this file: start over
+  if ((t.size > 0 && have > t.size) || !checkable(t)) {  // not a prefix of this file, or unverifiable: start over
     if (::ftruncate(fd.get(), 0) != 0) disk_error(part, errno, "truncating");
     have = 0;
   }
@@ -134,7 +146,7 @@ uint64_t transfer(const HttpClient& http, const Settings& s, const RepoCache& ca
     have += n;
     bar.add(n);
   };
-  const HttpResponse r = http.stream(t.url, have, sink);
+  const HttpResponse r = http.stream(t.url, have, sink, deadline_s(s, t));
   if (r.status == 416) {  // our partial file does not fit the server's: drop it and retry
     if (::ftruncate(fd.get(), 0) != 0) disk_error(part, errno, "truncating");
     hub_fail(ErrorKind::kInterrupted, "the server refused to resume '", t.path, "' (HTTP 416); starting over");
@@ -157,17 +169,17 @@ void verify(const fs::path& part, const RepoCache& cache, const BlobTarget& t, u
              t.commit, ": ", problem, "; the download was discarded (run again to retry)");
   };
   if (t.size > 0 && have != t.size) discard(cat("got ", have, " bytes, the Hub reports ", t.size));
-  switch (etag_kind(t.etag)) {
-    case EtagKind::kSha256:
-      if (const std::string got = sha256->hex(); got != t.etag) discard("sha256 " + got + ", the Hub reports " + t.etag);
-      break;
-    case EtagKind::kGitSha1:
-      if (const std::string got = git_blob_sha1_file(part); got != t.etag)
-        discard("git blob sha1 " + got + ", the Hub reports " + t.etag);
-      break;
-    case EtagKind::kOpaque:
-      break;  // nothing to check beyond the size
+  if (!t.sha256.empty()) {
+    if (const std::string got = sha256->hex(); got != t.sha256) discard("sha256 " + got + ", the Hub reports " + t.sha256);
+  } else if (!t.git_sha1.empty()) {
+    if (const std::string got = git_blob_sha1_file(part); got != t.git_sha1)
+      discard("git blob sha1 " + got + ", the Hub reports " + t.git_sha1);
   }
+}
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
@@ -192,9 +204,33 @@ void check_free_space(const fs::path& dir, uint64_t need, const std::string& wha
              "' (free some, `lfm models rm` deletes cached models, or point HF_HUB_CACHE at a larger disk)");
 }
 
+void expected_digests(BlobTarget& t, bool lfs, const std::string& api_digest) {
+  const std::string etag = lowercase(t.etag), api_lower = lowercase(api_digest);
+  const EtagKind kind = etag_kind(etag);
+  // Two sources that both name a digest must agree; the ETag of an LFS file without X-Linked-Etag
+  // is its pointer's git sha1, not the content's, so the API's sha256 speaks for LFS files.
+  const auto agree = [&](const std::string& a, const std::string& b, const char* what) {
+    if (!a.empty() && !b.empty() && a != b)
+      hub_fail(ErrorKind::kIntegrity, "the Hub gives '", t.path, "' two different ", what, "s (ETag ", a, ", API ", b,
+               "); not downloading it");
+  };
+  const std::string etag_sha256 = kind == EtagKind::kSha256 ? etag : "";
+  const std::string api = lfs && etag_kind(api_lower) == EtagKind::kSha256 ? api_lower : "";
+  agree(etag_sha256, api, "sha256");
+  t.sha256 = !etag_sha256.empty() ? etag_sha256 : api;
+  if (!t.sha256.empty() || lfs) return;  // an LFS file: its sha256, if any, is what counts
+  const std::string etag_sha1 = kind == EtagKind::kGitSha1 ? etag : "";
+  const std::string api_sha1 = etag_kind(api_lower) == EtagKind::kGitSha1 ? api_lower : "";
+  agree(etag_sha1, api_sha1, "git blob sha1");
+  t.git_sha1 = !etag_sha1.empty() ? etag_sha1 : api_sha1;
+}
+
 bool fetch_blob(const HttpClient& http, const Settings& s, const RepoCache& cache, const BlobTarget& t) {
   LFM_CHECK(safe_blob_name(t.etag), "hub: the Hub gave '", t.path, "' of '", cache.repo(), "' an unusable ETag '",
             t.etag, "'");
+  if (!checkable(t) && t.size == 0)
+    hub_fail(ErrorKind::kIntegrity, "the Hub gives neither a digest nor a size for '", t.path, "' of '", cache.repo(),
+             "': refusing to store a file whose transfer could not be checked");
   const fs::path blob = cache.blob(t.etag);
   std::error_code ec;
   if (fs::is_regular_file(blob, ec)) {
@@ -214,7 +250,7 @@ bool fetch_blob(const HttpClient& http, const Settings& s, const RepoCache& cach
     check_free_space(blob.parent_path(), t.size > have ? t.size - have : 0, "'" + t.path + "' of '" + cache.repo() + "'");
   }
   std::optional<Digest> sha256;
-  if (etag_kind(t.etag) == EtagKind::kSha256) sha256.emplace(Digest::Algo::kSha256);
+  if (!t.sha256.empty()) sha256.emplace(Digest::Algo::kSha256);
   uint64_t have = 0;
   for (int attempt = 1;; ++attempt) {
     try {
@@ -224,7 +260,8 @@ bool fetch_blob(const HttpClient& http, const Settings& s, const RepoCache& cach
       if (e.kind() != ErrorKind::kInterrupted) throw;
       if (attempt >= s.attempts)
         hub_fail(ErrorKind::kInterrupted, e.what(), " (after ", attempt, " tries; the ", file_size_or_zero(part),
-                 " bytes received are kept in '", part.string(), "' and the next run resumes from there)");
+                 " bytes received are kept in '", part.string(), "' and the next run ",
+                 checkable(t) ? "resumes from there)" : "starts over: nothing would check joined bytes)");
       if (s.progress) std::fprintf(stderr, "%s; resuming\n", e.what());
       std::this_thread::sleep_for(std::chrono::duration<double>(s.retry_delay_s * attempt));
     }

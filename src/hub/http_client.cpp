@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <exception>
@@ -25,6 +26,7 @@ struct Transfer {
   StreamSink* sink = nullptr;
   bool begun = false;
   bool in_memory = false;  // keep a 2xx body in resp.body (API calls)
+  size_t max_body = 0;     // ... up to this many bytes
   std::exception_ptr error;
 };
 
@@ -65,6 +67,9 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
       }
       t->sink->write(data, len);
     } else if (ok && t->in_memory) {
+      if (t->resp.body.size() + len > t->max_body)
+        hub_fail(ErrorKind::kHttp, "the answer from ", t->resp.url.empty() ? std::string("the Hub") : t->resp.url,
+                 " is larger than ", t->max_body, " bytes; not reading it");
       t->resp.body.append(data, len);
     } else if (t->resp.body.size() < kErrorBodyCap) {
       t->resp.body.append(data, std::min(len, kErrorBodyCap - t->resp.body.size()));
@@ -130,14 +135,16 @@ std::string url_encode(const std::string& s, bool keep_slash) {
 
 HttpClient::HttpClient(const Settings& settings) : settings_(settings) { global_init(); }
 
-HttpResponse HttpClient::perform(const std::string& url, bool head, bool follow, uint64_t offset,
-                                 StreamSink* sink) const {
+HttpResponse HttpClient::perform(const std::string& url, bool head, bool follow, uint64_t offset, StreamSink* sink,
+                                 long deadline_s) const {
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   LFM_CHECK(curl, "hub: libcurl could not start a transfer");
   CURL* c = curl.get();
   Transfer t;
   t.sink = sink;
   t.in_memory = !sink;
+  t.max_body = settings_.max_answer_bytes;
+  t.resp.url = url;
   char errbuf[CURL_ERROR_SIZE] = {};
 
   curl_slist* list = nullptr;
@@ -157,9 +164,11 @@ HttpResponse HttpClient::perform(const std::string& url, bool head, bool follow,
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, settings_.connect_timeout_s);
-  // A transfer that moves less than a byte per second for this long is stalled: fail (and resume).
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  // A transfer slower than min_rate for this long is stalled (a drip): fail (and resume). The
+  // deadline bounds a drip that stays just above it.
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, std::max(1L, settings_.min_rate_bytes_s));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, settings_.stall_timeout_s);
+  if (deadline_s > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT, deadline_s);
   curl_easy_setopt(c, CURLOPT_NOBODY, head ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
@@ -196,8 +205,8 @@ HttpResponse HttpClient::head(const std::string& url) const {
   }
 }
 
-HttpResponse HttpClient::stream(const std::string& url, uint64_t offset, StreamSink& sink) const {
-  return perform(url, false, true, offset, &sink);
+HttpResponse HttpClient::stream(const std::string& url, uint64_t offset, StreamSink& sink, long deadline_s) const {
+  return perform(url, false, true, offset, &sink, deadline_s);
 }
 
 }  // namespace lfm::hub

@@ -32,6 +32,7 @@ class HttpClient {
  public:
   explicit HttpClient(const Settings& settings);
 
+  // A 2xx body is kept in memory up to Settings::max_answer_bytes (a larger one is an error).
   HttpResponse get(const std::string& url) const;
   // HEAD; a redirect to a path on the same host (a renamed repository) is followed, one to another
   // place (the CDN) is not: its headers are the answer.
@@ -39,10 +40,13 @@ class HttpClient {
   // GET from byte `offset` ("Range: bytes=offset-" when > 0). A 2xx body goes to the sink; the
   // body of any other status is kept in the response (up to 64 KiB). Throws HubError kNetwork when
   // the host cannot be reached, kInterrupted when the transfer breaks off.
-  HttpResponse stream(const std::string& url, uint64_t offset, StreamSink& sink) const;
+  // The transfer also ends (kInterrupted) when it stays under Settings::min_rate_bytes_s for
+  // stall_timeout_s, or after `deadline_s` seconds in all (0: none).
+  HttpResponse stream(const std::string& url, uint64_t offset, StreamSink& sink, long deadline_s = 0) const;
 
  private:
-  HttpResponse perform(const std::string& url, bool head, bool follow, uint64_t offset, StreamSink* sink) const;
+  HttpResponse perform(const std::string& url, bool head, bool follow, uint64_t offset, StreamSink* sink,
+                       long deadline_s = 0) const;
   const Settings& settings_;
 };
 

@@ -84,6 +84,7 @@ RepoInfo fetch_repo_info(const HttpClient& http, const Settings& s, const std::s
       if (f.contains("lfs") && f["lfs"].is_object()) {
         rf.etag = f["lfs"].value("sha256", "");
         rf.size = f["lfs"].value("size", uint64_t{0});
+        rf.lfs = true;
       } else {
         rf.etag = f.value("blobId", "");
         rf.size = f.value("size", uint64_t{0});

@@ -17,6 +17,7 @@ struct RepoFile {
   std::string path;    // rfilename
   uint64_t size = 0;   // 0 when the API did not say
   std::string etag;    // lfs.sha256 or blobId when the API said, else ""
+  bool lfs = false;    // an LFS file (etag is then its sha256)
 };
 
 struct RepoInfo {

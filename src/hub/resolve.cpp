@@ -124,7 +124,9 @@ Resolved resolve(const ModelRef& ref, Need need, const Settings& s) {
       hub_fail(ErrorKind::kHttp, "the Hub at ", s.endpoint, " gave no ETag for '", path, "' of '", ref.repo,
                "' (is HF_ENDPOINT a Hugging Face Hub?)");
     BlobTarget t{path, info.commit, m.etag, m.size ? m.size : by_path[path].size,
-                 resolve_url(s, ref.repo, info.commit, path)};
+                 resolve_url(s, ref.repo, info.commit, path), {}, {}};
+    const RepoFile& listed = by_path[path];
+    expected_digests(t, listed.lfs, listed.etag);
     downloaded += fetch_blob(http, s, cache, t) ? 1 : 0;
   };
   std::vector<std::string> files = sel.files;

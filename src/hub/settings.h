@@ -14,7 +14,12 @@ struct Settings {
   bool offline = false;                              // never touch the network; the cache only
   bool progress = false;                             // draw progress bars on stderr
   long connect_timeout_s = 10;                       // to open a connection
-  long stall_timeout_s = 10;                         // a transfer that moved no byte this long fails
+  long stall_timeout_s = 10;                         // a transfer slower than min_rate this long fails
+  long min_rate_bytes_s = 1024;                      // the slowest rate a transfer may keep up (see above)
+  // A file's transfer ends after this many seconds, whatever its rate: 0 → 5 minutes plus the file's
+  // size at 256 KiB/s (an hour for files of unknown size), so a drip just above min_rate ends too.
+  long transfer_deadline_s = 0;
+  size_t max_answer_bytes = size_t{64} << 20;        // an API answer kept in memory
   int attempts = 3;                                  // tries per file; later ones resume the partial file
   double retry_delay_s = 1.0;                        // before try k+1: k times this
 };
