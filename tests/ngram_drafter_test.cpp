@@ -47,6 +47,15 @@ TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffToWhatWasAccepted) {
   k.update(0, 0);  // nothing drafted: unchanged
   EXPECT_EQ(k.next(), 2);
   EXPECT_EQ(DraftLength(0).next(), 1);
+  // Growth doubles: a draft model starting at 2 is at 8 after two full acceptances.
+  DraftLength m(8, 3, 2);
+  EXPECT_EQ(m.next(), 2);
+  m.update(2, 2);
+  EXPECT_EQ(m.next(), 4);
+  m.update(4, 4);
+  EXPECT_EQ(m.next(), 8);
+  m.update(8, 3);
+  EXPECT_EQ(m.next(), 4);
 }
 
 // A drafter whose single drafts keep failing is paused for 1, 3, 7, 15, 31, 31, ... steps between

@@ -21,7 +21,7 @@ struct NgramDraftOptions {
 // tokens never occurred before.
 std::vector<int32_t> ngram_draft(std::span<const int32_t> history, int64_t k, const NgramDraftOptions& opt = {});
 
-// How many tokens to draft next for one request: grows by one after a verification that accepted
+// How many tokens to draft next for one request: doubles after a verification that accepted
 // every draft, shrinks to what was accepted plus one after one that did not, within [1, max].
 // When even single drafts keep failing, it pauses: after the n-th such miss in a row it drafts
 // nothing for the next 2^n - 1 decode steps (at most 31), then tries one draft again. So a
