@@ -3,6 +3,8 @@
 // scope; `if` does not. Assignments go to the innermost scope; lookups walk outwards.
 #include "chat/jinja_eval.h"
 
+#include <atomic>
+
 #include <functional>
 
 #include "chat/jinja_builtins.h"
@@ -556,12 +558,16 @@ Template::Template(const std::string& source) {
 }
 
 std::string Template::render(const VarList& vars, const VarList& globals, const RenderLimits& limits) const {
-  // The work meter is per thread; restored afterwards so renders never share a budget.
+  // The meters are per thread; restored afterwards so renders never share a budget. Each render
+  // has its own epoch, so values of another render (or from before) give nothing back to it.
   struct MeterScope {
     WorkMeter saved = t_work_meter;
-    explicit MeterScope(uint64_t limit) { t_work_meter = {limit, limit}; }
+    explicit MeterScope(const RenderLimits& l) {
+      static std::atomic<uint64_t> renders{0};
+      t_work_meter = {l.max_built_bytes, l.max_built_bytes, 0, l.max_live_bytes, ++renders};
+    }
     ~MeterScope() { t_work_meter = saved; }
-  } meter(limits.max_built_bytes);
+  } meter(limits);
   Evaluator ev(vars, globals, limits);
   return ev.run(*ast_);
 }

@@ -23,6 +23,8 @@ struct RenderLimits {
   // Bytes of strings built in total (every intermediate; output included): bounds the work a
   // render does when single steps build large strings. Real templates build well under 1 MB.
   uint64_t max_built_bytes = uint64_t(1) << 30;
+  // Bytes of strings, lists and dicts held at once (see WorkMeter): bounds a render's memory.
+  uint64_t max_live_bytes = uint64_t(128) << 20;
 };
 
 using VarList = std::vector<std::pair<std::string, Value>>;

@@ -13,22 +13,33 @@ void work_limit_exceeded() {
                 " bytes in total (strings, lists, dicts, scopes; comparisons and scans count too): work limit exceeded");
 }
 
+std::shared_ptr<const LiveCharge> charge_value(uint64_t units) {
+  charge_work(units);
+  WorkMeter& m = t_work_meter;
+  if (m.limit == UINT64_MAX) return nullptr;
+  if (units > m.max_live - m.live)
+    template_fail("jinja: the template holds more than ", m.max_live,
+                  " bytes of strings, lists and dicts at once: memory limit exceeded");
+  m.live += units;
+  return std::make_shared<const LiveCharge>(units, m.epoch);
+}
+
 namespace {
 
 // A string value of n bytes is being created: charged, and refused above kMaxStringBytes, while
 // a render runs (values made from the input before it are not limited here).
-void charge_string(size_t n) {
-  if (t_work_meter.limit == UINT64_MAX) return;
+std::shared_ptr<const LiveCharge> charge_string(size_t n) {
+  if (t_work_meter.limit == UINT64_MAX) return nullptr;
   if (n > kMaxStringBytes)
     template_fail("jinja: a string of ", n, " bytes is too large: string size limit exceeded (", kMaxStringBytes, " bytes)");
-  charge_work(kBoxBytes + n);
+  return charge_value(kBoxBytes + n);
 }
 
 }  // namespace
 
 Value Value::undefined(std::string hint) {
-  charge_string(hint.size());
   Value v;
+  v.live_ = charge_string(hint.size());
   v.kind_ = Kind::Undefined;
   v.s_ = std::make_shared<const std::string>(std::move(hint));
   return v;
@@ -57,8 +68,8 @@ Value Value::floating(double d) {
   return v;
 }
 Value Value::string(std::string s, bool markup) {
-  charge_string(s.size());
   Value v;
+  v.live_ = charge_string(s.size());
   v.kind_ = Kind::String;
   v.markup_ = markup;
   v.s_ = std::make_shared<const std::string>(std::move(s));
@@ -70,8 +81,8 @@ static uint16_t nested_depth(int child_depth) {
 }
 
 Value Value::list(ValueList items, bool tuple) {
-  charge_work(sat_mul_add(items.size(), kValueBytes, kBoxBytes));
   Value v;
+  v.live_ = charge_value(sat_mul_add(items.size(), kValueBytes, kBoxBytes));
   int d = 0;
   for (const auto& it : items) d = std::max(d, it.depth());
   v.depth_ = nested_depth(d);
@@ -97,7 +108,7 @@ ValueList Value::take_generator(size_t n) const {
 Value Value::dict(std::shared_ptr<DictData> d) {
   Value v;
   v.kind_ = Kind::Dict;
-  charge_work(sat_mul_add(d->entries.size(), 2 * kValueBytes, kBoxBytes));
+  v.live_ = charge_value(sat_mul_add(d->entries.size(), 2 * kValueBytes, kBoxBytes));
   int depth = 0;
   for (const auto& [k, val] : d->entries) depth = std::max({depth, k.depth(), val.depth()});
   v.depth_ = nested_depth(depth);

@@ -42,28 +42,48 @@ inline uint64_t sat_mul_add(uint64_t a, uint64_t b, uint64_t c = 0) {
   return r;
 }
 
-// ---- the per-render work meter ----
-// Template::render sets it on its thread (RenderLimits::max_built_bytes); outside a render it is
-// unlimited. It bounds a render's memory and time together:
+// ---- the per-render work and memory meters ----
+// Template::render sets them on its thread (RenderLimits::max_built_bytes, ::max_live_bytes);
+// outside a render they are unlimited. The work meter bounds a render's time (and, since nothing
+// is freed from it, memory as well, loosely):
 // - every value built is charged when it is created, whatever built it: a string its bytes, a
 //   list kValueBytes per item, a dict twice that per entry, each plus kBoxBytes (Value::string,
 //   ::list, ::view, ::dict, ::undefined; scopes, bindings, closures, loops and namespaces in the
 //   evaluator). Builders whose size is known in advance check it before building (check_work).
 // - work that builds nothing charges too: comparisons and hashing per element visited
 //   (kVisitCost), text scans (UTF-8 decoding, searching) per byte read, name lookups per entry.
-// Retention: a value alive at the end of a render was built during it (or came from the input),
-// so the live memory a template can hold (loop variables, namespaces, scopes captured by macros)
-// is at most the total charged, i.e. max_built_bytes. Shared containers (`[x] * n`) cost their
-// n items, not x's size, which is also what they occupy; walking the sharing (tojson, repr,
-// ==) charges per byte written or element visited, so exponential blow-ups through sharing stop
-// at the limit too.
+// Shared containers (`[x] * n`) cost their n items, not x's size, which is also what they occupy;
+// walking the sharing (tojson, repr, ==) charges per byte written or element visited, so
+// exponential blow-ups through sharing stop at the limit too.
+// The memory meter bounds what a render holds at once: the same charge for each string, list and
+// dict value is added to `live` when the value is created and given back when its last copy is
+// destroyed (a LiveCharge shared by the copies), so a list doubled in a namespace stops at
+// max_live_bytes held, far below the work limit.
 struct WorkMeter {
   uint64_t left = UINT64_MAX;
   uint64_t limit = UINT64_MAX;
+  uint64_t live = 0;
+  uint64_t max_live = UINT64_MAX;
+  uint64_t epoch = 0;  // the render these counts belong to (values outliving it give nothing back)
 };
 inline thread_local WorkMeter t_work_meter;
 
+// The memory charge of one value's contents, given back when the last copy lets go of it.
+struct LiveCharge {
+  uint64_t bytes;
+  uint64_t epoch;
+  LiveCharge(uint64_t b, uint64_t e) : bytes(b), epoch(e) {}
+  ~LiveCharge() {
+    if (t_work_meter.epoch == epoch) t_work_meter.live -= bytes;
+  }
+  LiveCharge(const LiveCharge&) = delete;
+  LiveCharge& operator=(const LiveCharge&) = delete;
+};
+
 [[noreturn]] void work_limit_exceeded();
+// Charges `units` of work and holds as much memory until the returned charge is released (null
+// outside a render). Fails when either meter would go over its limit.
+std::shared_ptr<const LiveCharge> charge_value(uint64_t units);
 // Fails unless `units` more fit the meter (nothing charged): for builders that know their size.
 inline void check_work(uint64_t units) {
   if (units > t_work_meter.left) work_limit_exceeded();
@@ -156,6 +176,7 @@ class Value {
   std::shared_ptr<NamespaceData> n_;
   std::shared_ptr<CallableData> c_;
   std::shared_ptr<ObjectData> o_;
+  std::shared_ptr<const LiveCharge> live_;  // the memory its string, list or dict holds
 };
 
 // Charged per list item built (a dict entry costs two).
