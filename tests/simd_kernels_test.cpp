@@ -320,7 +320,7 @@ TEST_P(SimdKernelsTest, RopeMatchesReferenceBitwise) {
 // kChunks16: the plain types' rows copied into owned memory in 16-row panels interleaved every
 // 32 columns. The kernels read the copy (the original is poisoned with NaN bytes after copying)
 // and give bitwise the unpacked results on every path (one token: whole panels at a time, and
-// fused rows for a partial panel; 2-16 tokens: the few-token blocks; many: panels), for heights that leave a partial panel and
+// fused rows for a partial panel; 2-16 tokens (AVX-512: 5-16): the few-token blocks; many: panels), for heights that leave a partial panel and
 // widths that leave a partial chunk and a vector tail (211: a last chunk of one AVX-512 vector).
 TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
