@@ -366,6 +366,44 @@ TEST_F(ServerTest, AmbiguousRequestFramingIs400) {
   EXPECT_TRUE(text_->client().Get("/health"));  // still serving
 }
 
+// Pipelined requests (RFC 9112 §9.3.2) are all answered, in order, and the connection closes as
+// the last one asks: cpp-httplib's own loop answered the first and dropped the rest (the bytes it
+// had read ahead), then held the connection for its 5 s keep-alive timeout.
+TEST_F(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  const std::string tokenize = R"({"content": "hi"})";
+  const std::string bytes =
+      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(tokenize.size()) + "\r\n\r\n" + tokenize +
+      "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(text_->port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t first = out.find(R"({"status":"ok"})"), second = out.find(R"("tokens")"),
+               third = out.find(R"("object":"list")");
+  ASSERT_NE(first, std::string::npos) << out;
+  ASSERT_NE(second, std::string::npos) << out;
+  ASSERT_NE(third, std::string::npos) << out;
+  EXPECT_LT(first, second);
+  EXPECT_LT(second, third);
+  size_t statuses = 0;
+  for (size_t at = 0; (at = out.find("HTTP/1.1 200 OK\r\n", at)) != std::string::npos; ++at) ++statuses;
+  EXPECT_EQ(statuses, 3u) << out;
+  EXPECT_LT(seconds, 3.0) << "the connection was held open after the last request asked to close it";
+}
+
 // Issue 41, item 4: slow clients (one header line every 300 ms, as slowloris sends them) cannot
 // hold the server. Eight of them against --http-threads 4: /health still answers within a second,
 // a normal request is served, and each slow connection is closed at the read deadline.

@@ -1,13 +1,18 @@
 #include "server/guarded_http.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace lfm::server {
@@ -36,6 +41,89 @@ uint64_t accepted_socket_inode(int fd, int port) {
   return local == port ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
+// An accepted socket read through one buffer for the whole connection, so bytes of a pipelined
+// request read together with the one before stay for it. Timeouts as cpp-httplib's SocketStream.
+class SocketConnectionStream final : public ConnectionStream {
+ public:
+  SocketConnectionStream(int fd, std::chrono::milliseconds read_timeout, std::chrono::milliseconds write_timeout)
+      : fd_(fd), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  bool is_readable() const override { return pos_ < buf_.size() || wait(POLLIN, read_timeout_); }
+  // As cpp-httplib: a peer that has closed (end of stream readable) takes no more writes, so a
+  // stream whose client went away stops (generate.cpp cancels its request).
+  bool is_writable() const override {
+    if (!wait(POLLOUT, write_timeout_)) return false;
+    if (!wait(POLLIN, std::chrono::milliseconds(0))) return true;
+    char c;
+    return ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ == buf_.size()) {
+      if (!wait(POLLIN, read_timeout_)) return -1;
+      buf_.resize(kChunk);
+      const ssize_t n = ::recv(fd_, buf_.data(), kChunk, 0);
+      buf_.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      pos_ = 0;
+      if (n <= 0) return n;
+    }
+    const size_t n = std::min(size, buf_.size() - pos_);
+    std::memcpy(ptr, buf_.data() + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    return ::send(fd_, ptr, size, MSG_NOSIGNAL);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
+  socket_t socket() const override { return fd_; }
+  bool request_pending(std::chrono::milliseconds timeout) override {
+    if (pos_ < buf_.size()) return true;
+    if (!wait(POLLIN, timeout)) return false;
+    char c;
+    return ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  }
+
+ private:
+  static constexpr size_t kChunk = 16384;
+  bool wait(short events, std::chrono::milliseconds timeout) const {
+    pollfd p{fd_, events, 0};
+    int r;
+    do r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & (events | POLLHUP | POLLERR));
+  }
+  void address(bool remote, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    port = 0;
+    if ((remote ? ::getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len)
+                : ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len)) != 0)
+      return;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+      ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+      port = ntohs(v4->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+      ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+      port = ntohs(v6->sin6_port);
+    }
+    ip = text;
+  }
+
+  int fd_;
+  std::chrono::milliseconds read_timeout_, write_timeout_;
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
+std::chrono::milliseconds from_parts(time_t sec, time_t usec) {
+  return std::chrono::milliseconds(static_cast<int64_t>(sec) * 1000 + static_cast<int64_t>(usec) / 1000);
+}
+
 }  // namespace
 
 // httplib's thread pool, with each accepted connection adopted (watched) before it is queued.
@@ -47,7 +135,11 @@ class GuardedHttpServer::Queue final : public httplib::TaskQueue {
     std::shared_ptr<Conn> c = server_.adopt_accepted();
     pool_.enqueue([this, c, fn = std::move(fn)] {
       t_conn = c.get();
-      fn();  // httplib's own: reads, serves and closes the connection
+      if (c) {
+        server_.serve_socket(*c);
+      } else {
+        fn();  // not found (cannot happen short of /proc missing): httplib's own loop
+      }
       t_conn = nullptr;
       if (c) server_.finish(c);
     });
@@ -96,6 +188,7 @@ std::shared_ptr<GuardedHttpServer::Conn> GuardedHttpServer::adopt_accepted() {
     for (const auto& c : conns_) watched = watched || c->inode == inode;
     if (watched) continue;
     found = std::make_shared<Conn>();
+    found->fd = fd;
     found->watch_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     found->inode = inode;
     if (found->watch_fd < 0) return nullptr;
@@ -105,6 +198,23 @@ std::shared_ptr<GuardedHttpServer::Conn> GuardedHttpServer::adopt_accepted() {
   }
   ::closedir(dir);
   return found;
+}
+
+void GuardedHttpServer::serve_connection(ConnectionStream& s) {
+  const auto idle = std::chrono::seconds(keep_alive_timeout_sec_);
+  for (size_t left = keep_alive_max_count_; left > 0 && is_running(); --left) {
+    if (!s.request_pending(idle)) break;
+    bool closed = false;
+    if (!process_request(s, left == 1, closed, nullptr) || closed) break;
+  }
+}
+
+void GuardedHttpServer::serve_socket(Conn& c) {
+  SocketConnectionStream s(c.fd, from_parts(read_timeout_sec_, read_timeout_usec_),
+                           from_parts(write_timeout_sec_, write_timeout_usec_));
+  serve_connection(s);
+  ::shutdown(c.fd, SHUT_RDWR);
+  ::close(c.fd);
 }
 
 void GuardedHttpServer::finish(const std::shared_ptr<Conn>& c) {

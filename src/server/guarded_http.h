@@ -5,6 +5,9 @@
 //     watchdog shuts the socket down when one passes (the blocked read fails, the connection
 //     closes), as nginx's client_header_timeout / client_body_timeout and envoy's
 //     request_headers_timeout do.
+//   * Pipelined requests are answered in order: each connection is served by our loop over one
+//     buffered stream (cpp-httplib 0.11 reads each request through a fresh buffer and drops
+//     whatever of the next request it had already read, then waits out the keep-alive timeout).
 //   * Connections being read do not use up the serving capacity: the pool has `reading_reserve`
 //     threads beyond the `serving` limit, and requests take a serving slot only once read
 //     (read_done), so /health and /metrics, which take none, answer while every slot is busy.
@@ -23,6 +26,14 @@
 #include <thread>
 
 namespace lfm::server {
+
+// A connection's bytes as the serving loop reads them.
+class ConnectionStream : public httplib::Stream {
+ public:
+  // Whether the first byte of another request arrives within `timeout` (false once the client
+  // has closed its side or sends nothing more).
+  virtual bool request_pending(std::chrono::milliseconds timeout) = 0;
+};
 
 class GuardedHttpServer : public httplib::Server {
  public:
@@ -44,8 +55,13 @@ class GuardedHttpServer : public httplib::Server {
   void response_written();
   // Connections closed because their request did not arrive in time.
   int64_t timeouts() const { return timeouts_.load(); }
+  // Serves the requests of one connection in order (keep-alive and pipelining, up to the
+  // keep-alive count and timeout) until the client closes or asks to, or the server stops. The
+  // accepted sockets go through it; the fuzzing harness feeds it bytes from memory.
+  void serve_connection(ConnectionStream& s);
 
   struct Conn {
+    int fd = -1;                       // the accepted socket (cpp-httplib's)
     int watch_fd = -1;                 // a dup of the socket: ours to shut down until we close it
     uint64_t inode = 0;                // the socket's identity (fd numbers are reused)
     std::atomic<int64_t> deadline{0};  // steady-clock ns while a request is arriving; 0 while served
@@ -57,6 +73,7 @@ class GuardedHttpServer : public httplib::Server {
   // cpp-httplib (0.11) hands an accepted socket to the task queue inside an opaque closure, so the
   // queue finds it: the one socket on the listening port that is not yet watched.
   std::shared_ptr<Conn> adopt_accepted();
+  void serve_socket(Conn& c);  // serve_connection over the accepted socket, then closes it
   void finish(const std::shared_ptr<Conn>& c);
   void arm(Conn& c) const;
   void watch();

@@ -66,6 +66,7 @@ class Server {
   Metrics& metrics() { return metrics_; }
 
  private:
+  friend struct FuzzAccess;  // fuzz/fuzz_server.cpp: serves connections from memory
   struct Impl;
   std::unique_ptr<Impl> impl_;
   Metrics metrics_;
