@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes lfm's parsers with libFuzzer (clang, ASan + UBSan). Usage:
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]   (default: all, 30 s each)
-# TARGET: gguf safetensors config tokenizer jinja output_parser http.
+# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server.
 # Builds build-fuzz/ (-DLFM_FUZZ=ON with clang++), seeds a working corpus per target from
 # tests/data and fuzz/regressions/TARGET (every crash found so far, kept as a regression input),
 # and runs each harness for SECONDS with a 10 s per-input timeout and a 2 GB RSS limit. A crash
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(gguf safetensors config tokenizer jinja output_parser http)
+TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server)
 which=${1:-all}
 seconds=${2:-30}
 if [ "$which" != all ]; then
@@ -124,6 +124,44 @@ EOF
     http)
       printf '%s' '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto", "max_tokens": 5, "logit_bias": {"1": 2}, "stop": ["x"], "logprobs": true, "top_logprobs": 2}' > "$dir/chat"
       printf '%s' '{"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0.5, "seed": 7, "logprobs": 2}' > "$dir/completion" ;;
+    engine)
+      # The harness reads its input as choices (FuzzedDataProvider): any bytes are a workload.
+      python3 - "$dir" <<'EOF'
+import os, random, sys
+rng = random.Random(7)
+for i in range(16):
+    open(os.path.join(sys.argv[1], f"random_{i}"), "wb").write(bytes(rng.randrange(256) for _ in range(rng.randrange(40, 400))))
+EOF
+      ;;
+    server)
+      # Whole connections: every route, streamed and not, pipelined requests, chunked bodies,
+      # 100-continue, and the framing cases the server refuses.
+      python3 - "$dir" <<'EOF'
+import json, os, sys
+def req(method, path, body=None, extra=""):
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}"
+    if body is None:
+        return (head + "\r\n").encode()
+    b = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    return (head + f"Content-Type: application/json\r\nContent-Length: {len(b)}\r\n\r\n").encode() + b
+chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+seeds = {
+    "chat": req("POST", "/v1/chat/completions", chat),
+    "chat_stream": req("POST", "/v1/chat/completions", dict(chat, stream=True, stream_options={"include_usage": True})),
+    "chat_tools": req("POST", "/v1/chat/completions", dict(chat, tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], tool_choice="required", logprobs=True, top_logprobs=2)),
+    "completion": req("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0.5, "seed": 7, "logprobs": 2, "speculative": {"draft": "ngram", "max_drafts": 3}}),
+    "completion_text": req("POST", "/v1/completions", {"prompt": "hello", "max_tokens": 2, "stop": ["x"], "stream": True}),
+    "probes": req("GET", "/health") + req("GET", "/v1/models") + req("GET", "/metrics"),
+    "tokenize": req("POST", "/tokenize", {"content": "hello world"}) + req("POST", "/detokenize", {"tokens": [1, 2, 3]}),
+    "chunked": b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\n1e\r\nmpt\": [1, 2], \"max_tokens\": 2}\r\n0\r\n\r\n",
+    "expect": req("POST", "/v1/completions", {"prompt": [5], "max_tokens": 1}, "Expect: 100-continue\r\n"),
+    "two_lengths": b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    "length_and_chunked": b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+}
+for name, data in seeds.items():
+    open(os.path.join(sys.argv[1], name), "wb").write(data)
+EOF
+      ;;
   esac
 }
 
@@ -131,7 +169,8 @@ dict_of() {
   case $1 in
     gguf) echo fuzz/dict/gguf.dict ;;
     jinja) echo fuzz/dict/jinja.dict ;;
-    output_parser) echo "" ;;
+    output_parser|engine) echo "" ;;
+    server) echo fuzz/dict/http.dict ;;
     *) echo fuzz/dict/json.dict ;;
   esac
 }

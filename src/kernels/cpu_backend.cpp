@@ -14,11 +14,13 @@ namespace lfm {
 std::unique_ptr<Backend> make_backend_for(Isa isa, ThreadPool& pool) {
   LFM_CHECK(isa_supported(isa), "kernels: this CPU cannot run the ", isa_name(isa), " kernels (it has: ",
             cpu_features().describe(), ")");
+#ifndef LFM_REFERENCE_KERNELS_ONLY  // isa_supported() allows only kGeneric there
   switch (isa) {
     case Isa::kAvx512: return make_avx512_backend(pool);
     case Isa::kAvx2: return make_avx2_backend(pool);
     case Isa::kGeneric: break;
   }
+#endif
   return make_reference_backend(pool);
 }
 
@@ -45,10 +47,14 @@ double measure_read_bandwidth(ThreadPool& pool, std::span<const std::pair<const 
   };
   std::vector<Loop> loops;
   const Isa isa = selected_isa();
+#ifndef LFM_REFERENCE_KERNELS_ONLY
   for (size_t prefetch : {size_t{0}, size_t{1024}}) {
     if (isa == Isa::kAvx512) loops.push_back({stream_read_avx512, prefetch});
     if (isa == Isa::kAvx512 || isa == Isa::kAvx2) loops.push_back({stream_read_avx2, prefetch});
   }
+#else
+  (void)isa;
+#endif
   if (loops.empty())
     loops.push_back({[](const void* v, size_t n, size_t) {
                        const auto* p = static_cast<const uint8_t*>(v);

@@ -266,7 +266,12 @@ AlignedBuffer pack_pairs16(const TensorView& w) { return pack_weight(PackedLayou
 
 bool pairs16_selected(DType t, DType act) {
   if (t != DType::BF16 || selected_isa() != Isa::kAvx512) return false;
+#ifdef LFM_REFERENCE_KERNELS_ONLY  // no AMX / AVX-512 BF16 kernels built
+  (void)act;
+  return false;
+#else
   return bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available());
+#endif
 }
 
 PackedLayout cpu_packed_layout(const TensorView& w) {
