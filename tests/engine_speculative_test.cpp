@@ -230,6 +230,19 @@ TEST_P(EngineSpeculativeTest, AskingForAMissingDraftModelIsRefused) {
   EXPECT_EQ(collect(*e.submit(request(0, Drafter::kNone))).tokens.size(), 20u);  // the engine still serves
 }
 
+// Found by fuzz_engine: a request asking the draft model for 0 drafts has no draft length, and
+// the draft model's prefill read it (a null dereference in the scheduler thread). It decodes
+// plainly now.
+TEST_P(EngineSpeculativeTest, ZeroDraftsFromTheDraftModelDecodePlainly) {
+  Engine e(*model_, *backend_, nullptr, options(2), self_draft_.get());
+  Request r = request(0, Drafter::kModel);
+  r.max_drafts = 0;
+  const Result got = collect(*e.submit(r));
+  EXPECT_EQ(got.tokens, plain_results({r})[0].tokens);
+  EXPECT_EQ(e.stats().drafted_tokens, 0);
+  expect_all_free(e);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineSpeculativeTest,
                          ::testing::Combine(::testing::Values("lfm2_c_layertypes_untied_convbias_f32",
                                                               "lfm2moe_g_untied_nobias_scaled_f32"),

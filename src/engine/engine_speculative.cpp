@@ -47,7 +47,8 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
   };
   for (size_t i = 0; i < batch.size(); ++i) {
     Active& a = *batch[i];
-    if (a.req.drafter != Drafter::kModel || a.draft_len->given_up()) continue;
+    // max_drafts 0 (asked, or no room in the engine): a plain request that has no DraftLength.
+    if (a.req.drafter != Drafter::kModel || a.max_drafts == 0 || a.draft_len->given_up()) continue;
     if (a.n_generated == 0) {
       // Prefilling: the draft model reads the same prompt chunk now, so its prefill is part of
       // the time to the first token (as the model's is), not of the first draft.
