@@ -10,9 +10,10 @@ The rule (also in README.md, "Layout"). Lowest first; each layer lists what it m
   kernels    core                    the Backend interface and its CPU implementations
   tokenizer  core formats            byte-level BPE (tokenizer.json or GGUF metadata)
   chat       core                    Jinja chat templates, tool-call/reasoning parsing
+  grammar    core                    GBNF / JSON Schema / regex grammars, token masks
   cache      core kernels            KV block pools, conv-state slots, prefix cache
   model      core formats kernels cache        LFM2 config, weights, forward step
-  engine     core formats kernels cache model tokenizer chat   sampling, scheduling, requests
+  engine     core formats kernels cache model tokenizer chat grammar   sampling, scheduling, requests
   convert    core formats kernels model tokenizer   GGUF export, quantization, random checkpoints
   server     everything except cli and hub    the HTTP front end
   hub        core                    Hugging Face Hub references, downloads and cache
@@ -31,13 +32,14 @@ ALLOWED = {
     "kernels": {"core"},
     "tokenizer": {"core", "formats"},
     "chat": {"core"},
+    "grammar": {"core"},
     "cache": {"core", "kernels"},
     "model": {"core", "formats", "kernels", "cache"},
-    "engine": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat"},
+    "engine": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar"},
     "convert": {"core", "formats", "kernels", "model", "tokenizer"},
-    "server": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "engine", "convert"},
+    "server": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert"},
     "hub": {"core"},
-    "cli": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "engine", "convert", "server", "hub"},
+    "cli": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "server", "hub"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl")
