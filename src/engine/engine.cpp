@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <optional>
 
 #include "core/error.h"
 #include "engine/stop_strings.h"
 #include "engine/ngram_drafter.h"
 #include "engine/token_mask.h"
+#include "grammar/token_grammar.h"
 #include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -120,6 +122,16 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
     a->detok->keep(req.show_special);
   }
   a->stops = std::make_unique<StopStrings>(req.stop);
+  if (req.grammar) {
+    {
+      std::lock_guard lock(vocab_mu_);
+      LFM_CHECK(&req.grammar->vocab() == grammar_vocab_.get(),
+                "engine: the request's grammar was compiled for another engine (use Engine::compile_grammar)");
+    }
+    a->matcher = std::make_unique<grammar::GrammarMatcher>(req.grammar, a->stop_ids);
+    a->mask.assign(static_cast<size_t>(a->matcher->mask_words()), 0);
+    a->sampler->use_step_masks();
+  }
   LFM_CHECK(req.max_drafts >= 0, "engine: max_drafts must not be negative, got ", req.max_drafts);
   LFM_CHECK(req.drafter != Drafter::kModel || draft_model_,
             "engine: the request asks for a draft model's drafts, but no draft model is loaded (--draft-model)");
@@ -357,11 +369,17 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
                      std::span<const int32_t>(batch[i]->tokens.data() + batch[i]->n_fed, static_cast<size_t>(counts[i])),
                      false, token_due && batch[i]->sampler->plain_greedy()});
   }
+  // Grammar masks for this step's tokens are computed while the step runs.
+  std::future<void> masks;
+  if (std::any_of(batch.begin(), batch.end(), [](const Active* a) { return a->matcher != nullptr; }))
+    masks = std::async(std::launch::async, [&] { fill_masks(batch, counts); });
   try {
     forward_->step(items, out_);
   } catch (const std::exception& e) {
+    if (masks.valid()) masks.get();
     for (Active* a : batch) finish(*a, FinishReason::kError, std::string("engine: step failed: ") + e.what());
   }
+  if (masks.valid()) masks.get();
   ++totals_.steps;
   for (size_t i = 0; i < batch.size(); ++i) {
     Active* a = batch[i];
@@ -382,11 +400,13 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
 void Engine::after_token(Active& a, const float* logits, int32_t greedy_id) {
   SampleResult r;
   try {
+    if (a.matcher) prepare_mask(a);
     r = logits ? a.sampler->sample(logits) : a.sampler->accept(greedy_id);
   } catch (const std::exception& e) {
     finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
     return;
   }
+  if (a.matcher && !accept_grammar(a, r.token)) return;
   deliver(a, std::move(r));
 }
 
@@ -410,6 +430,8 @@ void Engine::deliver(Active& a, SampleResult r) {
     finish(a, FinishReason::kStop);
   } else if (static_cast<int64_t>(a.tokens.size()) >= a.limit) {
     finish(a, FinishReason::kLength);
+  } else if (a.matcher && a.matcher->finished()) {
+    finish(a, FinishReason::kStop);  // the grammar's text is complete and nothing can follow
   }
 }
 

@@ -28,6 +28,10 @@
 namespace lfm {
 
 class Tokenizer;
+namespace grammar {
+struct Grammar;
+class TokenVocabulary;
+}  // namespace grammar
 
 // submit() when the queue is full: the caller may retry later (HTTP 429).
 class EngineBusy : public Error {
@@ -79,6 +83,9 @@ class Engine {
   int64_t ctx_size() const { return opt_.state.ctx_size; }
   int64_t vocab_size() const;  // the model's output rows (valid token ids)
   bool has_draft_model() const { return draft_model_ != nullptr; }
+  // A grammar bound to this engine's vocabulary, for Request::grammar (keep and reuse it: its
+  // mask cache fills as requests use it). Needs a tokenizer. Thread-safe.
+  std::shared_ptr<const grammar::TokenGrammar> compile_grammar(std::shared_ptr<const grammar::Grammar> g) const;
   // Blocks until nothing is running or waiting (for tests and benchmarks).
   void wait_idle();
 
@@ -93,6 +100,12 @@ class Engine {
   void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
   // The token chosen from `logits`, or (logits null) the greedy id the step computed.
   void after_token(Active& a, const float* logits, int32_t greedy_id = -1);
+  // Structured output: the step's masks for requests whose next token is due (on a thread of
+  // their own while the step runs), before sampling a row, and the chosen token's acceptance
+  // (false: the request ended, as its grammar is complete or refused the token).
+  void fill_masks(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
+  void prepare_mask(Active& a);
+  bool accept_grammar(Active& a, int32_t token);
   // Delivers a chosen token: its event, then the stop checks.
   void deliver(Active& a, SampleResult r);
   // After a verification step (item i of the step): each row's choice in turn while it equals
@@ -123,6 +136,8 @@ class Engine {
   StepOutput draft_out_;
   std::vector<int32_t> eos_ids_;
   std::vector<uint8_t> allowed_;  // decodable ids (empty without a tokenizer)
+  mutable std::mutex vocab_mu_;
+  mutable std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;  // built on first use
 
   std::shared_ptr<Wakeup> wake_;
   std::deque<std::unique_ptr<Active>> inbox_;  // guarded by wake_->mu

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/grammar_matcher.h"
 #include "engine/ngram_drafter.h"
 #include "engine/stop_strings.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -43,6 +44,11 @@ struct Engine::Active {
   bool draft_chain = false;
   std::optional<Sampler> draft_sampler;
   std::vector<TokenProbs> draft_q;
+  // Structured output: the grammar's state after every generated token, and the mask of the
+  // next token (mask_ready: filled for the current state, e.g. while the step ran).
+  std::unique_ptr<grammar::GrammarMatcher> matcher;
+  std::vector<uint64_t> mask;
+  bool mask_ready = false;
 };
 
 }  // namespace lfm

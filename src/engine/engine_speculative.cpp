@@ -140,6 +140,7 @@ void Engine::after_verification(Active& a, size_t item) {
     SampleResult res;
     bool accepted = false;
     try {
+      if (a.matcher) prepare_mask(a);
       if (r + 1 < n) {
         const TokenProbs* q = a.req.drafter == Drafter::kModel && r < static_cast<int64_t>(a.draft_q.size()) ? &a.draft_q[r] : nullptr;
         res = a.sampler->verify(out_.row(item, r), a.verify[r + 1], q, accepted);
@@ -150,8 +151,9 @@ void Engine::after_verification(Active& a, size_t item) {
       finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
       return;
     }
+    if (a.matcher && !accept_grammar(a, res.token)) return;
     deliver(a, std::move(res));
-    if (a.finished) return;  // stopped (stop id, string, length): the state is gone
+    if (a.finished) return;  // stopped (stop id, string, length, grammar): the state is gone
     if (!accepted) break;
   }
   // verify[0 .. r] are in the state now; the last choice waits to be fed. The draft model's

@@ -6,11 +6,16 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+
+namespace lfm::grammar {
+class TokenGrammar;
+}
 
 namespace lfm {
 
@@ -38,6 +43,10 @@ struct Request {
   // (the rejection rule in Sampler::verify). kModel needs an engine with a draft model.
   Drafter drafter = Drafter::kNone;
   int64_t max_drafts = 8;
+  // Structured output: every generated token keeps the text a prefix of the grammar's language
+  // (Engine::compile_grammar), in every sampling mode; the end-of-sequence and stop ids are
+  // allowed only where the text is complete, and generation stops when nothing can follow.
+  std::shared_ptr<const grammar::TokenGrammar> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -65,7 +65,7 @@ int32_t Sampler::greedy_choice() const {
   const float* w = work_.data();
   int64_t best = -1;
   for (int64_t i = 0; i < vocab_; ++i)
-    if ((!allowed_ || (*allowed_)[i]) && (best < 0 || w[i] > w[best])) best = i;
+    if (allowed(i) && (best < 0 || w[i] > w[best])) best = i;
   LFM_CHECK(best >= 0, "sampling: no token is allowed");
   return static_cast<int32_t>(best);
 }
@@ -74,7 +74,7 @@ void Sampler::distribution() {
   const float* w = work_.data();
   cand_.clear();
   for (int64_t i = 0; i < vocab_; ++i)
-    if (!allowed_ || (*allowed_)[i]) cand_.push_back({w[i] / p_.temperature, static_cast<int32_t>(i)});
+    if (allowed(i)) cand_.push_back({w[i] / p_.temperature, static_cast<int32_t>(i)});
   LFM_CHECK(!cand_.empty(), "sampling: no token is allowed");
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   size_t keep = cand_.size();
@@ -165,6 +165,7 @@ SampleResult Sampler::verify(const float* logits, int32_t draft, const TokenProb
 Sampler Sampler::fork() {
   Sampler copy = *this;
   copy.rng_.seed(rng_());
+  copy.step_mask_ = nullptr;  // a drafter's choices are not constrained (verification is)
   return copy;
 }
 
@@ -194,7 +195,7 @@ SampleResult Sampler::finish(const float* logits, int32_t token) {
 }
 
 bool Sampler::plain_greedy() const {
-  return p_.temperature == 0.0f && p_.logit_bias.empty() && p_.repetition_penalty == 1.0f &&
+  return !masked_ && p_.temperature == 0.0f && p_.logit_bias.empty() && p_.repetition_penalty == 1.0f &&
          p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f && !p_.logprobs && p_.top_logprobs == 0;
 }
 

@@ -242,6 +242,44 @@ Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, cons
   return out;
 }
 
+void GrammarBuilder::inline_leaf_rules() {
+  auto is_leaf = [&](int32_t r) {
+    if (alts_[r].size() > 16) return false;
+    for (const auto& a : alts_[r])
+      for (const auto& e : a)
+        if (e.kind == Element::Kind::kRule) return false;
+    return true;
+  };
+  std::vector<bool> leaf(names_.size());
+  for (size_t r = 0; r < names_.size(); ++r) leaf[r] = is_leaf(static_cast<int32_t>(r));
+  for (size_t r = 0; r < names_.size(); ++r) {
+    std::vector<Sequence> out;
+    for (const auto& alt : alts_[r]) {
+      std::vector<Sequence> expanded = {{}};
+      for (const auto& e : alt) {
+        const bool inline_it = e.kind == Element::Kind::kRule && leaf[e.index] && e.index != static_cast<int32_t>(r) &&
+                               expanded.size() * alts_[e.index].size() <= 64;
+        if (!inline_it) {
+          for (auto& s : expanded) s.push_back(e);
+          continue;
+        }
+        std::vector<Sequence> next;
+        for (const auto& s : expanded)
+          for (const auto& a : alts_[e.index]) {
+            next.push_back(s);
+            next.back().insert(next.back().end(), a.begin(), a.end());
+          }
+        expanded = std::move(next);
+      }
+      for (auto& s : expanded) {
+        count(s.size() + 1);
+        out.push_back(std::move(s));
+      }
+    }
+    alts_[r] = std::move(out);
+  }
+}
+
 Grammar GrammarBuilder::finish(const std::string& root) {
   auto it = by_name_.find(root);
   LFM_CHECK(it != by_name_.end() && defined_[it->second], "grammar: no rule named '", root, "' (the start rule)");
@@ -288,6 +326,7 @@ Grammar GrammarBuilder::finish(const std::string& root) {
   for (size_t r = 0; r < n; ++r)
     if (state[r] == 0) visit(static_cast<int32_t>(r));
 
+  inline_leaf_rules();
   Grammar g;
   g.rule_names = names_;
   g.byte_sets = sets_;

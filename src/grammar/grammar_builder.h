@@ -56,6 +56,10 @@ class GrammarBuilder {
   // A rule x_star ::= x x_star | "" with x's alternatives inlined when x is a small rule: the
   // repetition then stays in one stack frame, which the mask cache relies on.
   int32_t star_rule(const Element& x, const std::string& base);
+  // Replaces references to small rules made of terminals only (a UTF-8 class, a group of
+  // literals) by their alternatives, so that such a rule's end is not a frame boundary: the
+  // mask cache sees a string's characters within one frame.
+  void inline_leaf_rules();
 
   std::vector<std::string> names_;
   std::vector<std::vector<Sequence>> alts_;

@@ -103,19 +103,26 @@ bool GrammarMatcher::accept(int32_t token) {
     stopped_ = true;
     return true;
   }
+  // The paths that match it as a named token and those that match its bytes (an added token
+  // not marked special can be both), merged.
   const Grammar& g = tg_->grammar();
+  Tops as_token;
   for (size_t t = 0; t < g.token_texts.size(); ++t)
-    if (tg_->token_id(static_cast<int32_t>(t)) == token) {
-      Tops next;
-      store_.advance_token(cur_, static_cast<int32_t>(t), next);
-      cur_ = std::move(next);
-      return true;
+    if (tg_->token_id(static_cast<int32_t>(t)) == token) store_.advance_token(cur_, static_cast<int32_t>(t), as_token);
+  const std::string& b = tg_->vocab().bytes(token);
+  if (!b.empty()) {
+    Tops next;
+    for (char c : b) {
+      store_.advance(cur_, static_cast<uint8_t>(c), next);
+      std::swap(cur_, next);
     }
-  Tops next;
-  for (char c : tg_->vocab().bytes(token)) {
-    store_.advance(cur_, static_cast<uint8_t>(c), next);
-    std::swap(cur_, next);
+  } else {
+    cur_ = Tops{};
   }
+  cur_.accept = cur_.accept || as_token.accept;
+  cur_.stacks.insert(cur_.stacks.end(), as_token.stacks.begin(), as_token.stacks.end());
+  std::sort(cur_.stacks.begin(), cur_.stacks.end());
+  cur_.stacks.erase(std::unique(cur_.stacks.begin(), cur_.stacks.end()), cur_.stacks.end());
   return true;
 }
 
