@@ -57,7 +57,8 @@ bool grammar_accepts(const Grammar& g, std::string_view text);
 // Whether `text` is a prefix of some string the grammar derives.
 bool grammar_accepts_prefix(const Grammar& g, std::string_view text);
 
-// The grammar back as GBNF text (helper rules included), for error messages and debugging.
+// The grammar back as GBNF-like text (helper rules included; byte sets printed as bytes), for
+// error messages and debugging.
 std::string to_gbnf(const Grammar& g);
 
 }  // namespace lfm::grammar

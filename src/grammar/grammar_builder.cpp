@@ -1,0 +1,306 @@
+#include "grammar/grammar_builder.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/error.h"
+#include "core/utf8.h"
+
+namespace lfm::grammar {
+
+namespace {
+
+constexpr char32_t kMaxCodePoint = 0x10FFFF;
+
+// Encodes cp (< 0x110000, not a surrogate) into out; returns the byte count.
+int encode(char32_t cp, uint8_t out[4]) {
+  if (cp < 0x80) {
+    out[0] = static_cast<uint8_t>(cp);
+    return 1;
+  }
+  if (cp < 0x800) {
+    out[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+    out[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    out[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+    out[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    out[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  out[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+  out[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+  out[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+  out[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+// Splits [lo, hi] into ranges whose UTF-8 encodings are byte-wise ranges (each byte position an
+// independent range), the classic construction of UTF-8 automata: same encoded length, and for
+// each continuation level either the whole 6-bit span or one fixed prefix.
+void utf8_sequences(char32_t lo, char32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+  static constexpr char32_t kLengthEnds[] = {0x7F, 0x7FF, 0xFFFF, kMaxCodePoint};
+  for (char32_t end : kLengthEnds) {
+    if (lo <= end && hi > end) {
+      utf8_sequences(lo, end, out);
+      utf8_sequences(end + 1, hi, out);
+      return;
+    }
+  }
+  for (int i = 1; i < 4; ++i) {
+    const char32_t m = (char32_t{1} << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_sequences(lo, lo | m, out);
+        utf8_sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_sequences(lo, (hi & ~m) - 1, out);
+        utf8_sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  uint8_t a[4], b[4];
+  const int n = encode(lo, a);
+  encode(hi, b);
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (int i = 0; i < n; ++i) seq.push_back({a[i], b[i]});
+  out.push_back(std::move(seq));
+}
+
+}  // namespace
+
+CodePointRanges normalize_ranges(CodePointRanges r, bool negate) {
+  // Surrogates have no UTF-8 encoding: cut them out before sorting.
+  CodePointRanges cut;
+  for (auto [lo, hi] : r) {
+    if (lo > hi) std::swap(lo, hi);
+    hi = std::min(hi, kMaxCodePoint);
+    if (lo > kMaxCodePoint) continue;
+    if (lo < 0xD800 && hi >= 0xD800) cut.push_back({lo, 0xD7FF});
+    if (hi > 0xDFFF && lo <= 0xDFFF) cut.push_back({0xE000, hi});
+    if (hi < 0xD800 || lo > 0xDFFF) cut.push_back({lo, hi});
+  }
+  std::sort(cut.begin(), cut.end());
+  CodePointRanges merged;
+  for (const auto& x : cut) {
+    if (!merged.empty() && x.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, x.second);
+    else
+      merged.push_back(x);
+  }
+  if (!negate) return merged;
+  CodePointRanges inv;
+  char32_t next = 0;
+  for (const auto& [lo, hi] : merged) {
+    if (lo > next) inv.push_back({next, lo - 1});
+    next = hi + 1;
+  }
+  if (next <= kMaxCodePoint) inv.push_back({next, kMaxCodePoint});
+  return normalize_ranges(inv, false);
+}
+
+int32_t GrammarBuilder::new_rule(const std::string& name) {
+  const auto id = static_cast<int32_t>(names_.size());
+  names_.push_back(name);
+  alts_.emplace_back();
+  defined_.push_back(false);
+  by_name_[name] = id;
+  return id;
+}
+
+int32_t GrammarBuilder::rule(const std::string& name) {
+  auto it = by_name_.find(name);
+  return it != by_name_.end() ? it->second : new_rule(name);
+}
+
+int32_t GrammarBuilder::helper_rule(const std::string& base) {
+  for (;;) {
+    std::string name = cat(base, "_", ++helper_count_[base]);
+    if (!by_name_.count(name)) {
+      const int32_t id = new_rule(name);
+      defined_[id] = true;  // defined by the caller right away
+      return id;
+    }
+  }
+}
+
+void GrammarBuilder::count(size_t n) {
+  elements_ += n;
+  LFM_CHECK(elements_ <= kMaxElements, "grammar: more than ", kMaxElements,
+            " elements (a repetition bound or a schema too large)");
+}
+
+void GrammarBuilder::define(int32_t rule, std::vector<Sequence> alts) {
+  size_t n = 0;
+  for (const auto& a : alts) n += a.size() + 1;
+  count(n);
+  alts_[rule] = std::move(alts);
+  defined_[rule] = true;
+}
+
+Element GrammarBuilder::byte_set(const ByteSet& s) {
+  for (size_t i = 0; i < sets_.size(); ++i)
+    if (sets_[i] == s) return {Element::Kind::kBytes, static_cast<int32_t>(i)};
+  sets_.push_back(s);
+  return {Element::Kind::kBytes, static_cast<int32_t>(sets_.size() - 1)};
+}
+
+Element GrammarBuilder::token(const std::string& text) {
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] == text) return {Element::Kind::kToken, static_cast<int32_t>(i)};
+  tokens_.push_back(text);
+  return {Element::Kind::kToken, static_cast<int32_t>(tokens_.size() - 1)};
+}
+
+void GrammarBuilder::append_code_point(Sequence& seq, char32_t cp) {
+  uint8_t b[4];
+  const int n = encode(cp, b);
+  for (int i = 0; i < n; ++i) {
+    ByteSet s;
+    s.add(b[i]);
+    seq.push_back(byte_set(s));
+  }
+}
+
+Element GrammarBuilder::code_points(const CodePointRanges& ranges, const std::string& base) {
+  LFM_CHECK(!ranges.empty(), "grammar: a character class that matches nothing");
+  std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+  for (const auto& [lo, hi] : ranges) utf8_sequences(lo, hi, seqs);
+  // All one-byte sequences share one set; longer ones become alternatives of a helper rule.
+  ByteSet ascii;
+  bool has_ascii = false;
+  std::vector<Sequence> alts;
+  for (const auto& s : seqs) {
+    if (s.size() == 1) {
+      ascii.add_range(s[0].first, s[0].second);
+      has_ascii = true;
+      continue;
+    }
+    Sequence alt;
+    for (const auto& [lo, hi] : s) {
+      ByteSet b;
+      b.add_range(lo, hi);
+      alt.push_back(byte_set(b));
+    }
+    alts.push_back(std::move(alt));
+  }
+  if (alts.empty()) return byte_set(ascii);
+  if (has_ascii) alts.insert(alts.begin(), Sequence{byte_set(ascii)});
+  const int32_t r = helper_rule(base);
+  define(r, std::move(alts));
+  return {Element::Kind::kRule, r};
+}
+
+int32_t GrammarBuilder::star_rule(const Element& x, const std::string& base) {
+  const std::pair<int64_t, int32_t> key{static_cast<int64_t>(x.kind), x.index};
+  if (auto it = star_cache_.find(key); it != star_cache_.end()) return it->second;
+  const int32_t r = helper_rule(base);
+  const Element self{Element::Kind::kRule, r};
+  std::vector<Sequence> alts;
+  size_t inlined = 0;
+  if (x.kind == Element::Kind::kRule && defined_[x.index] && x.index != r) {
+    for (const auto& a : alts_[x.index]) inlined += a.size() + 1;
+    if (inlined <= 64 && !alts_[x.index].empty()) {
+      for (Sequence a : alts_[x.index]) {
+        a.push_back(self);
+        alts.push_back(std::move(a));
+      }
+    }
+  }
+  if (alts.empty()) alts.push_back({x, self});
+  alts.push_back({});
+  define(r, std::move(alts));
+  star_cache_[key] = r;
+  return r;
+}
+
+Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, const std::string& base) {
+  LFM_CHECK(min >= 0 && (max < 0 || max >= min), "grammar: bad repetition bounds {", min, ",", max, "}");
+  LFM_CHECK(min <= 100000 && max <= 100000, "grammar: repetition bound {", min, ",", max,
+            "} is above the limit of 100000");
+  Sequence out(static_cast<size_t>(min), x);
+  count(out.size());
+  if (max < 0) {
+    out.push_back({Element::Kind::kRule, star_rule(x, base)});
+    return out;
+  }
+  // x{0,k} as nested optionals: opt_k ::= x opt_{k-1} | "" (one way to match each count, so
+  // the matcher never holds two stacks for the same text).
+  int32_t next = -1;
+  for (int64_t k = 1; k <= max - min; ++k) {
+    const int32_t r = helper_rule(base);
+    Sequence first{x};
+    if (next >= 0) first.push_back({Element::Kind::kRule, next});
+    define(r, {std::move(first), {}});
+    next = r;
+  }
+  if (next >= 0) out.push_back({Element::Kind::kRule, next});
+  return out;
+}
+
+Grammar GrammarBuilder::finish(const std::string& root) {
+  auto it = by_name_.find(root);
+  LFM_CHECK(it != by_name_.end() && defined_[it->second], "grammar: no rule named '", root, "' (the start rule)");
+  for (size_t r = 0; r < names_.size(); ++r)
+    LFM_CHECK(defined_[r], "grammar: rule '", names_[r], "' is used but never defined");
+  const size_t n = names_.size();
+  // Rules that can match the empty string (fixpoint).
+  std::vector<bool> nullable(n, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (nullable[r]) continue;
+      for (const auto& a : alts_[r]) {
+        bool all = true;
+        for (const auto& e : a)
+          if (e.kind != Element::Kind::kRule || !nullable[e.index]) all = false;
+        if (all) {
+          nullable[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  // Left recursion: a rule reaching itself through leftmost references (past nullable ones)
+  // would make the matcher's closure loop forever.
+  std::vector<std::vector<int32_t>> left(n);
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& a : alts_[r])
+      for (const auto& e : a) {
+        if (e.kind != Element::Kind::kRule) break;
+        left[r].push_back(e.index);
+        if (!nullable[e.index]) break;
+      }
+  std::vector<uint8_t> state(n, 0);
+  std::function<void(int32_t)> visit = [&](int32_t r) {
+    state[r] = 1;
+    for (int32_t c : left[r]) {
+      LFM_CHECK(state[c] != 1, "grammar: rule '", names_[c],
+                "' is left-recursive (it can reach itself before matching any byte)");
+      if (state[c] == 0) visit(c);
+    }
+    state[r] = 2;
+  };
+  for (size_t r = 0; r < n; ++r)
+    if (state[r] == 0) visit(static_cast<int32_t>(r));
+
+  Grammar g;
+  g.rule_names = names_;
+  g.byte_sets = sets_;
+  g.token_texts = tokens_;
+  g.root = it->second;
+  g.rule_alts.resize(n);
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& a : alts_[r]) {
+      g.rule_alts[r].push_back(static_cast<int32_t>(g.elements.size()));
+      g.elements.insert(g.elements.end(), a.begin(), a.end());
+      g.elements.push_back({Element::Kind::kEnd, -1});
+    }
+  return g;
+}
+
+}  // namespace lfm::grammar

@@ -1,0 +1,155 @@
+#include "grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lfm::grammar {
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const TokenGrammar> tg, std::vector<int32_t> stop_ids)
+    : tg_(std::move(tg)), stop_ids_(std::move(stop_ids)), store_(tg_->grammar()) {
+  cur_ = store_.start();
+}
+
+bool GrammarMatcher::is_stop(int32_t token) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
+}
+
+void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& ids, uint64_t* bits) {
+  const TokenVocabulary& v = tg_->vocab();
+  size_t valid = 0;
+  const std::string* prev = nullptr;
+  if (scratch_.empty()) scratch_.resize(1);
+  scratch_[0] = store_.closure_of(frame);
+  for (int32_t id : ids) {
+    if ((bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1) continue;  // allowed by another stack
+    const std::string& b = v.bytes(id);
+    if (scratch_.size() < b.size() + 1) scratch_.resize(b.size() + 1);
+    size_t d = 0;
+    if (prev) {
+      while (d < valid && d < b.size() && d < prev->size() && (*prev)[d] == b[d]) ++d;
+    }
+    while (d < b.size() && !scratch_[d].stacks.empty()) {
+      store_.advance(scratch_[d], static_cast<uint8_t>(b[d]), scratch_[d + 1]);
+      ++d;
+    }
+    valid = d;
+    prev = &b;
+    // Matched when every byte was consumed by some path (a frame below may also end the root).
+    if (d == b.size() && (!scratch_[d].stacks.empty() || scratch_[d].accept))
+      bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
+}
+
+void GrammarMatcher::fill_mask(uint64_t* bits) {
+  const size_t words = static_cast<size_t>(mask_words());
+  std::memset(bits, 0, words * sizeof(uint64_t));
+  if (finished()) {
+    // Only a stop id can follow a complete text with nothing after it.
+    if (!stopped_)
+      for (int32_t s : stop_ids_) bits[static_cast<size_t>(s) >> 6] |= uint64_t{1} << (s & 63);
+    return;
+  }
+  const Grammar& g = tg_->grammar();
+  // Accepted sets first (one OR per distinct top position), then the uncertain checks.
+  seen_pos_.clear();
+  for (int32_t f : cur_.stacks) {
+    const int32_t pos = store_[f].pos;
+    const Element& e = g.elements[static_cast<size_t>(pos)];
+    if (e.kind == Element::Kind::kToken) {
+      const int32_t id = tg_->token_id(e.index);
+      bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+      continue;
+    }
+    if (std::find(seen_pos_.begin(), seen_pos_.end(), pos) != seen_pos_.end()) continue;
+    seen_pos_.push_back(pos);
+    const PositionMask& pm = tg_->position_mask(pos);
+    for (size_t w = 0; w < words; ++w) bits[w] |= pm.accepted[w];
+  }
+  for (int32_t f : cur_.stacks) {
+    const int32_t pos = store_[f].pos;
+    if (g.elements[static_cast<size_t>(pos)].kind != Element::Kind::kBytes) continue;
+    const PositionMask& pm = tg_->position_mask(pos);
+    if (!pm.uncertain.empty()) check_uncertain(f, pm.uncertain, bits);
+  }
+  if (cur_.accept)
+    for (int32_t s : stop_ids_) bits[static_cast<size_t>(s) >> 6] |= uint64_t{1} << (s & 63);
+}
+
+bool GrammarMatcher::allows(int32_t token) {
+  if (token < 0 || token >= tg_->vocab().size() || stopped_) return false;
+  if (is_stop(token)) return cur_.accept;
+  const Grammar& g = tg_->grammar();
+  for (int32_t f : cur_.stacks) {
+    const Element& e = g.elements[static_cast<size_t>(store_[f].pos)];
+    if (e.kind == Element::Kind::kToken && tg_->token_id(e.index) == token) return true;
+  }
+  const std::string& b = tg_->vocab().bytes(token);
+  if (b.empty()) return false;
+  Tops a = cur_, next;
+  for (char c : b) {
+    if (a.stacks.empty()) return false;
+    store_.advance(a, static_cast<uint8_t>(c), next);
+    std::swap(a, next);
+  }
+  return !a.stacks.empty() || a.accept;
+}
+
+bool GrammarMatcher::accept(int32_t token) {
+  if (!allows(token)) return false;
+  history_.push_back({cur_, stopped_});
+  if (is_stop(token)) {
+    stopped_ = true;
+    return true;
+  }
+  const Grammar& g = tg_->grammar();
+  for (size_t t = 0; t < g.token_texts.size(); ++t)
+    if (tg_->token_id(static_cast<int32_t>(t)) == token) {
+      Tops next;
+      store_.advance_token(cur_, static_cast<int32_t>(t), next);
+      cur_ = std::move(next);
+      return true;
+    }
+  Tops next;
+  for (char c : tg_->vocab().bytes(token)) {
+    store_.advance(cur_, static_cast<uint8_t>(c), next);
+    std::swap(cur_, next);
+  }
+  return true;
+}
+
+void GrammarMatcher::rollback(size_t n) {
+  LFM_CHECK(n <= history_.size(), "grammar: rollback of ", n, " tokens after ", history_.size());
+  for (; n > 0; --n) {
+    cur_ = std::move(history_.back().tops);
+    stopped_ = history_.back().stopped;
+    history_.pop_back();
+  }
+}
+
+std::string GrammarMatcher::forced_bytes(size_t max) const {
+  std::string out;
+  const Grammar& g = tg_->grammar();
+  Tops a = cur_, next;
+  while (out.size() < max && !a.accept && !a.stacks.empty()) {
+    // One byte shared by every stack's set, or stop.
+    int only = -1;
+    for (int32_t f : a.stacks) {
+      const Element& e = g.elements[static_cast<size_t>(store_[f].pos)];
+      if (e.kind != Element::Kind::kBytes) return out;
+      const ByteSet& s = g.byte_sets[static_cast<size_t>(e.index)];
+      for (int b = 0; b < 256; ++b) {
+        if (!s.has(static_cast<uint8_t>(b))) continue;
+        if (only >= 0 && only != b) return out;
+        only = b;
+      }
+    }
+    out += static_cast<char>(only);
+    store_.advance(a, static_cast<uint8_t>(only), next);
+    std::swap(a, next);
+  }
+  return out;
+}
+
+}  // namespace lfm::grammar

@@ -1,0 +1,60 @@
+// Token-level constrained decoding for one request: which tokens the grammar allows next (a
+// bitset over the vocabulary), acceptance of the chosen token, rollback of the last tokens
+// (speculative decoding), and the text the grammar forces next (jump-forward).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/grammar_stacks.h"
+#include "grammar/token_grammar.h"
+
+namespace lfm::grammar {
+
+class GrammarMatcher {
+ public:
+  // stop_ids: tokens allowed (and ending the match) where the grammar may end, e.g. the model's
+  // end-of-sequence ids.
+  GrammarMatcher(std::shared_ptr<const TokenGrammar> tg, std::vector<int32_t> stop_ids);
+
+  int64_t mask_words() const { return tg_->mask_words(); }
+  // Sets bits[id / 64] bit id % 64 for every token allowed next; clears the others.
+  void fill_mask(uint64_t* bits);
+  // Whether `token` is allowed next (without a mask).
+  bool allows(int32_t token);
+  // Advances by `token`; false, with the state unchanged, when the grammar does not allow it.
+  bool accept(int32_t token);
+  // The last n accepted tokens undone (n <= accepted()).
+  void rollback(size_t n);
+  size_t accepted() const { return history_.size(); }
+
+  // The text so far is complete (a stop id may come next).
+  bool can_end() const { return cur_.accept; }
+  // A stop id was accepted, or the text is complete and nothing can follow it.
+  bool finished() const { return stopped_ || (cur_.accept && cur_.stacks.empty()); }
+  // Bytes every continuation starts with (at most max), e.g. the rest of a property name; empty
+  // when the next byte is open or the text may end here.
+  std::string forced_bytes(size_t max) const;
+
+ private:
+  struct State {
+    Tops tops;
+    bool stopped;
+  };
+  bool is_stop(int32_t token) const;
+  // Whether token's bytes match from the single stack `frame` (uncertain tokens of a position).
+  void check_uncertain(int32_t frame, const std::vector<int32_t>& ids, uint64_t* bits);
+
+  std::shared_ptr<const TokenGrammar> tg_;
+  std::vector<int32_t> stop_ids_;
+  mutable StackStore store_;
+  Tops cur_;
+  bool stopped_ = false;
+  std::vector<State> history_;
+  std::vector<Tops> scratch_;
+  std::vector<int32_t> seen_pos_;
+};
+
+}  // namespace lfm::grammar
