@@ -238,6 +238,15 @@ TEST(JsonSchema, AdditionalKeysExcludeDeclaredNames) {
   for (const char* bad : {R"({"ab":"x"})", R"({"x":"y","ab":1})"}) EXPECT_FALSE(grammar_accepts(*g, bad)) << bad;
 }
 
+TEST(JsonSchema, AdditionalKeysExcludeNonAsciiNames) {
+  auto g = compile(ojson::parse(R"({"properties": {"été": {"type": "integer"}, "q\"": {"type": "integer"}},
+                                    "additionalProperties": {"type": "string"}})"), false);
+  for (const char* ok : {R"({"été":1})", R"({"ét":"x"})", R"({"étéé":"x"})", R"({"q\"":1})", R"({"x":"y"})"})
+    EXPECT_TRUE(grammar_accepts(*g, ok)) << ok;
+  EXPECT_FALSE(grammar_accepts(*g, R"({"été":"x"})"));
+  EXPECT_FALSE(grammar_accepts(*g, R"({"x":"y","été":1})"));
+}
+
 TEST(JsonSchema, WhitespaceIsBounded) {
   auto g = compile(ojson::parse(R"({"type": "array", "items": {"type": "integer"}})"), true);
   EXPECT_TRUE(grammar_accepts(*g, "[ 1 , 2 ]"));

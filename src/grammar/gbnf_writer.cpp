@@ -115,6 +115,56 @@ std::string json_char_body() {
          " | \"\\\\\" ([\\x22\\x5C/bfnrt] | \"u\" [0-9a-fA-F]{4})";
 }
 
+std::string json_string_content_except(const std::vector<std::string>& names, RuleSet& rules, std::string_view name) {
+  // A trie of the names over code points; at each node: stop (unless a name ends there), a
+  // child's character then that child, or any other character then anything.
+  struct Node {
+    std::map<char32_t, int> kids;
+    bool end = false;
+  };
+  std::vector<Node> trie(1);
+  const CodeRanges escaped = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+  for (const auto& n : names) {
+    if (find_invalid_utf8(n) != std::string_view::npos) continue;
+    std::vector<char32_t> cps;
+    bool plain = true;
+    for (size_t i = 0; i < n.size();) {
+      const char32_t c = next_code_point(n, i);
+      plain = plain && !(c < 0x20 || c == '"' || c == '\\');
+      cps.push_back(c);
+    }
+    if (!plain) continue;
+    size_t at = 0;
+    for (char32_t c : cps) {
+      auto it = trie[at].kids.find(c);
+      if (it == trie[at].kids.end()) {
+        trie[at].kids[c] = static_cast<int>(trie.size());
+        trie.emplace_back();
+        at = trie.size() - 1;
+      } else {
+        at = static_cast<size_t>(it->second);
+      }
+    }
+    trie[at].end = true;
+  }
+  const std::string any = rules.add("char", json_char_body());
+  const std::string escape = "\"\\\\\" ([\\x22\\x5C/bfnrt] | \"u\" [0-9a-fA-F]{4})";
+  std::vector<std::string> rule(trie.size());
+  for (size_t i = trie.size(); i-- > 0;) {  // children have larger indices than their parents
+    CodeRanges excluded = escaped;
+    std::string alts;
+    for (auto [c, k] : trie[i].kids) {
+      excluded.emplace_back(c, c);
+      std::string text;
+      append_utf8(text, c);
+      alts += (alts.empty() ? "" : " | ") + gbnf_literal(text) + " " + rule[static_cast<size_t>(k)];
+    }
+    alts += (alts.empty() ? "(" : " | (") + gbnf_class(complement_ranges(excluded)) + " | " + escape + ") " + any + "*";
+    rule[i] = rules.add(std::string(name) + std::to_string(i), trie[i].end ? alts : "(" + alts + ")?");
+  }
+  return rule[0];
+}
+
 std::string sanitize_rule_name(std::string_view s) {
   std::string out;
   for (char c : s) {

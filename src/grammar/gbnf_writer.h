@@ -60,6 +60,12 @@ class RuleSet {
 // the controls below U+0020, or one of JSON's escapes (\" \\ \/ \b \f \n \r \t \uXXXX).
 std::string json_char_body();
 
+class RuleSet;
+// The contents of a JSON string (between the quotes) other than the given texts, as written
+// literally; names containing characters JSON escapes are skipped (their escaped spelling is not
+// excluded). Helper rules go into `rules`, named after `name`; returns a rule name.
+std::string json_string_content_except(const std::vector<std::string>& names, RuleSet& rules, std::string_view name);
+
 // Turns any text into a rule name fragment ([a-zA-Z0-9-], never empty).
 std::string sanitize_rule_name(std::string_view s);
 

@@ -345,7 +345,6 @@ class Converter {
   std::string string(const json& s, const std::string& path, const std::string& name);
   std::string object(const json& s, const std::string& path, const std::string& name, int depth);
   std::string array(const json& s, const std::string& path, const std::string& name, int depth);
-  std::string not_names(const std::vector<std::string>& names, const std::string& name);
 
   const json& root_;
   JsonSchemaOptions opt_;
@@ -363,7 +362,7 @@ std::string Converter::number(const json& s, const std::string& path, bool integ
   bool lo_ex = false, hi_ex = false;
   for (const char* key : {"exclusiveMinimum", "exclusiveMaximum"}) {
     if (!s.contains(key)) continue;
-    const bool is_min = key[9] == 'M' && key[10] == 'i';
+    const bool is_min = std::string_view(key) == "exclusiveMinimum";
     const json& v = s[key];
     if (v.is_boolean()) {
       (is_min ? lo_ex : hi_ex) = v.get<bool>();
@@ -435,45 +434,6 @@ std::string Converter::string(const json& s, const std::string& path, const std:
   return q + " " + chr() + rep + " " + q;
 }
 
-std::string Converter::not_names(const std::vector<std::string>& names, const std::string& name) {
-  // A trie of the names; at each node: stop (unless a name ends there), a child's character, or
-  // any other character and then anything.
-  struct Node { std::map<unsigned char, int> kids; bool end = false; };
-  std::vector<Node> trie(1);
-  for (const auto& n : names) {
-    int at = 0;
-    for (unsigned char c : n) {
-      auto it = trie[at].kids.find(c);
-      if (it == trie[at].kids.end()) {
-        trie[at].kids[c] = static_cast<int>(trie.size());
-        trie.emplace_back();
-        at = static_cast<int>(trie.size()) - 1;
-      } else {
-        at = it->second;
-      }
-    }
-    trie[at].end = true;
-  }
-  const std::string any = chr();
-  const std::string escape = "\"\\\\\" ([\\x22\\x5C/bfnrt] | \"u\" [0-9a-fA-F]{4})";
-  std::vector<std::string> rule(trie.size());
-  for (size_t i = trie.size(); i-- > 0;) {
-    // Children before parents (children have larger indices). Bytes: names are matched as UTF-8,
-    // so the "other" class lists the excluded first bytes, and multi-byte characters not in the
-    // trie pass via the class (they start with a byte >= 0xC0 that is never a child here unless
-    // a name has non-ASCII; then the complement is taken over code points, close enough).
-    CodeRanges excluded = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
-    std::string alts;
-    for (auto [c, k] : trie[i].kids) {
-      excluded.emplace_back(c, c);
-      alts += (alts.empty() ? "" : " | ") + gbnf_literal(std::string(1, static_cast<char>(c))) + " " + rule[k];
-    }
-    alts += (alts.empty() ? "(" : " | (") + gbnf_class(complement_ranges(excluded)) + " | " + escape + ") " + any + "*";
-    rule[i] = rules_.add(name + "-key" + std::to_string(i), trie[i].end ? alts : "(" + alts + ")?");
-  }
-  return rule[0];
-}
-
 std::string Converter::object(const json& s, const std::string& path, const std::string& name, int depth) {
   struct Prop { std::string key; const json* schema; bool required; };
   static const json kAny = true;
@@ -502,13 +462,14 @@ std::string Converter::object(const json& s, const std::string& path, const std:
     const std::string sub = path + "/properties/" + pointer_token(p.key);
     const std::string v = visit(*p.schema, sub, name + "-" + p.key, depth + 1);
     kv.push_back(rules_.add(name + "-" + p.key + "-kv", gbnf_literal(json(p.key).dump()) + " " + sep(":") + " " + v));
-    if (json(p.key).dump() == "\"" + p.key + "\"") names.push_back(p.key);
+    names.push_back(p.key);
   }
   std::string additional;
   const json ap = s.contains("additionalProperties") ? s["additionalProperties"] : json(!opt_.strict);
   if (!(ap.is_boolean() && !ap.get<bool>())) {
     const std::string v = visit(ap, path + "/additionalProperties", name + "-additional", depth + 1);
-    const std::string key = names.empty() ? string_generic() : "\"\\\"\" " + not_names(names, name) + " \"\\\"\"";
+    const std::string key = names.empty() ? string_generic()
+                                          : "\"\\\"\" " + json_string_content_except(names, rules_, name + "-key") + " \"\\\"\"";
     additional = rules_.add(name + "-additional-kv", key + " " + sep(":") + " " + v);
   }
   --structure_depth_;
