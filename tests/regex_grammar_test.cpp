@@ -3,9 +3,12 @@
 // std::regex (ECMAScript, regex_match); JSON-string contents for JSON Schema `pattern`.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "grammar/grammar.h"
@@ -22,6 +25,8 @@ struct RegexCase {
 const std::vector<RegexCase>& cases() {
   static const std::vector<RegexCase> c = {
       {"abc", {"abc"}, {"", "ab", "abcd", "xabc"}},
+      {"", {""}, {"a"}},
+      {"^$", {""}, {"a"}},
       {"^abc$", {"abc"}, {"abcc", "ab"}},
       {"a|bc|", {"a", "bc", ""}, {"b", "abc"}},
       {"[a-c]+x?", {"a", "abcx", "ccc"}, {"", "x", "abd", "axx"}},
@@ -146,6 +151,57 @@ TEST(RegexGrammar, JsonSchemaPatternCharactersAreEscaped) {
   EXPECT_FALSE(grammar_accepts(*neg, R"("x"y")"));
   EXPECT_FALSE(grammar_accepts(*neg, "\"x\x01\""));
   EXPECT_FALSE(grammar_accepts(*neg, R"("xa")"));
+}
+
+// Random patterns over a small alphabet, random strings: the grammar agrees with std::regex, in
+// full-match form (regex_match) and in the JSON Schema form (regex_search on the decoded value,
+// the value written as nlohmann/json writes it).
+std::string random_pattern(std::mt19937& rng, int depth) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::string out;
+  const int atoms = 1 + pick(3);
+  for (int i = 0; i < atoms; ++i) {
+    std::string a;
+    switch (depth < 2 ? pick(9) : pick(6)) {
+      case 0: case 1: a = std::string(1, "ab\"\\\n"[pick(5)]); break;
+      case 2: a = "[ab]"; break;
+      case 3: a = "[^a]"; break;
+      case 4: a = "."; break;
+      case 5: a = "\\d"; break;
+      case 6: case 7: a = "(" + random_pattern(rng, depth + 1) + ")"; break;
+      default: a = "(?:" + random_pattern(rng, depth + 1) + "|" + random_pattern(rng, depth + 1) + ")"; break;
+    }
+    if (a == "\\") a = "\\\\";
+    if (a == "\n") a = "\\n";
+    static const char* quants[] = {"", "", "", "*", "+", "?", "{2}", "{0,2}", "{1,}", "*?"};
+    out += a + quants[pick(10)];
+  }
+  if (pick(4) == 0) out += "|" + random_pattern(rng, depth + 1);
+  return out;
+}
+
+TEST(RegexGrammar, RandomPatternsAgreeWithStdRegex) {
+  std::mt19937 rng(1234);
+  const std::string alphabet = "ab1\"\\\n";
+  int compared = 0;
+  for (int p = 0; p < 250; ++p) {
+    const std::string pattern = random_pattern(rng, 0);
+    SCOPED_TRACE("pattern " + pattern);
+    const std::regex re(pattern, std::regex::ECMAScript);
+    auto full = parse_gbnf(regex_to_gbnf(pattern));
+    RuleSet rules;
+    rules.add("root", "\"\\\"\" " + regex_json_string_content(pattern, rules, "p") + " \"\\\"\"");
+    auto in_json = parse_gbnf(rules.text());
+    for (int k = 0; k < 40; ++k) {
+      std::string s;
+      for (int n = static_cast<int>(rng() % 6); n > 0; --n) s += alphabet[rng() % alphabet.size()];
+      ASSERT_EQ(grammar_accepts(*full, s), std::regex_match(s, re)) << "string " << nlohmann::json(s).dump();
+      ASSERT_EQ(grammar_accepts(*in_json, nlohmann::json(s).dump()), std::regex_search(s, re))
+          << "string " << nlohmann::json(s).dump();
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 250 * 40);
 }
 
 }  // namespace
