@@ -75,6 +75,7 @@ class Converter {
     // The root is written as the target of "#", so that references back to it find its rule.
     const std::string e = ref("#", "", 0);
     if (e != "root") rules_.add("root", e);
+    check_size("");
     return rules_.text();
   }
 
