@@ -74,6 +74,10 @@ class Sampler {
   // penalties or logprobs): then the backend may choose (Backend::argmax_rows) and `accept`
   // records its choice, the same token sample() would give.
   bool plain_greedy() const;
+  // Constrained decoding: from now on every choice is also limited to the ids set in a per-step
+  // bitset (grammar/grammar_matcher.h), given before each sample() / verify() by set_step_mask.
+  void use_step_masks() { masked_ = true; }
+  void set_step_mask(const uint64_t* bits) { step_mask_ = bits; }
   bool greedy() const { return p_.temperature == 0.0f; }
   SampleResult accept(int32_t token);
 
@@ -85,10 +89,15 @@ class Sampler {
   void distribution();
   int32_t draw(const TokenProbs& probs);
   SampleResult finish(const float* logits, int32_t token);  // logprobs, then records the token
+  bool allowed(int64_t i) const {
+    return (!allowed_ || (*allowed_)[i]) && (!step_mask_ || ((step_mask_[i >> 6] >> (i & 63)) & 1));
+  }
 
   SamplingParams p_;
   int64_t vocab_;
   const std::vector<uint8_t>* allowed_;
+  bool masked_ = false;
+  const uint64_t* step_mask_ = nullptr;
   std::mt19937_64 rng_;
   std::vector<uint8_t> seen_;                       // in prompt or output (repetition penalty)
   std::unordered_map<int32_t, int32_t> out_count_;  // output occurrences (presence/frequency)
