@@ -82,15 +82,14 @@ test::TempDir* EngineGrammarTest::dir_ = nullptr;
 const char* kPrompts[] = {"Hello", "The weather today is", "{\"a\": 1", "x = (1 + 2) *", "Once upon a time"};
 
 TEST_F(EngineGrammarTest, AGrammarAllowingEveryByteChangesNothing) {
-  // root ::= [\x00-\xFF] root | <|each special token|> root | ""   (bytes, not code points)
+  // root ::= [\x00-\xFF] root | <|each added token|> root | ""   (bytes, not code points)
   grammar::GrammarBuilder b;
   grammar::ByteSet all;
   all.add_range(0, 255);
   const int32_t root = b.rule("root");
   const grammar::Element self{grammar::Element::Kind::kRule, root};
   std::vector<grammar::Sequence> alts = {{b.byte_set(all), self}, {}};
-  for (const auto& a : tok_->spec().added_tokens)
-    if (a.special) alts.push_back({b.token(a.content), self});
+  for (const auto& a : tok_->spec().added_tokens) alts.push_back({b.token(a.content), self});
   b.define(root, alts);
   auto g = std::make_shared<const grammar::Grammar>(b.finish("root"));
   Engine plain(*model_, *backend_, tok_.get(), options(4));

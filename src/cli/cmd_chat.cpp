@@ -13,6 +13,7 @@
 #include "chat/output_parser.h"
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/grammar_args.h"
 #include "core/error.h"
 #include "core/json_guard.h"
 #include "engine/engine.h"
@@ -62,6 +63,8 @@ int run_chat(int argc, char** argv) {
   app.add_flag("--stats", show_stats, "After each reply, print token counts, cache reuse and speed to stderr");
   DraftArgs draft;
   add_draft_options(app, draft);
+  GrammarArgs grammar_args;  // every reply follows it
+  add_grammar_options(app, grammar_args);
   LFM_CLI_PARSE(app, argc, argv);
   finish_sampling_options(sp, seed);
 
@@ -90,6 +93,8 @@ int run_chat(int argc, char** argv) {
   apply_draft_options(draft, rt, load, eo);
   Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
   const int64_t ctx = engine.ctx_size();
+  std::shared_ptr<const grammar::TokenGrammar> reply_grammar;
+  if (auto g = load_grammar(grammar_args)) reply_grammar = engine.compile_grammar(g);
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
@@ -110,6 +115,7 @@ int run_chat(int argc, char** argv) {
     req.stop_ids = stops;
     req.drafter = draft.kind();
     req.max_drafts = draft.draft_max;
+    req.grammar = reply_grammar;
     std::shared_ptr<RequestStream> stream;
     try {
       const std::string text = tpl.render(messages, nullptr, true, extra, opt_str(date));

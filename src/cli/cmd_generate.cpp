@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/grammar_args.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "tokenizer/load_tokenizer.h"
@@ -46,6 +47,8 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--ignore-eos", req.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   DraftArgs draft;
   add_draft_options(app, draft);
+  GrammarArgs grammar_args;
+  add_grammar_options(app, grammar_args);
   app.add_flag("--json", json_out, "Print one JSON object");
   LFM_CLI_PARSE(app, argc, argv);
   if (prompt_ids.empty() && prompt_text.empty()) {
@@ -57,7 +60,8 @@ int run_generate(int argc, char** argv) {
   model = resolve_model_arg(model);
   Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
-  if (!prompt_text.empty() || !stops.empty()) tok = load_tokenizer(model);
+  auto grammar = load_grammar(grammar_args);
+  if (!prompt_text.empty() || !stops.empty() || grammar) tok = load_tokenizer(model);
   req.prompt = !prompt_text.empty() ? tok->encode(prompt_text, !no_special) : parse_id_list(prompt_ids, "--prompt-ids");
   req.stop = stops;
   req.max_tokens = max_new;
@@ -72,6 +76,7 @@ int run_generate(int argc, char** argv) {
     EngineOptions eo = engine_options(state, *rt.model);
     apply_draft_options(draft, rt, load, eo);
     Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
+    if (grammar) req.grammar = engine.compile_grammar(grammar);
     auto stream = engine.submit(req);
     Event ev;
     while (stream->next(ev)) {

@@ -9,9 +9,10 @@ namespace lfm {
 
 namespace {
 
-// Each id's bytes as the grammar sees them: ordinary tokens and added tokens not marked special
-// their text bytes; special tokens (control markers) none: they are reachable only as <|...|>
-// elements (every added token can be named so); undecodable ids none.
+// Each id's bytes as the grammar sees them: ordinary tokens their text bytes; added tokens none,
+// special or not (LFM2's <|tool_call_start|> is an added token not marked special): they are
+// markers, reachable only where a grammar names them as <|...|> elements, so that free text in a
+// grammar can never open a tool call; undecodable ids none.
 std::shared_ptr<const grammar::TokenVocabulary> make_vocabulary(const Tokenizer& tok, int64_t vocab,
                                                                   const std::vector<uint8_t>& decodable) {
   std::vector<std::string> bytes(static_cast<size_t>(vocab));
@@ -19,7 +20,7 @@ std::shared_ptr<const grammar::TokenVocabulary> make_vocabulary(const Tokenizer&
   std::vector<std::pair<std::string, int32_t>> special;
   for (const auto& a : tok.spec().added_tokens)
     if (a.id >= 0 && a.id < vocab) {
-      added[static_cast<size_t>(a.id)] = a.special;
+      added[static_cast<size_t>(a.id)] = 1;
       special.push_back({a.content, a.id});
     }
   for (int64_t id = 0; id < vocab; ++id)
