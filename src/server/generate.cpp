@@ -2,7 +2,6 @@
 // as server-sent events. A streaming client that goes away cancels its request (the engine
 // frees its state at once).
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <memory>
 
@@ -127,36 +126,27 @@ void stream_response(httplib::Response& res, std::shared_ptr<RequestStream> stre
 }  // namespace
 
 void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const Tokenizer& tok = this->tok("/v1/chat/completions");
-  if (!tpl) throw ApiError(400, "the model ships no chat template; use /v1/completions");
+  this->tok("/v1/chat/completions");
+  if (!chat->has_template()) throw ApiError(400, "the model ships no chat template; use /v1/completions");
   ChatParams c = parse_chat_request(parse_json_body(req), engine.vocab_size());
-  std::string prompt = tpl->render(c.messages, c.tools, true, c.template_kwargs, std::nullopt);
-  std::string tail = prompt;
-  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
-  const bool in_reasoning = tail.ends_with("<think>");
-  // tool_choice required / named: the assistant turn starts inside a call (without grammar
-  // constraints, this is how the choice is enforced: the model continues the call).
-  std::string forced;
-  if (c.named_tool)
-    forced = "<|tool_call_start|>[" + c.tool_choice + "(";
-  else if (c.tool_choice == "required")
-    forced = "<|tool_call_start|>[";
-  prompt += forced;
+  ChatTurnInput in;
+  in.messages = std::move(c.messages);
+  in.tools = std::move(c.tools);
+  in.tool_choice = c.tool_choice;
+  in.named_tool = c.named_tool;
+  in.template_kwargs = std::move(c.template_kwargs);
+  const ChatTurn turn = chat->build(in);
   Request r = std::move(c.gen.req);
-  r.prompt = tok.encode(prompt, /*add_special=*/false);  // the template writes its own BOS
-  r.stop_ids.insert(r.stop_ids.end(), chat_stop_ids.begin(), chat_stop_ids.end());
-  r.show_special = marker_ids;  // the output parser needs them even where the tokenizer calls them special
+  turn.apply(r);
   apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
   apply_speculation(r, c.gen, opt, engine);
   Timing timing;
   auto stream = engine.submit(std::move(r));
   const std::string id = "chatcmpl-" + std::to_string(g_next_id++);
-  chat::OutputParserOptions po;
-  po.parse_tool_calls = !c.tools.is_null();
-  po.starts_in_reasoning = in_reasoning && forced.empty();
+  chat::OutputParserOptions po = turn.parser;
   po.tool_call_id_prefix = "call_" + std::to_string(stream->id()) + "_";
   auto parser = std::make_shared<chat::StreamingOutputParser>(po);
-  parser->feed(forced);  // held back: the block completes with the generated text
+  parser->feed(turn.forced);  // held back: the block completes with the generated text
   const bool want_logprobs = c.gen.logprobs;
   auto logprob_entry = [this, want_logprobs](const Event& ev) {
     json top = json::array();

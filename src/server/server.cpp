@@ -220,15 +220,7 @@ Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt)
     impl_->register_routes();
     return;
   }
-  const Tokenizer& tok = *tokp;
-  if (!tok.chat_template().empty()) {
-    auto str = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
-    impl_->tpl = std::make_unique<ChatTemplate>(tok.chat_template(), str(tok.bos_token()), str(tok.eos_token()),
-                                                str(tok.pad_token()));
-  }
-  if (auto im_end = tok.token_to_id("<|im_end|>")) impl_->chat_stop_ids.push_back(*im_end);
-  for (const char* m : {"<think>", "</think>", "<|tool_call_start|>", "<|tool_call_end|>"})
-    if (auto id = tok.token_to_id(m)) impl_->marker_ids.push_back(*id);
+  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp);
   impl_->register_routes();
 }
 

@@ -15,6 +15,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "server/api_types.h"
+#include "server/chat_turn.h"
 #include "server/guarded_http.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -31,9 +32,7 @@ struct Server::Impl {
   const Tokenizer& tok(const char* what) const;
   ServerOptions opt;
   Metrics& metrics;
-  std::unique_ptr<ChatTemplate> tpl;  // null when the model ships none (chat → 400)
-  std::vector<int32_t> chat_stop_ids;  // <|im_end|>
-  std::vector<int32_t> marker_ids;     // <think>, </think>, <|tool_call_start|>, <|tool_call_end|>
+  std::unique_ptr<ChatTurnBuilder> chat;  // null without a tokenizer
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
   std::atomic<bool> draining{false};
   std::atomic<bool> bound{false};
