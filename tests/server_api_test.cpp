@@ -70,5 +70,28 @@ TEST_F(ServerApiTest, SpecialTokensDoNotLeakIntoContent) {
   EXPECT_EQ(streamed, content);
 }
 
+// Item 5: a non-streamed request whose client closes the connection is cancelled at once, not
+// run to max_tokens for nobody.
+TEST(ServerApiDisconnect, NonStreamedRequestIsCancelledWhenItsClientCloses) {
+  test::TempDir dir("lfm_serve_gone");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--ctx-size", "60000"});
+  const std::string body = json{{"prompt", "a"}, {"max_tokens", 59000}, {"ignore_eos", true}}.dump();
+  const int fd = test::connect_loopback(s.port());
+  ASSERT_GE(fd, 0);
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  auto probe = s.client();
+  ASSERT_EQ(wait_metric(probe, "lfm:num_requests_running", 1), 1);
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_metric(probe, "lfm:num_requests_running", 0), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_EQ(wait_metric(probe, "lfm:num_requests_cancelled", 1), 1);
+  EXPECT_EQ(wait_metric(probe, "lfm:kv_blocks_used", 0), 0);
+  EXPECT_EQ(probe.Get("/health")->status, 200);
+}
+
 }  // namespace
 }  // namespace lfm

@@ -80,6 +80,32 @@ void apply_speculation(Request& r, const GenerationParams& g, const ServerOption
                    "speculative.draft");
 }
 
+// Reads the events of a request whose whole response is being built, and cancels the request
+// when its client has closed the connection (the engine then ends it with kCancelled at once
+// instead of running it to max_tokens for nobody). The socket is looked at every 50 ms, whether
+// or not tokens keep coming.
+class WholeResponseReader {
+ public:
+  WholeResponseReader(RequestStream& stream, const GuardedHttpServer& http) : stream_(stream), http_(http) {}
+  bool next(Event& ev) {
+    while (true) {
+      const auto now = Clock::now();
+      if (now - checked_ >= kEvery) {
+        checked_ = now;
+        if (!stream_.cancel_requested() && http_.client_gone()) stream_.cancel();
+      }
+      if (stream_.next_for(ev, kEvery)) return true;
+      if (stream_.finished()) return false;
+    }
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kEvery{50};
+  RequestStream& stream_;
+  const GuardedHttpServer& http_;
+  Clock::time_point checked_ = Clock::now();
+};
+
 // Writes one SSE event; false when the client is gone.
 bool sse(httplib::DataSink& sink, const std::string& data) {
   const std::string frame = "data: " + data + "\n\n";
@@ -170,7 +196,8 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
       }
     };
     Event ev;
-    while (stream->next(ev)) {
+    WholeResponseReader reader(*stream, http);
+    while (reader.next(ev)) {
       if (ev.kind == Event::Kind::kToken) {
         timing.token(metrics);
         if (want_logprobs) logprobs.push_back(logprob_entry(ev));
@@ -281,7 +308,8 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     std::string text;
     json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
     Event ev;
-    while (stream->next(ev)) {
+    WholeResponseReader reader(*stream, http);
+    while (reader.next(ev)) {
       if (ev.kind == Event::Kind::kToken) {
         timing.token(metrics);
         if (want_logprobs) {

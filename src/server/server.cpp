@@ -207,6 +207,8 @@ void Server::Impl::register_routes() {
         {"lfm:conv_slots_used", "Conv-state slots held by running requests.", static_cast<double>(s.cache.slots_used)},
         {"lfm:conv_slots_total", "Conv-state slots in the pool.", static_cast<double>(s.cache.slots_total)},
         {"lfm:num_preemptions", "Preemptions so far.", static_cast<double>(s.preemptions)},
+        {"lfm:num_requests_cancelled", "Requests cancelled so far (client gone, or shutdown).",
+         static_cast<double>(s.cancelled)},
         {"lfm:http_read_timeouts", "Connections closed because a request's headers and body did not arrive in time.",
          static_cast<double>(http.timeouts())},
     };
