@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ctime>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -68,6 +69,153 @@ TEST_F(ServerApiTest, SpecialTokensDoNotLeakIntoContent) {
       streamed += j["choices"][0]["delta"]["content"].get<std::string>();
   }
   EXPECT_EQ(streamed, content);
+}
+
+// Item 6: logprobs' `bytes` are the token's own bytes as 0–255 values, also for a token that is
+// only part of a UTF-8 character (forced here with logit_bias), so clients can rebuild the text.
+TEST_F(ServerApiTest, LogprobBytesAreTheTokensOwnBytes) {
+  const auto tok = load_tokenizer(text_model_);
+  int32_t lead = -1;  // a token that is one UTF-8 lead byte
+  for (int32_t id = 0; id < 1000 && lead < 0; ++id) {
+    std::string raw;
+    try {
+      tok->append_token_bytes(id, raw);
+    } catch (const std::exception&) {
+      continue;  // a hole in the ids
+    }
+    if (raw.size() == 1 && static_cast<unsigned char>(raw[0]) >= 0xC2) lead = id;
+  }
+  ASSERT_GE(lead, 0);
+  std::string raw;
+  tok->append_token_bytes(lead, raw);
+  auto c = text_->client();
+  int st = 0;
+  const json r = post(c, "/v1/chat/completions",
+                      {{"messages", user("Hi")}, {"temperature", 0}, {"max_tokens", 2}, {"logprobs", true},
+                       {"top_logprobs", 1}, {"logit_bias", {{std::to_string(lead), 100}}}},
+                      &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  const json& lp = r["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), 2u) << r.dump();
+  for (const json& e : lp) {
+    EXPECT_EQ(e["bytes"], json::array({static_cast<unsigned char>(raw[0])})) << e.dump();
+    for (const json& b : e["top_logprobs"][0]["bytes"]) EXPECT_TRUE(b.get<int>() >= 0 && b.get<int>() <= 255) << e.dump();
+  }
+}
+
+// Item 6: `created` is the request's time, not the server's start.
+TEST_F(ServerApiTest, CreatedIsTheRequestsTime) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the server started at least a second ago
+  const int64_t before = static_cast<int64_t>(std::time(nullptr));
+  auto c = text_->client();
+  const json a = post(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 1}});
+  const json b = post(c, "/v1/chat/completions", {{"messages", user("a")}, {"max_tokens", 1}});
+  EXPECT_GE(a["created"].get<int64_t>(), before) << a.dump();
+  EXPECT_GE(b["created"].get<int64_t>(), before) << b.dump();
+}
+
+// Item 6: OpenAI's string codes and the right param; an unknown model is 404 model_not_found
+// (item 4: so is GET /v1/models/{id} for an unknown id), the served name and the -m argument
+// as written are accepted, and an empty or absent "model" is fine.
+TEST_F(ServerApiTest, ErrorCodesParamsAndModelNames) {
+  auto c = text_->client();
+  auto error_of = [&](const std::string& path, const json& body, int status) {
+    int st = 0;
+    const json r = post(c, path, body, &st);
+    EXPECT_EQ(st, status) << body.dump() << " -> " << r.dump();
+    return r.contains("error") ? r["error"] : json();
+  };
+  const json long_prompt = json::array();
+  json ids = json::array();
+  for (int i = 0; i < 300; ++i) ids.push_back(100 + i % 50);
+  json e = error_of("/v1/completions", {{"prompt", ids}}, 400);
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_EQ(e["param"], "prompt");
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  std::string words;
+  for (int i = 0; i < 300; ++i) words += " hello";
+  e = error_of("/v1/chat/completions", {{"messages", user(words)}}, 400);
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_EQ(e["param"], "messages");
+  e = error_of("/v1/completions", {{"prompt", "a"}, {"max_tokens", 1000}}, 400);
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_EQ(e["param"], "max_tokens");
+  e = error_of("/v1/chat/completions", {{"model", "gpt-4o"}, {"messages", user("a")}, {"max_tokens", 1}}, 404);
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_EQ(error_of("/v1/completions", {{"model", "nope"}, {"prompt", "a"}}, 404)["code"], "model_not_found");
+  e = error_of("/v1/completions", {{"prompt", "a"}, {"temperature", "hot"}}, 400);
+  EXPECT_EQ(e["param"], "temperature");
+  EXPECT_TRUE(e["code"].is_null()) << e.dump();
+  for (const json& name : {json("text"), json(""), json(text_model_)})
+    error_of("/v1/completions", {{"model", name}, {"prompt", "a"}, {"max_tokens", 1}}, 200);
+  error_of("/v1/completions", {{"prompt", "a"}, {"max_tokens", 1}}, 200);
+  auto m = c.Get("/v1/models/text");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_EQ(json::parse(m->body)["id"], "text");
+  EXPECT_EQ(json::parse(m->body)["object"], "model");
+  m = c.Get("/v1/models/gpt-4o");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 404);
+  EXPECT_EQ(json::parse(m->body)["error"]["code"], "model_not_found");
+}
+
+// Item 6: the access log: one line per request on stderr with method, path, status, tokens and
+// latency, never the content.
+TEST_F(ServerApiTest, AccessLogHasOneLinePerRequestWithoutContent) {
+  auto c = text_->client();
+  int st = 0;
+  post(c, "/v1/completions", {{"prompt", "zebra crossing"}, {"max_tokens", 3}, {"temperature", 0}}, &st);
+  ASSERT_EQ(st, 200);
+  std::string log;
+  for (int i = 0; i < 100 && log.find("POST /v1/completions 200 prompt_tokens=") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log = text_->stderr_text();
+  }
+  EXPECT_NE(log.find("POST /v1/completions 200 prompt_tokens="), std::string::npos) << log;
+  EXPECT_NE(log.find("completion_tokens=3 "), std::string::npos) << log;
+  EXPECT_EQ(log.find("zebra"), std::string::npos) << log;
+}
+
+// Item 6: the Authorization scheme is matched case-insensitively; CORS only behind
+// --cors-origin (headers on every answer, preflights answered without a key); --no-access-log.
+TEST(ServerApiFlags, BearerSchemeCaseCorsAndNoAccessLog) {
+  test::TempDir dir("lfm_serve_cors");
+  test::write_text_model(dir.str());
+  ServerProc s(dir.str(), {"--api-key", "k3y", "--cors-origin", "https://app.example", "--no-access-log"});
+  auto c = s.client();
+  for (const char* auth : {"Bearer k3y", "bearer k3y", "BEARER k3y"}) {
+    auto r = c.Get("/v1/models", {{"Authorization", auth}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << auth;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  }
+  auto bad = c.Get("/v1/models", {{"Authorization", "Basic k3y"}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 401);
+  EXPECT_EQ(json::parse(bad->body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(bad->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  auto pre = c.Options("/v1/chat/completions", {{"Origin", "https://app.example"},
+                                                {"Access-Control-Request-Method", "POST"},
+                                                {"Access-Control-Request-Headers", "authorization, content-type"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Headers").find("authorization"), std::string::npos);
+  EXPECT_EQ(s.stderr_text().find("GET /v1/models"), std::string::npos) << s.stderr_text();
+}
+
+TEST_F(ServerApiTest, NoCorsHeadersWithoutTheFlag) {
+  auto c = text_->client();
+  auto r = c.Get("/v1/models", {{"Origin", "https://app.example"}});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  auto pre = c.Options("/v1/chat/completions", {{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(pre);
+  EXPECT_NE(pre->status, 204);
+  EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin"));
 }
 
 // Item 5: a non-streamed request whose client closes the connection is cancelled at once, not

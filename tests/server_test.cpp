@@ -87,7 +87,7 @@ TEST_F(ServerTest, ChatToolCallsAutoNamedAndStreamed) {
   for (const json& choice : {json("auto"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}}}) {
     int st = 0;
     const json r = post(c, "/v1/chat/completions",
-                        {{"model", "x"}, {"messages", msgs}, {"tools", tools()}, {"tool_choice", choice}, {"temperature", 0}},
+                        {{"model", "scripted"}, {"messages", msgs}, {"tools", tools()}, {"tool_choice", choice}, {"temperature", 0}},
                         &st);
     ASSERT_EQ(st, 200) << r.dump();
     const json& ch = r["choices"][0];

@@ -34,6 +34,15 @@ int run_serve(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", so.api_key, "Require `Authorization: Bearer KEY` on /v1/*, /tokenize, /detokenize");
   app.add_option("--model-name", so.model_name, "Model id reported by /v1/models (default: the folder or file name)");
+  app.add_option("--model-alias", so.model_aliases,
+                 "Another name a request's \"model\" may give (repeatable; the -m argument as written always is one); "
+                 "other names get 404 model_not_found");
+  app.add_option("--cors-origin", so.cors_origin,
+                 "Allow browsers on this origin (or *) to call the API: Access-Control-Allow-* headers on every "
+                 "answer and OPTIONS preflights answered (default: no CORS headers)");
+  bool no_access_log = false;
+  app.add_flag("--no-access-log", no_access_log,
+               "Do not print the one line per request (method, path, status, tokens, latency) on stderr");
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
@@ -61,6 +70,8 @@ int run_serve(int argc, char** argv) {
   DraftArgs draft;
   add_draft_options(app, draft);
   LFM_CLI_PARSE(app, argc, argv);
+  so.access_log = !no_access_log;
+  so.model_aliases.push_back(model);
   so.drafter = draft.kind();
   so.max_drafts = draft.draft_max;
   if (so.model_name == "lfm") {

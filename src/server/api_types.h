@@ -15,12 +15,13 @@
 
 namespace lfm::server {
 
+// `code`: OpenAI's string code ("context_length_exceeded", "model_not_found", …); empty: null.
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string message, std::string param = {}, std::string type = "invalid_request_error")
-      : std::runtime_error(message), status(status), param(std::move(param)), type(std::move(type)) {}
+  ApiError(int status, std::string message, std::string param = {}, std::string code = {})
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
   int status;
-  std::string param, type;
+  std::string param, code;
 };
 
 // Fields common to both endpoints, mapped onto the engine's request.

@@ -46,6 +46,7 @@ struct Timing {
     last = now;
   }
   void done(Metrics& m, const Usage& u) {
+    note_usage(u.prompt_tokens, u.completion_tokens);
     m.observe_e2e(std::chrono::duration<double>(Clock::now() - start).count());
     m.add("lfm:prompt_tokens_total", static_cast<double>(u.prompt_tokens));
     m.add("lfm:generation_tokens_total", static_cast<double>(u.completion_tokens));
@@ -56,18 +57,19 @@ struct Timing {
   }
 };
 
-// max_tokens against the context: past it is the client's error (400), absent means "until the
+// max_tokens against the context: past it is the client's error (400 context_length_exceeded,
+// naming `prompt_param`: "messages" on chat, "prompt" on completions), absent means "until the
 // context is full".
-void apply_max_tokens(Request& r, const std::optional<int64_t>& max_tokens, int64_t ctx) {
+void apply_max_tokens(Request& r, const std::optional<int64_t>& max_tokens, int64_t ctx, const char* prompt_param) {
   const int64_t p = static_cast<int64_t>(r.prompt.size());
   if (p >= ctx)
     throw ApiError(400, "the prompt has " + std::to_string(p) + " tokens; the context size is " + std::to_string(ctx),
-                   "messages");
+                   prompt_param, "context_length_exceeded");
   if (max_tokens && p + *max_tokens > ctx)
     throw ApiError(400,
                    "the prompt (" + std::to_string(p) + " tokens) plus max_tokens (" + std::to_string(*max_tokens) +
                        ") is past the context size " + std::to_string(ctx),
-                   "max_tokens");
+                   "max_tokens", "context_length_exceeded");
   r.max_tokens = max_tokens ? *max_tokens : -1;
 }
 
@@ -154,7 +156,9 @@ void stream_response(httplib::Response& res, std::shared_ptr<RequestStream> stre
 void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& res) {
   this->tok("/v1/chat/completions");
   if (!chat->has_template()) throw ApiError(400, "the model ships no chat template; use /v1/completions");
-  ChatParams c = parse_chat_request(parse_json_body(req), engine.vocab_size());
+  const json body = parse_json_body(req);
+  check_model(body);
+  ChatParams c = parse_chat_request(body, engine.vocab_size());
   ChatTurnInput in;
   in.messages = std::move(c.messages);
   in.tools = std::move(c.tools);
@@ -164,9 +168,10 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   const ChatTurn turn = chat->build(in);
   Request r = std::move(c.gen.req);
   turn.apply(r);
-  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
+  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), "messages");
   apply_speculation(r, c.gen, opt, engine);
   Timing timing;
+  const int64_t created = unix_seconds();
   auto stream = engine.submit(std::move(r));
   const std::string id = "chatcmpl-" + std::to_string(g_next_id++);
   chat::OutputParserOptions po = turn.parser;
@@ -176,11 +181,11 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   const bool want_logprobs = c.gen.logprobs;
   auto logprob_entry = [this, want_logprobs](const Event& ev) {
     json top = json::array();
-    for (const auto& t : ev.top_logprobs) top.push_back({{"token", token_text(t.token)}, {"logprob", t.logprob}});
-    const std::string text = token_text(ev.token);
-    return json{{"token", text},
+    for (const auto& t : ev.top_logprobs)
+      top.push_back({{"token", token_text(t.token)}, {"logprob", t.logprob}, {"bytes", token_bytes(t.token)}});
+    return json{{"token", token_text(ev.token)},
                 {"logprob", ev.logprob},
-                {"bytes", std::vector<int>(text.begin(), text.end())},
+                {"bytes", token_bytes(ev.token)},
                 {"top_logprobs", top}};
   };
   const json base = {{"id", id}, {"created", created}, {"model", opt.model_name}};
@@ -286,17 +291,19 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
 }
 
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res) {
-  CompletionParams c = parse_completion_request(parse_json_body(req), engine.vocab_size());
+  const json body = parse_json_body(req);
+  check_model(body);
+  CompletionParams c = parse_completion_request(body, engine.vocab_size());
   Request r = std::move(c.gen.req);
   r.prompt = c.prompt_text ? tok("a text prompt").encode(*c.prompt_text, /*add_special=*/true) : c.prompt_ids;
   if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
-  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
+  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), "prompt");
   apply_speculation(r, c.gen, opt, engine);
   Timing timing;
   auto stream = engine.submit(std::move(r));
   const json base = {{"id", "cmpl-" + std::to_string(g_next_id++)},
                      {"object", "text_completion"},
-                     {"created", created},
+                     {"created", unix_seconds()},
                      {"model", opt.model_name}};
   const bool want_logprobs = c.gen.logprobs;
   auto logprob_of = [this](const Event& ev) {
