@@ -91,6 +91,31 @@ TEST_F(ChatCliTest, ChatWithoutTemplateIsAClearError) {
   EXPECT_NE(r.out.find("no chat template"), std::string::npos) << r.out;
 }
 
+// Issue 38 item 3: with no sampling flag, `lfm generate` and `lfm chat` use the model's
+// generation_config.json defaults and say which; any sampling flag or --generation-config none
+// keeps them out.
+TEST_F(ChatCliTest, GenerationConfigDefaultsApplyWithoutSamplingFlags) {
+  const test::TempDir d("lfm_chat_gencfg");
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    fs::copy_file(*dir_ / f, d / f);
+  std::ofstream(d / "generation_config.json") << R"({"temperature": 0.3, "min_p": 0.15, "repetition_penalty": 1.05})";
+  const std::string line = "sampling defaults from " + (d / "generation_config.json").string() +
+                           ": temperature 0.3, min_p 0.15, repetition_penalty 1.05";
+  auto r = run_with_input("generate -m " + d.str() + " -p 'Hello' -n 2", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  r = run_with_input("chat -m " + d.str() + " -n 2", "Hi\n/exit\n", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  for (const char* flags : {" --temperature 0", " --generation-config none"}) {
+    r = run_with_input("generate -m " + d.str() + " -p 'Hello' -n 2" + flags, "", true);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out.find("sampling defaults"), std::string::npos) << flags << ": " << r.out;
+  }
+  r = run_with_input("generate --help", "", true);
+  EXPECT_NE(r.out.find("--generation-config"), std::string::npos);
+}
+
 // Issue 38 item 2: `lfm chat` builds its turn as the server does, so the tool-call markers (special
 // tokens in LFM2's tokenizer) reach its output parser: a scripted model's call is shown as a call,
 // not as the bare "[get_time(tz=1)]" text left when the markers were dropped.

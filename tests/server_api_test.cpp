@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -216,6 +217,39 @@ TEST_F(ServerApiTest, NoCorsHeadersWithoutTheFlag) {
   ASSERT_TRUE(pre);
   EXPECT_NE(pre->status, 204);
   EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin"));
+}
+
+// Item 3: generation_config.json's sampling fields fill what a request leaves unset (here top_k 1:
+// sampling becomes greedy whatever the temperature); a field the request gives wins.
+TEST(ServerApiDefaults, GenerationConfigFillsUnsetSamplingFields) {
+  test::TempDir dir("lfm_serve_gencfg");
+  test::write_text_model(dir.str());
+  std::ofstream(dir / "generation_config.json") << R"({"bos_token_id": 1, "eos_token_id": 7, "temperature": 1.5, "top_k": 1})";
+  ServerProc s(dir.str(), {});
+  EXPECT_NE(s.stderr_text().find("sampling defaults from"), std::string::npos) << s.stderr_text();
+  EXPECT_NE(s.stderr_text().find("temperature 1.5, top_k 1"), std::string::npos) << s.stderr_text();
+  auto c = s.client();
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"ignore_eos", true}};
+  json greedy = base;
+  greedy["temperature"] = 0;
+  const std::string want = post(c, "/v1/completions", greedy)["choices"][0]["text"];
+  EXPECT_EQ(post(c, "/v1/completions", base)["choices"][0]["text"], want);
+  json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 12}};
+  json chat_greedy = chat;
+  chat_greedy["temperature"] = 0;
+  EXPECT_EQ(post(c, "/v1/chat/completions", chat)["choices"][0]["message"]["content"],
+            post(c, "/v1/chat/completions", chat_greedy)["choices"][0]["message"]["content"]);
+  json sampled = base;
+  sampled["top_k"] = 0;  // explicit: off, so temperature 1.5 samples
+  sampled["seed"] = 3;
+  EXPECT_NE(post(c, "/v1/completions", sampled)["choices"][0]["text"], want);
+  // --generation-config none: OpenAI's defaults (temperature 1, no top_k) sample.
+  ServerProc n(dir.str(), {"--generation-config", "none"});
+  auto cn = n.client();
+  json seeded = base;
+  seeded["seed"] = 3;
+  EXPECT_NE(post(cn, "/v1/completions", seeded)["choices"][0]["text"], want);
+  EXPECT_EQ(n.stderr_text().find("sampling defaults from"), std::string::npos);
 }
 
 // Item 5: a non-streamed request whose client closes the connection is cancelled at once, not

@@ -43,7 +43,8 @@ int run_chat(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")
       ->capture_default_str()
       ->check(positive_number());
-  add_sampling_options(app, sp, seed);
+  std::string generation_config = "auto";
+  add_sampling_options(app, sp, seed, generation_config);
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
@@ -81,6 +82,7 @@ int run_chat(int argc, char** argv) {
     LFM_CHECK(tools.is_array(), "chat: --tools ", tools_file, " must hold a JSON array of tools");
   }
   model = resolve_model_arg(model);
+  apply_generation_config(app, generation_config, model, sp);
   Runtime rt = open_runtime(model, threads, load, device);
   auto tok = load_tokenizer(model);
   LFM_CHECK(!tok->chat_template().empty(),

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/generation_config.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -43,6 +44,12 @@ int run_serve(int argc, char** argv) {
   bool no_access_log = false;
   app.add_flag("--no-access-log", no_access_log,
                "Do not print the one line per request (method, path, status, tokens, latency) on stderr");
+  std::string generation_config = "auto";
+  app.add_option("--generation-config", generation_config,
+                 "Sampling defaults for fields a request leaves unset: auto (the model folder's "
+                 "generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty, as vLLM), none "
+                 "(OpenAI's defaults), or a JSON file")
+      ->capture_default_str();
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
@@ -89,6 +96,10 @@ int run_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
   model = resolve_model_arg(model);  // after the name is taken from what the user wrote
+  so.sampling_defaults = load_sampling_defaults(generation_config, model);
+  if (!so.sampling_defaults.empty())
+    std::fprintf(stderr, "lfm serve: sampling defaults from %s: %s (for fields a request leaves unset)\n",
+                 so.sampling_defaults.source.c_str(), so.sampling_defaults.describe().c_str());
   Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
   try {

@@ -49,19 +49,20 @@ bool boolean(const json& body, const char* name, bool fallback) {
   return v->get<bool>();
 }
 
-GenerationParams generation(const json& body, int64_t vocab, bool chat) {
+GenerationParams generation(const json& body, int64_t vocab, bool chat, const SamplingDefaults& d) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationParams g;
   SamplingParams& s = g.req.sampling;
-  s.temperature = static_cast<float>(number(body, "temperature", 0, 2, 1.0));
-  s.top_p = static_cast<float>(number(body, "top_p", 0, 1, 1.0));
+  s.temperature = static_cast<float>(number(body, "temperature", 0, 2, d.temperature.value_or(1.0f)));
+  s.top_p = static_cast<float>(number(body, "top_p", 0, 1, d.top_p.value_or(1.0f)));
   if (s.top_p == 0.0f) s.top_p = 1e-6f;  // OpenAI accepts 0: only the most likely token
-  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 30, 0));
+  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 30, d.top_k.value_or(0)));
   if (s.top_k < 0) s.top_k = 0;  // -1: off, as vLLM spells it
-  s.min_p = static_cast<float>(number(body, "min_p", 0, 0.999999, 0.0));
+  s.min_p = static_cast<float>(number(body, "min_p", 0, 0.999999, d.min_p.value_or(0.0f)));
   s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2, 0.0));
   s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2, 0.0));
-  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 100, 1.0));
+  s.repetition_penalty =
+      static_cast<float>(number(body, "repetition_penalty", 0.01, 100, d.repetition_penalty.value_or(1.0f)));
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) bad("seed", "must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
@@ -184,9 +185,9 @@ std::string python_literal(const ojson& v) {
   }
 }
 
-ChatParams parse_chat_request(const json& body, int64_t vocab) {
+ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDefaults& defaults) {
   ChatParams c;
-  c.gen = generation(body, vocab, true);
+  c.gen = generation(body, vocab, true, defaults);
   const json* msgs = field(body, "messages");
   if (!msgs || !msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
   for (size_t i = 0; i < msgs->size(); ++i) {
@@ -279,9 +280,9 @@ ChatParams parse_chat_request(const json& body, int64_t vocab) {
   return c;
 }
 
-CompletionParams parse_completion_request(const json& body, int64_t vocab) {
+CompletionParams parse_completion_request(const json& body, int64_t vocab, const SamplingDefaults& defaults) {
   CompletionParams c;
-  c.gen = generation(body, vocab, false);
+  c.gen = generation(body, vocab, false, defaults);
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "is required");
   if (prompt->is_string()) {

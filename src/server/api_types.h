@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/generation_config.h"
 #include "engine/request.h"
 
 namespace lfm::server {
@@ -57,9 +58,11 @@ struct CompletionParams {
   std::vector<int32_t> prompt_ids;
 };
 
-// `vocab` bounds logit_bias token ids.
-ChatParams parse_chat_request(const nlohmann::json& body, int64_t vocab);
-CompletionParams parse_completion_request(const nlohmann::json& body, int64_t vocab);
+// `vocab` bounds logit_bias token ids. `defaults` (generation_config.json) fill the sampling
+// fields the body leaves unset; without them, OpenAI's defaults (temperature 1, top_p 1, …).
+ChatParams parse_chat_request(const nlohmann::json& body, int64_t vocab, const SamplingDefaults& defaults = {});
+CompletionParams parse_completion_request(const nlohmann::json& body, int64_t vocab,
+                                          const SamplingDefaults& defaults = {});
 
 // A JSON value as a Python literal (True/False/None, lists, dicts) for LFM2's Pythonic tool calls.
 std::string python_literal(const nlohmann::ordered_json& v);

@@ -158,7 +158,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   if (!chat->has_template()) throw ApiError(400, "the model ships no chat template; use /v1/completions");
   const json body = parse_json_body(req);
   check_model(body);
-  ChatParams c = parse_chat_request(body, engine.vocab_size());
+  ChatParams c = parse_chat_request(body, engine.vocab_size(), opt.sampling_defaults);
   ChatTurnInput in;
   in.messages = std::move(c.messages);
   in.tools = std::move(c.tools);
@@ -293,7 +293,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res) {
   const json body = parse_json_body(req);
   check_model(body);
-  CompletionParams c = parse_completion_request(body, engine.vocab_size());
+  CompletionParams c = parse_completion_request(body, engine.vocab_size(), opt.sampling_defaults);
   Request r = std::move(c.gen.req);
   r.prompt = c.prompt_text ? tok("a text prompt").encode(*c.prompt_text, /*add_special=*/true) : c.prompt_ids;
   if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty", "prompt");

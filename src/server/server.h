@@ -19,6 +19,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "engine/generation_config.h"
 #include "server/metrics.h"
 
 namespace httplib {
@@ -42,7 +43,9 @@ struct ServerOptions {
   // CORS: empty: no CORS headers; else the Access-Control-Allow-Origin value ("*" or an origin),
   // and OPTIONS preflights are answered.
   std::string cors_origin;
-  bool access_log = true;           // one line per request on stderr (never the content)
+  bool access_log = true;
+  // Sampling fields a request leaves unset (lfm serve --generation-config; empty: OpenAI's).
+  SamplingDefaults sampling_defaults;           // one line per request on stderr (never the content)
   int http_threads = 64;            // requests served at once (a stream holds one to its end)
   int reading_threads = 32;         // more threads for connections whose request is still arriving
   double request_read_timeout_s = 30;  // a request's headers and body must arrive within this
