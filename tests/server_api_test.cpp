@@ -252,6 +252,156 @@ TEST(ServerApiDefaults, GenerationConfigFillsUnsetSamplingFields) {
   EXPECT_EQ(n.stderr_text().find("sampling defaults from"), std::string::npos);
 }
 
+// Item 4: n choices on completions and chat: with a seed, choice i is what a single request with
+// seed + i gives (so they differ); the prompt counts once in usage; streamed chunks carry each
+// choice's index and add up to the same texts.
+TEST_F(ServerApiTest, SeveralChoicesPerRequest) {
+  auto c = text_->client();
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 1.0}, {"ignore_eos", true}};
+  std::vector<std::string> single;
+  int64_t single_prompt_tokens = 0;
+  for (int i = 0; i < 3; ++i) {
+    json r = base;
+    r["seed"] = 40 + i;
+    const json got = post(c, "/v1/completions", r);
+    single.push_back(got["choices"][0]["text"]);
+    single_prompt_tokens = got["usage"]["prompt_tokens"];
+  }
+  json many = base;
+  many["seed"] = 40;
+  many["n"] = 3;
+  int st = 0;
+  const json got = post(c, "/v1/completions", many, &st);
+  ASSERT_EQ(st, 200) << got.dump();
+  ASSERT_EQ(got["choices"].size(), 3u) << got.dump();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got["choices"][i]["index"], i);
+    EXPECT_EQ(got["choices"][i]["text"], single[i]) << i;
+  }
+  EXPECT_NE(single[0], single[1]);
+  EXPECT_EQ(got["usage"]["prompt_tokens"], single_prompt_tokens);
+  EXPECT_EQ(got["usage"]["completion_tokens"], 24);
+  // Streamed.
+  many["stream"] = true;
+  many["stream_options"] = {{"include_usage", true}};
+  auto res = c.Post("/v1/completions", many.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::vector<std::string> streamed(3);
+  std::vector<int> finishes(3, 0);
+  json usage;
+  for (const auto& e : sse_events(res->body)) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    if (j["choices"].empty()) {
+      usage = j["usage"];
+      continue;
+    }
+    const int i = j["choices"][0]["index"];
+    streamed[i] += j["choices"][0]["text"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) ++finishes[i];
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(streamed[i], single[i]) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+  EXPECT_EQ(usage["completion_tokens"], 24) << res->body;
+  // Chat.
+  const json chat = {{"messages", user("Hi")}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 9}};
+  json chat_n = chat;
+  chat_n["n"] = 2;
+  const json two = post(c, "/v1/chat/completions", chat_n, &st);
+  ASSERT_EQ(st, 200) << two.dump();
+  ASSERT_EQ(two["choices"].size(), 2u);
+  json second = chat;
+  second["seed"] = 10;
+  EXPECT_EQ(two["choices"][0]["message"]["content"], post(c, "/v1/chat/completions", chat)["choices"][0]["message"]["content"]);
+  EXPECT_EQ(two["choices"][1]["message"]["content"], post(c, "/v1/chat/completions", second)["choices"][0]["message"]["content"]);
+  EXPECT_EQ(two["choices"][1]["index"], 1);
+}
+
+// Item 4: best_of generates best_of candidates and answers with the n of highest cumulative
+// logprob.
+TEST_F(ServerApiTest, BestOfReturnsTheMostLikelyCandidate) {
+  auto c = text_->client();
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 1.0}, {"ignore_eos", true}};
+  std::string best;
+  double best_lp = -1e300;
+  for (int i = 0; i < 4; ++i) {
+    json r = base;
+    r["seed"] = 70 + i;
+    r["logprobs"] = 0;
+    const json got = post(c, "/v1/completions", r);
+    double lp = 0;
+    for (const json& x : got["choices"][0]["logprobs"]["token_logprobs"]) lp += x.get<double>();
+    if (lp > best_lp) {
+      best_lp = lp;
+      best = got["choices"][0]["text"];
+    }
+  }
+  json r = base;
+  r["seed"] = 70;
+  r["best_of"] = 4;
+  int st = 0;
+  const json got = post(c, "/v1/completions", r, &st);
+  ASSERT_EQ(st, 200) << got.dump();
+  ASSERT_EQ(got["choices"].size(), 1u);
+  EXPECT_EQ(got["choices"][0]["text"], best);
+  EXPECT_TRUE(got["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(got["usage"]["completion_tokens"], 24);
+  r["stream"] = true;
+  EXPECT_EQ(post(c, "/v1/completions", r, &st)["error"]["param"], "best_of");
+  EXPECT_EQ(st, 400);
+}
+
+// Item 4: several prompts in one completions request (strings or token-id lists), choices indexed
+// prompt-major; echo puts the prompt before each text.
+TEST_F(ServerApiTest, SeveralPromptsAndEcho) {
+  auto c = text_->client();
+  const json greedy = {{"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}};
+  auto alone = [&](const json& prompt) {
+    json r = greedy;
+    r["prompt"] = prompt;
+    return post(c, "/v1/completions", r)["choices"][0]["text"].get<std::string>();
+  };
+  const std::string a = alone("Once upon a time"), b = alone("Hello there");
+  json r = greedy;
+  r["prompt"] = {"Once upon a time", "Hello there"};
+  r["n"] = 2;
+  int st = 0;
+  json got = post(c, "/v1/completions", r, &st);
+  ASSERT_EQ(st, 200) << got.dump();
+  ASSERT_EQ(got["choices"].size(), 4u);
+  const std::vector<std::string> want = {a, a, b, b};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(got["choices"][i]["index"], i);
+    EXPECT_EQ(got["choices"][i]["text"], want[i]) << i;
+  }
+  const json ids_a = post(c, "/tokenize", {{"content", "Once upon a time"}})["tokens"];
+  const json ids_b = post(c, "/tokenize", {{"content", "Hello there"}})["tokens"];
+  r["prompt"] = {ids_b, ids_a};
+  r["n"] = 1;
+  got = post(c, "/v1/completions", r, &st);
+  ASSERT_EQ(st, 200) << got.dump();
+  ASSERT_EQ(got["choices"].size(), 2u);
+  EXPECT_EQ(got["choices"][0]["text"], b);
+  EXPECT_EQ(got["choices"][1]["text"], a);
+  json e = greedy;
+  e["prompt"] = "Once upon a time";
+  e["echo"] = true;
+  EXPECT_EQ(post(c, "/v1/completions", e)["choices"][0]["text"], "Once upon a time" + a);
+  e["stream"] = true;
+  auto res = c.Post("/v1/completions", e.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::string text;
+  for (const auto& ev : sse_events(res->body))
+    if (ev != "[DONE]") text += json::parse(ev)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "Once upon a time" + a);
+  e["prompt"] = json::array({"x", json::array()});
+  e["stream"] = false;
+  EXPECT_EQ(post(c, "/v1/completions", e, &st)["error"]["param"], "prompt[1]");
+  EXPECT_EQ(st, 400);
+}
+
 // Item 5: a non-streamed request whose client closes the connection is cancelled at once, not
 // run to max_tokens for nobody.
 TEST(ServerApiDisconnect, NonStreamedRequestIsCancelledWhenItsClientCloses) {

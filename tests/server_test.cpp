@@ -235,7 +235,7 @@ TEST_F(ServerTest, ErrorsUseOpenAiShapeAndStatus) {
          "image_url");
   expect("/v1/completions", R"({"prompt": "hi", "max_tokens": 100000})", 400, "past the context size 256");
   expect("/v1/completions", R"({"prompt": "hi", "logit_bias": {"99999999": 1}})", 400, "logit_bias");
-  expect("/v1/completions", R"({"prompt": "hi", "n": 2})", 400, "'n'");
+  expect("/v1/completions", R"({"prompt": "hi", "n": 17})", 400, "'n'");
   auto nf = c.Get("/v1/nothing");
   ASSERT_TRUE(nf);
   EXPECT_EQ(nf->status, 404);

@@ -105,8 +105,9 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat, const Sa
     if (!mt->is_number_integer() || mt->get<int64_t>() < 1) bad(mt_name, "must be a positive integer");
     g.max_tokens = mt->get<int64_t>();
   }
-  if (const json* n = field(body, "n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1))
-    bad("n", "must be 1 (one choice per request)");
+  g.n = static_cast<int>(integer(body, "n", 1, kMaxChoices, 1));
+  g.best_of = static_cast<int>(integer(body, "best_of", 1, kMaxChoices, g.n));
+  if (g.best_of < g.n) bad("best_of", "must be at least n (" + std::to_string(g.n) + ")");
   if (const json* stop = field(body, "stop")) {
     if (stop->is_string()) {
       g.req.stop.push_back(stop->get<std::string>());
@@ -136,6 +137,7 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat, const Sa
       if (key != "draft" && key != "max_drafts") bad("speculative." + key, "is not a known field (draft, max_drafts)");
   }
   g.stream = boolean(body, "stream", false);
+  if (g.stream && g.best_of > g.n) bad("best_of", "must equal n when streaming (the best are known only at the end)");
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
     g.include_usage = boolean(*so, "include_usage", false);
@@ -285,23 +287,40 @@ CompletionParams parse_completion_request(const json& body, int64_t vocab, const
   c.gen = generation(body, vocab, false, defaults);
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "is required");
-  if (prompt->is_string()) {
-    c.prompt_text = prompt->get<std::string>();
-  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-    for (const auto& t : *prompt) {
+  auto ids_of = [&](const json& list, const std::string& param) {
+    CompletionPrompt p;
+    for (const auto& t : list) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
-        bad("prompt", "token ids must be integers in [0, " + std::to_string(vocab) + ")");
-      c.prompt_ids.push_back(t.get<int32_t>());
+        bad(param, "token ids must be integers in [0, " + std::to_string(vocab) + ")");
+      p.ids.push_back(t.get<int32_t>());
     }
-  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-    c.prompt_text = (*prompt)[0].get<std::string>();
+    return p;
+  };
+  const char* shape = "must be a string, an array of token ids, or an array of strings or of token-id arrays";
+  if (prompt->is_string()) {
+    c.prompts.push_back({prompt->get<std::string>(), {}});
+  } else if (!prompt->is_array() || prompt->empty()) {
+    bad("prompt", shape);
+  } else if ((*prompt)[0].is_number_integer()) {
+    c.prompts.push_back(ids_of(*prompt, "prompt"));
   } else {
-    bad("prompt", "must be a string, one string in an array, or an array of token ids (one prompt per request)");
+    if (prompt->size() > kMaxPrompts) bad("prompt", "may hold at most " + std::to_string(kMaxPrompts) + " prompts");
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      const json& p = (*prompt)[i];
+      const std::string param = "prompt[" + std::to_string(i) + "]";
+      if (p.is_string())
+        c.prompts.push_back({p.get<std::string>(), {}});
+      else if (p.is_array() && !p.empty())
+        c.prompts.push_back(ids_of(p, param));
+      else
+        bad(param, "must be a string or a non-empty array of token ids");
+    }
   }
-  if (boolean(body, "echo", false)) bad("echo", "is not supported");
+  if (c.prompts.size() * static_cast<size_t>(c.gen.best_of) > kMaxPrompts)
+    bad("prompt", "times best_of (or n) makes more than " + std::to_string(kMaxPrompts) + " generations");
+  c.echo = boolean(body, "echo", false);
+  if (c.echo && c.gen.logprobs) bad("echo", "with logprobs is not supported (prompt logprobs are not computed)");
   if (field(body, "suffix")) bad("suffix", "is not supported");
-  if (const json* bo = field(body, "best_of"); bo && !(bo->is_number_integer() && bo->get<int64_t>() == 1))
-    bad("best_of", "must be 1");
   return c;
 }
 

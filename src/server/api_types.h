@@ -33,6 +33,10 @@ struct GenerationParams {
   bool logprobs = false;
   int top_logprobs = 0;
   std::optional<int64_t> max_tokens;
+  // Choices returned per prompt, and candidates generated per prompt (best_of ≥ n: the n with
+  // the highest cumulative logprob are returned; streaming needs best_of == n).
+  int n = 1;
+  int best_of = 1;
   // "speculative": {"draft": "ngram" | "model" | "none", "max_drafts": K}; unset: the server's
   // defaults (lfm serve --draft, --draft-model, --draft-max).
   std::optional<Drafter> drafter;
@@ -51,12 +55,22 @@ struct ChatParams {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
-// POST /v1/completions after validation: the prompt as text or as token ids.
+// One prompt of a completions request: text, or token ids.
+struct CompletionPrompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+};
+
+// POST /v1/completions after validation: one or more prompts (a string, token ids, or a list of
+// either; choices are indexed prompt-major: prompt p's j-th choice is p * n + j).
 struct CompletionParams {
   GenerationParams gen;
-  std::optional<std::string> prompt_text;
-  std::vector<int32_t> prompt_ids;
+  std::vector<CompletionPrompt> prompts;
+  bool echo = false;  // the prompt's text precedes each choice's text
 };
+
+inline constexpr int kMaxChoices = 16;  // n and best_of
+inline constexpr size_t kMaxPrompts = 64;
 
 // `vocab` bounds logit_bias token ids. `defaults` (generation_config.json) fill the sampling
 // fields the body leaves unset; without them, OpenAI's defaults (temperature 1, top_p 1, …).
