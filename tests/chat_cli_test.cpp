@@ -15,6 +15,7 @@
 #include "formats/safetensors_writer.h"
 #include "model/weights.h"
 #include "model_test_util.h"
+#include "server_test_util.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -88,6 +89,49 @@ TEST_F(ChatCliTest, ChatWithoutTemplateIsAClearError) {
   const auto r = run_with_input("chat -m " + d.str(), "", /*with_stderr=*/true);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("no chat template"), std::string::npos) << r.out;
+}
+
+// Issue 38 item 3: with no sampling flag, `lfm generate` and `lfm chat` use the model's
+// generation_config.json defaults and say which; any sampling flag or --generation-config none
+// keeps them out.
+TEST_F(ChatCliTest, GenerationConfigDefaultsApplyWithoutSamplingFlags) {
+  const test::TempDir d("lfm_chat_gencfg");
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    fs::copy_file(*dir_ / f, d / f);
+  std::ofstream(d / "generation_config.json") << R"({"temperature": 0.3, "min_p": 0.15, "repetition_penalty": 1.05})";
+  const std::string line = "sampling defaults from " + (d / "generation_config.json").string() +
+                           ": temperature 0.3, min_p 0.15, repetition_penalty 1.05";
+  auto r = run_with_input("generate -m " + d.str() + " -p 'Hello' -n 2", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  r = run_with_input("chat -m " + d.str() + " -n 2", "Hi\n/exit\n", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  for (const char* flags : {" --temperature 0", " --generation-config none"}) {
+    r = run_with_input("generate -m " + d.str() + " -p 'Hello' -n 2" + flags, "", true);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out.find("sampling defaults"), std::string::npos) << flags << ": " << r.out;
+  }
+  r = run_with_input("generate --help", "", true);
+  EXPECT_NE(r.out.find("--generation-config"), std::string::npos);
+}
+
+// Issue 38 item 2: `lfm chat` builds its turn as the server does, so the tool-call markers (special
+// tokens in LFM2's tokenizer) reach its output parser: a scripted model's call is shown as a call,
+// not as the bare "[get_time(tz=1)]" text left when the markers were dropped.
+TEST_F(ChatCliTest, ChatParsesToolCallsWithSpecialMarkers) {
+  const test::TempDir d("lfm_chat_tool");
+  test::write_tool_call_model(d.str(), dir_->str());
+  const auto tok = load_tokenizer(d.str());
+  ASSERT_TRUE(tok->is_special(*tok->token_to_id("<|tool_call_start|>")));
+  const auto r = run_with_input("chat -m " + d.str() + " -n 24", "What time is it?\n/exit\n");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("[tool call] ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto call = nlohmann::json::parse(r.out.substr(at + 12, r.out.find('\n', at) - at - 12));
+  EXPECT_EQ(call["function"]["name"], "get_time");
+  EXPECT_EQ(call["function"]["arguments"], "{\"tz\":1}");
+  EXPECT_EQ(r.out.find("[get_time("), std::string::npos) << r.out;
 }
 
 }  // namespace

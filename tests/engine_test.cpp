@@ -240,6 +240,38 @@ TEST_P(EngineTest, CancellationInEveryPhaseFreesEverything) {
   EXPECT_EQ(collect(*e.submit(greedy(3))).tokens.size(), 12u);
 }
 
+// Issue 38 item 7: the published stats move when work is admitted, not only after a step: a
+// request counts as waiting once submit() returns, and as running, holding KV blocks, while its
+// one-step prefill is still being computed (before, a long cold prefill read as an idle engine).
+TEST_P(EngineTest, StatsCountWorkAsSoonAsItIsAdmitted) {
+  EngineOptions o = options(1, 4096);
+  o.state.ctx_size = 2048;
+  Engine e(*model_, *backend_, nullptr, o);
+  Request r;
+  for (int i = 0; i < 2000; ++i) r.prompt.push_back(prompts_[i % prompts_.size()][i % 2]);
+  r.max_tokens = 4;
+  r.ignore_eos = true;
+  auto s = e.submit(r);
+  EngineStats st = e.stats();
+  EXPECT_GE(st.waiting + st.running, 1) << "a submitted request is not counted";
+  // Poll until it reads as running; its first token (the end of the prefill step) must not have
+  // arrived by then.
+  Event ev;
+  bool token_first = false;
+  for (st = e.stats(); st.running == 0; st = e.stats()) {
+    if (s->next_for(ev, std::chrono::milliseconds(0))) {
+      token_first = true;
+      break;
+    }
+  }
+  EXPECT_FALSE(token_first) << "the prefill step finished before the request was reported running";
+  EXPECT_EQ(st.running, 1);
+  EXPECT_GT(st.cache.blocks_used, 0);
+  EXPECT_EQ(collect(*s).finish, FinishReason::kLength);
+  e.wait_idle();
+  expect_all_free(e);
+}
+
 TEST_P(EngineTest, RequestsThatCanNeverFitAreRefusedAndOthersGoOn) {
   Engine e(*model_, *backend_, nullptr, options(2));
   auto ok = e.submit(greedy(0, 30));

@@ -18,6 +18,7 @@
 
 #include "chat/chat_template.h"
 #include "model_test_util.h"
+#include "server_test_util.h"
 #include "subprocess.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -27,74 +28,11 @@ namespace {
 
 using json = nlohmann::json;
 
-// A running `lfm serve` on a free loopback port.
-class ServerProc {
- public:
-  ServerProc(const std::string& model, std::vector<std::string> extra) {
-    std::vector<std::string> argv = {LFM_BINARY, "serve", "-m", model, "--port", "0", "-t", "2"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    proc_ = std::make_unique<test::Subprocess>(argv, log_.str() + "/stderr.txt");
-    std::string line;
-    while (proc_->read_line(line))
-      if (line.rfind("listening on http://127.0.0.1:", 0) == 0) {
-        port_ = std::stoi(line.substr(line.rfind(':') + 1));
-        return;
-      }
-    throw std::runtime_error("server did not start: " + test::read_file(log_ / "stderr.txt"));
-  }
-  ~ServerProc() {
-    proc_->signal(SIGKILL);
-    proc_->wait();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  test::Subprocess& proc() { return *proc_; }
-  std::string stderr_text() const { return test::read_file(log_ / "stderr.txt"); }
-  int port() const { return port_; }
-
- private:
-  test::TempDir log_{"lfm_serve_log"};
-  std::unique_ptr<test::Subprocess> proc_;
-  int port_ = 0;
-};
-
-json post(httplib::Client& c, const std::string& path, const json& body, int* status = nullptr,
-          const httplib::Headers& h = {}) {
-  auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
-  if (!r) throw std::runtime_error("no response from " + path);
-  if (status) *status = r->status;
-  return json::parse(r->body);
-}
-
-// The data payloads of an SSE body, in order.
-std::vector<std::string> sse_events(const std::string& body) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    out.push_back(body.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return out;
-}
-
-// Polls /metrics until `name` reads `value` (or 10 s pass); returns the last reading.
-double wait_metric(httplib::Client& c, const std::string& name, double value) {
-  double v = -1;
-  for (int i = 0; i < 500; ++i) {
-    auto r = c.Get("/metrics");
-    if (r) {
-      const size_t at = r->body.find("\n" + name + " ");
-      if (at != std::string::npos) v = std::stod(r->body.substr(at + name.size() + 2));
-      if (v == value) return v;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return v;
-}
+using test::post;
+using test::raw_exchange;
+using test::ServerProc;
+using test::sse_events;
+using test::wait_metric;
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -103,23 +41,8 @@ class ServerTest : public ::testing::Test {
     text_model_ = (*dirs_ / "text").string();
     test::write_text_model(text_model_);
     // The scripted model answers every chat turn with a call of get_time(tz=1).
-    const auto tok = load_tokenizer(text_model_);
-    ChatTemplate tpl(tok->chat_template(), tok->bos_token(), tok->eos_token(), std::nullopt);
-    const json msgs = json::array({{{"role", "user"}, {"content", "What time is it?"}}});
-    const std::string prompt = tpl.render(nlohmann::ordered_json::parse(msgs.dump()), nullptr, true);
-    const std::string call = "<|tool_call_start|>[get_time(tz=1)]<|tool_call_end|><|im_end|>";
-    const auto chain = tok->encode(call, false);
-    std::vector<std::pair<int32_t, int32_t>> next = {{tok->encode(prompt, false).back(), chain[0]}};
-    for (size_t i = 0; i + 1 < chain.size(); ++i) next.push_back({chain[i], chain[i + 1]});
-    // tool_choice naming get_time prefills "<|tool_call_start|>[get_time(": continue from there.
-    const auto forced = tok->encode(prompt + "<|tool_call_start|>[get_time(", false);
-    size_t k = 0;
-    while (k < chain.size() && tok->decode(std::vector<int32_t>(chain.begin(), chain.begin() + k + 1), false).size() <
-                                   std::string("<|tool_call_start|>[get_time(").size())
-      ++k;
-    if (forced.back() != chain[k]) next.push_back({forced.back(), chain[k + 1]});
     scripted_model_ = (*dirs_ / "scripted").string();
-    test::write_scripted_model(scripted_model_, next);
+    test::write_tool_call_model(scripted_model_, text_model_);
     text_ = new ServerProc(text_model_, {"--parallel", "4", "--ctx-size", "256"});
     scripted_ = new ServerProc(scripted_model_, {"--parallel", "2", "--ctx-size", "256"});
   }
@@ -164,7 +87,7 @@ TEST_F(ServerTest, ChatToolCallsAutoNamedAndStreamed) {
   for (const json& choice : {json("auto"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}}}) {
     int st = 0;
     const json r = post(c, "/v1/chat/completions",
-                        {{"model", "x"}, {"messages", msgs}, {"tools", tools()}, {"tool_choice", choice}, {"temperature", 0}},
+                        {{"model", "scripted"}, {"messages", msgs}, {"tools", tools()}, {"tool_choice", choice}, {"temperature", 0}},
                         &st);
     ASSERT_EQ(st, 200) << r.dump();
     const json& ch = r["choices"][0];
@@ -312,7 +235,7 @@ TEST_F(ServerTest, ErrorsUseOpenAiShapeAndStatus) {
          "image_url");
   expect("/v1/completions", R"({"prompt": "hi", "max_tokens": 100000})", 400, "past the context size 256");
   expect("/v1/completions", R"({"prompt": "hi", "logit_bias": {"99999999": 1}})", 400, "logit_bias");
-  expect("/v1/completions", R"({"prompt": "hi", "n": 2})", 400, "'n'");
+  expect("/v1/completions", R"({"prompt": "hi", "n": 17})", 400, "'n'");
   auto nf = c.Get("/v1/nothing");
   ASSERT_TRUE(nf);
   EXPECT_EQ(nf->status, 404);
@@ -325,30 +248,6 @@ TEST_F(ServerTest, ErrorsUseOpenAiShapeAndStatus) {
 
 // Bodies nested ~100k levels deep (the whole body, and a tool call's arguments string) are 400s
 // naming the limit; the server keeps serving.
-// Sends raw bytes to the server and returns what it answers before closing (or 5 s pass).
-std::string raw_exchange(int port, const std::string& bytes) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (fd >= 0) ::close(fd);
-    return "connect failed";
-  }
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  (void)!::write(fd, bytes.data(), bytes.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
-    out.append(buf, static_cast<size_t>(n));
-    if (out.find("\r\n\r\n") != std::string::npos && out.find("}") != std::string::npos) break;
-  }
-  ::close(fd);
-  return out;
-}
-
 // Issue 41, item 4: ambiguous message lengths are 400 (RFC 9112 §6.3), not a guess.
 TEST_F(ServerTest, AmbiguousRequestFramingIs400) {
   const std::string body = R"({"content": "hi"})";

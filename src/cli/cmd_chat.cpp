@@ -9,7 +9,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "chat/chat_template.h"
 #include "chat/output_parser.h"
 #include "cli/command.h"
 #include "cli/common.h"
@@ -17,14 +16,11 @@
 #include "core/error.h"
 #include "core/json_guard.h"
 #include "engine/engine.h"
+#include "server/chat_turn.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace lfm::cli {
 namespace {
-
-std::optional<std::string> opt_str(const std::string& s) {
-  return s.empty() ? std::nullopt : std::optional<std::string>(s);
-}
 
 int run_chat(int argc, char** argv) {
   CLI::App app{
@@ -48,7 +44,8 @@ int run_chat(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", max_new, "Most tokens per reply")
       ->capture_default_str()
       ->check(positive_number());
-  add_sampling_options(app, sp, seed);
+  std::string generation_config = "auto";
+  add_sampling_options(app, sp, seed, generation_config);
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
@@ -59,6 +56,8 @@ int run_chat(int argc, char** argv) {
       ->check(non_negative_number());
   app.add_option("--var", vars, "Extra template variable name=JSON (e.g. keep_past_thinking=true); repeatable");
   app.add_option("--date", date, "Pin strftime_now to YYYY-MM-DD");
+  std::string tools_file;
+  app.add_option("--tools", tools_file, "JSON file with the tools (OpenAI's list) the template offers the model");
   app.add_flag("--show-reasoning", show_reasoning, "Print <think> reasoning (dimmed) as well as the answer");
   app.add_flag("--stats", show_stats, "After each reply, print token counts, cache reuse and speed to stderr");
   DraftArgs draft;
@@ -79,16 +78,20 @@ int run_chat(int argc, char** argv) {
       fail("--var '", v, "': the value is not JSON: ", e.what());
     }
   }
+  nlohmann::ordered_json tools;  // null: none
+  if (!tools_file.empty()) {
+    tools = parse_ordered_json(read_text_file(tools_file, "chat: --tools file"),
+                               cat("chat: --tools file '", tools_file, "'"));
+    LFM_CHECK(tools.is_array(), "chat: --tools ", tools_file, " must hold a JSON array of tools");
+  }
   model = resolve_model_arg(model);
+  apply_generation_config(app, generation_config, model, sp);
   Runtime rt = open_runtime(model, threads, load, device);
   auto tok = load_tokenizer(model);
   LFM_CHECK(!tok->chat_template().empty(),
             "chat: the model ships no chat template (chat_template.jinja, "
             "tokenizer_config.json or GGUF tokenizer.chat_template)");
-  ChatTemplate tpl(tok->chat_template(), opt_str(tok->bos_token()), opt_str(tok->eos_token()),
-                   opt_str(tok->pad_token()));
-  std::vector<int32_t> stops;
-  if (auto im_end = tok->token_to_id("<|im_end|>")) stops.push_back(*im_end);
+  const server::ChatTurnBuilder turns(*tok);
   EngineOptions eo = engine_options(state, *rt.model);
   apply_draft_options(draft, rt, load, eo);
   Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
@@ -112,14 +115,20 @@ int run_chat(int argc, char** argv) {
     messages.push_back({{"role", "user"}, {"content", line}});
     Request req;
     req.sampling = sp;
-    req.stop_ids = stops;
     req.drafter = draft.kind();
     req.max_drafts = draft.draft_max;
     req.grammar = reply_grammar;
     std::shared_ptr<RequestStream> stream;
+    server::ChatTurn turn;
     try {
-      const std::string text = tpl.render(messages, nullptr, true, extra, opt_str(date));
-      req.prompt = tok->encode(text, /*add_special=*/false);  // the template writes its own BOS
+      server::ChatTurnInput in;
+      in.messages = messages;
+      in.tools = tools;
+      in.template_kwargs = extra;
+      if (!date.empty()) in.date = date;
+      in.parse_tool_calls_without_tools = true;  // tools may be described in the system prompt
+      turn = turns.build(in);
+      turn.apply(req);
       const int64_t room = ctx - static_cast<int64_t>(req.prompt.size());
       LFM_CHECK(room >= 1, "chat: the conversation has ", req.prompt.size(), " tokens, past the context size ", ctx,
                 " (use /reset or a larger --ctx-size)");
@@ -131,7 +140,7 @@ int run_chat(int argc, char** argv) {
       continue;
     }
 
-    chat::StreamingOutputParser parser;
+    chat::StreamingOutputParser parser(turn.parser);
     std::string reply;
     auto show = [&](const std::vector<chat::StreamEvent>& events) {
       for (const auto& e : events) {

@@ -34,7 +34,8 @@ int run_generate(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", max_new, "Tokens to generate")
       ->capture_default_str()
       ->check(non_negative_number());
-  add_sampling_options(app, req.sampling, seed);
+  std::string generation_config = "auto";
+  add_sampling_options(app, req.sampling, seed, generation_config);
   app.add_option("--stop", stops, "Stop when the text contains this string (repeatable; needs a tokenizer)");
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
@@ -58,6 +59,7 @@ int run_generate(int argc, char** argv) {
   finish_sampling_options(req.sampling, seed);
 
   model = resolve_model_arg(model);
+  apply_generation_config(app, generation_config, model, req.sampling);
   Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
   auto grammar = load_grammar(grammar_args);

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/generation_config.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -34,6 +35,21 @@ int run_serve(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", so.api_key, "Require `Authorization: Bearer KEY` on /v1/*, /tokenize, /detokenize");
   app.add_option("--model-name", so.model_name, "Model id reported by /v1/models (default: the folder or file name)");
+  app.add_option("--model-alias", so.model_aliases,
+                 "Another name a request's \"model\" may give (repeatable; the -m argument as written always is one); "
+                 "other names get 404 model_not_found");
+  app.add_option("--cors-origin", so.cors_origin,
+                 "Allow browsers on this origin (or *) to call the API: Access-Control-Allow-* headers on every "
+                 "answer and OPTIONS preflights answered (default: no CORS headers)");
+  bool no_access_log = false;
+  app.add_flag("--no-access-log", no_access_log,
+               "Do not print the one line per request (method, path, status, tokens, latency) on stderr");
+  std::string generation_config = "auto";
+  app.add_option("--generation-config", generation_config,
+                 "Sampling defaults for fields a request leaves unset: auto (the model folder's "
+                 "generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty, as vLLM), none "
+                 "(OpenAI's defaults), or a JSON file")
+      ->capture_default_str();
   add_state_options(app, state, /*engine=*/true);
   LoadOptions load;
   add_load_options(app, load);
@@ -61,6 +77,8 @@ int run_serve(int argc, char** argv) {
   DraftArgs draft;
   add_draft_options(app, draft);
   LFM_CLI_PARSE(app, argc, argv);
+  so.access_log = !no_access_log;
+  so.model_aliases.push_back(model);
   so.drafter = draft.kind();
   so.max_drafts = draft.draft_max;
   if (so.model_name == "lfm") {
@@ -78,6 +96,10 @@ int run_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
   model = resolve_model_arg(model);  // after the name is taken from what the user wrote
+  so.sampling_defaults = load_sampling_defaults(generation_config, model);
+  if (!so.sampling_defaults.empty())
+    std::fprintf(stderr, "lfm serve: sampling defaults from %s: %s (for fields a request leaves unset)\n",
+                 so.sampling_defaults.source.c_str(), so.sampling_defaults.describe().c_str());
   Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
   try {

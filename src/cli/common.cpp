@@ -2,10 +2,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "engine/generation_config.h"
 #include "hub/resolve.h"
 #include "hub/settings.h"
 #include "kernels/backend_factory.h"
@@ -134,7 +136,13 @@ EngineOptions engine_options(const StateArgs& a, const Model& model) {
   return e;
 }
 
-void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed) {
+void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed, std::string& generation_config) {
+  app.add_option("--generation-config", generation_config,
+                 "Sampling defaults used when no sampling flag is given: auto (the model folder's "
+                 "generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty; LFM2 recommends "
+                 "temperature 0.3, min_p 0.15, repetition_penalty 1.05), none (greedy), or a JSON file; the "
+                 "defaults applied are printed on stderr")
+      ->capture_default_str();
   app.add_option("--temperature", sp.temperature, "Sampling temperature; 0 is greedy")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
@@ -160,6 +168,18 @@ void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed) {
 }
 
 void finish_sampling_options(SamplingParams& sp, uint64_t seed) { sp.seed = seed; }
+
+void apply_generation_config(const CLI::App& app, const std::string& spec, const std::string& model_path,
+                             SamplingParams& sp) {
+  for (const char* flag : {"--temperature", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty",
+                           "--frequency-penalty"})
+    if (app.count(flag) > 0) return;  // the user chose how to sample
+  const SamplingDefaults d = load_sampling_defaults(spec, model_path);
+  if (d.empty()) return;
+  d.apply(sp);
+  std::fprintf(stderr, "sampling defaults from %s: %s (any sampling flag or --generation-config none overrides)\n",
+               d.source.c_str(), d.describe().c_str());
+}
 
 Drafter DraftArgs::kind() const {
   if (drafter.empty()) return draft_model.empty() ? Drafter::kNone : Drafter::kModel;

@@ -84,10 +84,14 @@ void add_draft_options(CLI::App& app, DraftArgs& args);
 void apply_draft_options(const DraftArgs& args, Runtime& rt, const LoadOptions& load, EngineOptions& eo);
 
 // --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
-// --frequency-penalty, --seed.
-void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed);
+// --frequency-penalty, --seed, and --generation-config auto|none|FILE into `generation_config`.
+void add_sampling_options(CLI::App& app, SamplingParams& sp, uint64_t& seed, std::string& generation_config);
 // Applies --seed (0 keeps the default of seed 0, so runs repeat unless a seed is asked for).
 void finish_sampling_options(SamplingParams& sp, uint64_t seed);
+// When no sampling flag was given, the model's generation_config.json defaults (per
+// --generation-config) replace greedy decoding; says on stderr which were applied.
+void apply_generation_config(const CLI::App& app, const std::string& spec, const std::string& model_path,
+                             SamplingParams& sp);
 
 }  // namespace lfm::cli
 

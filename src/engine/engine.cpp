@@ -158,6 +158,9 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
     if (queued_ >= opt_.max_queued) throw EngineBusy(cat("engine: the queue is full (", queued_, " requests waiting)"));
     ++outstanding_;
     ++queued_;
+    // Counted at once, not at the scheduler's next publication (which may come only after a
+    // long step): a gateway reading the gauges must not see an idle server with work queued.
+    ++published_.waiting;
     streams_[a->id] = a->stream;
     inbox_.push_back(std::move(a));
     wake_->signal = true;
@@ -233,6 +236,9 @@ void Engine::loop() {
     batch.clear();
     counts.clear();
     plan_step(batch, counts);
+    // What was just admitted runs now, holding its blocks: published before the step, which may
+    // be a long cold prefill.
+    publish_stats();
     if (!batch.empty() && draft_model_) run_drafts(batch, counts);
     if (!batch.empty()) run_step(batch, counts);
     publish_stats();

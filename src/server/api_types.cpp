@@ -49,19 +49,20 @@ bool boolean(const json& body, const char* name, bool fallback) {
   return v->get<bool>();
 }
 
-GenerationParams generation(const json& body, int64_t vocab, bool chat) {
+GenerationParams generation(const json& body, int64_t vocab, bool chat, const SamplingDefaults& d) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationParams g;
   SamplingParams& s = g.req.sampling;
-  s.temperature = static_cast<float>(number(body, "temperature", 0, 2, 1.0));
-  s.top_p = static_cast<float>(number(body, "top_p", 0, 1, 1.0));
+  s.temperature = static_cast<float>(number(body, "temperature", 0, 2, d.temperature.value_or(1.0f)));
+  s.top_p = static_cast<float>(number(body, "top_p", 0, 1, d.top_p.value_or(1.0f)));
   if (s.top_p == 0.0f) s.top_p = 1e-6f;  // OpenAI accepts 0: only the most likely token
-  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 30, 0));
+  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 30, d.top_k.value_or(0)));
   if (s.top_k < 0) s.top_k = 0;  // -1: off, as vLLM spells it
-  s.min_p = static_cast<float>(number(body, "min_p", 0, 0.999999, 0.0));
+  s.min_p = static_cast<float>(number(body, "min_p", 0, 0.999999, d.min_p.value_or(0.0f)));
   s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2, 0.0));
   s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2, 0.0));
-  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 100, 1.0));
+  s.repetition_penalty =
+      static_cast<float>(number(body, "repetition_penalty", 0.01, 100, d.repetition_penalty.value_or(1.0f)));
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) bad("seed", "must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
@@ -104,8 +105,9 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat) {
     if (!mt->is_number_integer() || mt->get<int64_t>() < 1) bad(mt_name, "must be a positive integer");
     g.max_tokens = mt->get<int64_t>();
   }
-  if (const json* n = field(body, "n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1))
-    bad("n", "must be 1 (one choice per request)");
+  g.n = static_cast<int>(integer(body, "n", 1, kMaxChoices, 1));
+  g.best_of = static_cast<int>(integer(body, "best_of", 1, kMaxChoices, g.n));
+  if (g.best_of < g.n) bad("best_of", "must be at least n (" + std::to_string(g.n) + ")");
   if (const json* stop = field(body, "stop")) {
     if (stop->is_string()) {
       g.req.stop.push_back(stop->get<std::string>());
@@ -135,6 +137,7 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat) {
       if (key != "draft" && key != "max_drafts") bad("speculative." + key, "is not a known field (draft, max_drafts)");
   }
   g.stream = boolean(body, "stream", false);
+  if (g.stream && g.best_of > g.n) bad("best_of", "must equal n when streaming (the best are known only at the end)");
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
     g.include_usage = boolean(*so, "include_usage", false);
@@ -184,9 +187,9 @@ std::string python_literal(const ojson& v) {
   }
 }
 
-ChatParams parse_chat_request(const json& body, int64_t vocab) {
+ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDefaults& defaults) {
   ChatParams c;
-  c.gen = generation(body, vocab, true);
+  c.gen = generation(body, vocab, true, defaults);
   const json* msgs = field(body, "messages");
   if (!msgs || !msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
   for (size_t i = 0; i < msgs->size(); ++i) {
@@ -279,28 +282,45 @@ ChatParams parse_chat_request(const json& body, int64_t vocab) {
   return c;
 }
 
-CompletionParams parse_completion_request(const json& body, int64_t vocab) {
+CompletionParams parse_completion_request(const json& body, int64_t vocab, const SamplingDefaults& defaults) {
   CompletionParams c;
-  c.gen = generation(body, vocab, false);
+  c.gen = generation(body, vocab, false, defaults);
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "is required");
-  if (prompt->is_string()) {
-    c.prompt_text = prompt->get<std::string>();
-  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-    for (const auto& t : *prompt) {
+  auto ids_of = [&](const json& list, const std::string& param) {
+    CompletionPrompt p;
+    for (const auto& t : list) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
-        bad("prompt", "token ids must be integers in [0, " + std::to_string(vocab) + ")");
-      c.prompt_ids.push_back(t.get<int32_t>());
+        bad(param, "token ids must be integers in [0, " + std::to_string(vocab) + ")");
+      p.ids.push_back(t.get<int32_t>());
     }
-  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-    c.prompt_text = (*prompt)[0].get<std::string>();
+    return p;
+  };
+  const char* shape = "must be a string, an array of token ids, or an array of strings or of token-id arrays";
+  if (prompt->is_string()) {
+    c.prompts.push_back({prompt->get<std::string>(), {}});
+  } else if (!prompt->is_array() || prompt->empty()) {
+    bad("prompt", shape);
+  } else if ((*prompt)[0].is_number_integer()) {
+    c.prompts.push_back(ids_of(*prompt, "prompt"));
   } else {
-    bad("prompt", "must be a string, one string in an array, or an array of token ids (one prompt per request)");
+    if (prompt->size() > kMaxPrompts) bad("prompt", "may hold at most " + std::to_string(kMaxPrompts) + " prompts");
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      const json& p = (*prompt)[i];
+      const std::string param = "prompt[" + std::to_string(i) + "]";
+      if (p.is_string())
+        c.prompts.push_back({p.get<std::string>(), {}});
+      else if (p.is_array() && !p.empty())
+        c.prompts.push_back(ids_of(p, param));
+      else
+        bad(param, "must be a string or a non-empty array of token ids");
+    }
   }
-  if (boolean(body, "echo", false)) bad("echo", "is not supported");
+  if (c.prompts.size() * static_cast<size_t>(c.gen.best_of) > kMaxPrompts)
+    bad("prompt", "times best_of (or n) makes more than " + std::to_string(kMaxPrompts) + " generations");
+  c.echo = boolean(body, "echo", false);
+  if (c.echo && c.gen.logprobs) bad("echo", "with logprobs is not supported (prompt logprobs are not computed)");
   if (field(body, "suffix")) bad("suffix", "is not supported");
-  if (const json* bo = field(body, "best_of"); bo && !(bo->is_number_integer() && bo->get<int64_t>() == 1))
-    bad("best_of", "must be 1");
   return c;
 }
 

@@ -11,16 +11,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/generation_config.h"
 #include "engine/request.h"
 
 namespace lfm::server {
 
+// `code`: OpenAI's string code ("context_length_exceeded", "model_not_found", …); empty: null.
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string message, std::string param = {}, std::string type = "invalid_request_error")
-      : std::runtime_error(message), status(status), param(std::move(param)), type(std::move(type)) {}
+  ApiError(int status, std::string message, std::string param = {}, std::string code = {})
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
   int status;
-  std::string param, type;
+  std::string param, code;
 };
 
 // Fields common to both endpoints, mapped onto the engine's request.
@@ -31,6 +33,10 @@ struct GenerationParams {
   bool logprobs = false;
   int top_logprobs = 0;
   std::optional<int64_t> max_tokens;
+  // Choices returned per prompt, and candidates generated per prompt (best_of ≥ n: the n with
+  // the highest cumulative logprob are returned; streaming needs best_of == n).
+  int n = 1;
+  int best_of = 1;
   // "speculative": {"draft": "ngram" | "model" | "none", "max_drafts": K}; unset: the server's
   // defaults (lfm serve --draft, --draft-model, --draft-max).
   std::optional<Drafter> drafter;
@@ -49,16 +55,28 @@ struct ChatParams {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
-// POST /v1/completions after validation: the prompt as text or as token ids.
-struct CompletionParams {
-  GenerationParams gen;
-  std::optional<std::string> prompt_text;
-  std::vector<int32_t> prompt_ids;
+// One prompt of a completions request: text, or token ids.
+struct CompletionPrompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
 };
 
-// `vocab` bounds logit_bias token ids.
-ChatParams parse_chat_request(const nlohmann::json& body, int64_t vocab);
-CompletionParams parse_completion_request(const nlohmann::json& body, int64_t vocab);
+// POST /v1/completions after validation: one or more prompts (a string, token ids, or a list of
+// either; choices are indexed prompt-major: prompt p's j-th choice is p * n + j).
+struct CompletionParams {
+  GenerationParams gen;
+  std::vector<CompletionPrompt> prompts;
+  bool echo = false;  // the prompt's text precedes each choice's text
+};
+
+inline constexpr int kMaxChoices = 16;  // n and best_of
+inline constexpr size_t kMaxPrompts = 64;
+
+// `vocab` bounds logit_bias token ids. `defaults` (generation_config.json) fill the sampling
+// fields the body leaves unset; without them, OpenAI's defaults (temperature 1, top_p 1, …).
+ChatParams parse_chat_request(const nlohmann::json& body, int64_t vocab, const SamplingDefaults& defaults = {});
+CompletionParams parse_completion_request(const nlohmann::json& body, int64_t vocab,
+                                          const SamplingDefaults& defaults = {});
 
 // A JSON value as a Python literal (True/False/None, lists, dicts) for LFM2's Pythonic tool calls.
 std::string python_literal(const nlohmann::ordered_json& v);

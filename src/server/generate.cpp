@@ -1,25 +1,26 @@
-// POST /v1/chat/completions and /v1/completions: request → engine → OpenAI response, whole or
-// as server-sent events. A streaming client that goes away cancels its request (the engine
-// frees its state at once).
+// POST /v1/completions, and what both generation endpoints share (generate_util.h): request →
+// engine → OpenAI response, whole or as server-sent events. A client that goes away cancels its
+// requests (the engine frees their state at once).
+#include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <memory>
+#include <numeric>
+#include <thread>
 
-#include "chat/output_parser.h"
 #include "core/error.h"
+#include "server/generate_util.h"
 #include "server/server_impl.h"
 
 namespace lfm::server {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
 std::atomic<uint64_t> g_next_id{1};
+}  // namespace
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string next_response_id(const char* prefix) { return prefix + std::to_string(g_next_id++); }
 
 const char* finish_name(FinishReason r, bool tool_calls) {
   if (tool_calls && r == FinishReason::kStop) return "tool_calls";
@@ -33,46 +34,40 @@ json usage_json(const Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-// Time-to-first-token, inter-token latency and end-to-end latency, and the token counters.
-struct Timing {
-  Clock::time_point start = Clock::now(), last;
-  bool first = true;
-  void token(Metrics& m) {
-    const auto now = Clock::now();
-    if (first)
-      m.observe_ttft(std::chrono::duration<double>(now - start).count());
-    else
-      m.observe_itl(std::chrono::duration<double>(now - last).count());
-    first = false;
-    last = now;
-  }
-  void done(Metrics& m, const Usage& u) {
-    m.observe_e2e(std::chrono::duration<double>(Clock::now() - start).count());
-    m.add("lfm:prompt_tokens_total", static_cast<double>(u.prompt_tokens));
-    m.add("lfm:generation_tokens_total", static_cast<double>(u.completion_tokens));
-    m.add("lfm:prefix_cache_hit_tokens_total", static_cast<double>(u.cached_tokens));
-    m.add("lfm:num_preemptions_total", static_cast<double>(u.preemptions));
-    m.add("lfm:spec_decode_num_draft_tokens_total", static_cast<double>(u.drafted_tokens));
-    m.add("lfm:spec_decode_num_accepted_tokens_total", static_cast<double>(u.accepted_tokens));
-  }
-};
+void Timing::token(Metrics& m) {
+  const auto now = Clock::now();
+  if (first)
+    m.observe_ttft(std::chrono::duration<double>(now - start).count());
+  else
+    m.observe_itl(std::chrono::duration<double>(now - last).count());
+  first = false;
+  last = now;
+}
 
-// max_tokens against the context: past it is the client's error (400), absent means "until the
-// context is full".
-void apply_max_tokens(Request& r, const std::optional<int64_t>& max_tokens, int64_t ctx) {
+void Timing::done(Metrics& m, const Usage& u) {
+  note_usage(u.prompt_tokens, u.completion_tokens);
+  m.observe_e2e(std::chrono::duration<double>(Clock::now() - start).count());
+  m.add("lfm:prompt_tokens_total", static_cast<double>(u.prompt_tokens));
+  m.add("lfm:generation_tokens_total", static_cast<double>(u.completion_tokens));
+  m.add("lfm:prefix_cache_hit_tokens_total", static_cast<double>(u.cached_tokens));
+  m.add("lfm:num_preemptions_total", static_cast<double>(u.preemptions));
+  m.add("lfm:spec_decode_num_draft_tokens_total", static_cast<double>(u.drafted_tokens));
+  m.add("lfm:spec_decode_num_accepted_tokens_total", static_cast<double>(u.accepted_tokens));
+}
+
+void apply_max_tokens(Request& r, const std::optional<int64_t>& max_tokens, int64_t ctx, const char* prompt_param) {
   const int64_t p = static_cast<int64_t>(r.prompt.size());
   if (p >= ctx)
     throw ApiError(400, "the prompt has " + std::to_string(p) + " tokens; the context size is " + std::to_string(ctx),
-                   "messages");
+                   prompt_param, "context_length_exceeded");
   if (max_tokens && p + *max_tokens > ctx)
     throw ApiError(400,
                    "the prompt (" + std::to_string(p) + " tokens) plus max_tokens (" + std::to_string(*max_tokens) +
                        ") is past the context size " + std::to_string(ctx),
-                   "max_tokens");
+                   "max_tokens", "context_length_exceeded");
   r.max_tokens = max_tokens ? *max_tokens : -1;
 }
 
-// The request's speculative decoding, or the server's default.
 void apply_speculation(Request& r, const GenerationParams& g, const ServerOptions& opt, const Engine& engine) {
   r.drafter = g.drafter.value_or(opt.drafter);
   r.max_drafts = g.max_drafts.value_or(opt.max_drafts);
@@ -81,205 +76,187 @@ void apply_speculation(Request& r, const GenerationParams& g, const ServerOption
                    "speculative.draft");
 }
 
-// Writes one SSE event; false when the client is gone.
+void add_candidates(std::vector<Request>& out, const Request& r, const GenerationParams& g) {
+  for (int j = 0; j < g.best_of; ++j) {
+    Request c = r;
+    if (c.sampling.seed) c.sampling.seed = *c.sampling.seed + static_cast<uint64_t>(j);
+    if (g.best_of > g.n) c.sampling.logprobs = true;  // ranks the candidates
+    out.push_back(std::move(c));
+  }
+}
+
+std::vector<std::shared_ptr<RequestStream>> submit_all(Engine& engine, std::vector<Request> reqs) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  try {
+    for (auto& r : reqs) streams.push_back(engine.submit(std::move(r)));
+  } catch (...) {
+    for (auto& s : streams) s->cancel();
+    throw;
+  }
+  return streams;
+}
+
+std::vector<Generation> read_whole(const std::vector<std::shared_ptr<RequestStream>>& streams,
+                                   const GuardedHttpServer& http, Metrics& metrics) {
+  // Round robin over the requests (they run at once), so each token is timed as it comes; the
+  // socket is looked at every 50 ms whether or not tokens keep coming.
+  constexpr auto kEvery = std::chrono::milliseconds(50);
+  std::vector<Generation> gens(streams.size());
+  std::vector<Timing> timing(streams.size());
+  std::vector<bool> ended(streams.size(), false);
+  size_t left = streams.size();
+  auto checked = Clock::now();
+  bool cancelled = false;
+  auto take = [&](size_t i, Event& ev) {
+    if (ev.kind == Event::Kind::kToken) {
+      timing[i].token(metrics);
+      gens[i].cumulative_logprob += ev.logprob;
+      gens[i].tokens.push_back(std::move(ev));
+      return;
+    }
+    timing[i].done(metrics, ev.usage);
+    gens[i].done = std::move(ev);
+    ended[i] = true;
+    --left;
+  };
+  Event ev;
+  while (left > 0) {
+    bool any = false;
+    for (size_t i = 0; i < streams.size(); ++i)
+      while (!ended[i] && streams[i]->next_for(ev, std::chrono::milliseconds(0))) {
+        take(i, ev);
+        any = true;
+      }
+    if (left == 0) break;
+    if (Clock::now() - checked >= kEvery) {
+      checked = Clock::now();
+      if (!cancelled && http.client_gone()) {
+        cancelled = true;
+        for (const auto& s : streams) s->cancel();
+      }
+    }
+    if (any) continue;
+    const size_t first = static_cast<size_t>(std::find(ended.begin(), ended.end(), false) - ended.begin());
+    if (streams[first]->next_for(ev, std::chrono::milliseconds(10))) take(first, ev);
+  }
+  for (const auto& g : gens) {
+    if (g.done.finish == FinishReason::kError) throw std::runtime_error(g.done.error);
+    if (g.done.finish == FinishReason::kCancelled)
+      throw ApiError(503, "the request was cancelled (client gone, or the server is shutting down)");
+  }
+  return gens;
+}
+
+std::vector<size_t> pick_choices(const std::vector<Generation>& gens, int n, int best_of) {
+  std::vector<size_t> out;
+  for (size_t p = 0; p * best_of < gens.size(); ++p) {
+    std::vector<size_t> idx(static_cast<size_t>(best_of));
+    std::iota(idx.begin(), idx.end(), p * best_of);
+    if (best_of > n)
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](size_t a, size_t b) { return gens[a].cumulative_logprob > gens[b].cumulative_logprob; });
+    out.insert(out.end(), idx.begin(), idx.begin() + n);
+  }
+  return out;
+}
+
+Usage total_usage(const std::vector<Generation>& gens, int best_of) {
+  Usage u;
+  for (size_t i = 0; i < gens.size(); ++i) {
+    const Usage& g = gens[i].done.usage;
+    if (i % best_of == 0) {  // the prompt once
+      u.prompt_tokens += g.prompt_tokens;
+      u.cached_tokens += g.cached_tokens;
+    }
+    u.completion_tokens += g.completion_tokens;
+  }
+  return u;
+}
+
 bool sse(httplib::DataSink& sink, const std::string& data) {
   const std::string frame = "data: " + data + "\n\n";
   return sink.is_writable() && sink.write(frame.data(), frame.size());
 }
 
-// Drives a stream with server-sent events: `on_event` turns each engine event into frames; the
-// request is cancelled when the client disconnects.
-template <typename OnEvent>
-void stream_response(httplib::Response& res, std::shared_ptr<RequestStream> stream, OnEvent on_event) {
-  auto done = std::make_shared<bool>(false);
+void stream_response(httplib::Response& res, std::vector<std::shared_ptr<RequestStream>> streams, StreamEventFn on_event,
+                     StreamEndFn on_end) {
+  struct State {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    std::vector<bool> ended;
+    size_t left = 0;
+    bool done = false;  // [DONE] written
+    void cancel_all() {
+      for (auto& s : streams) s->cancel();
+    }
+  };
+  auto st = std::make_shared<State>();
+  st->streams = std::move(streams);
+  st->ended.assign(st->streams.size(), false);
+  st->left = st->streams.size();
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [stream, done, on_event](size_t, httplib::DataSink& sink) mutable {
+      [st, on_event, on_end](size_t, httplib::DataSink& sink) {
+        // One call handles what has arrived (or waits briefly for it); httplib calls again.
         Event ev;
-        if (!stream->next_for(ev, std::chrono::milliseconds(100))) {
-          if (stream->finished()) {
-            sink.done();
-            return true;
-          }
-          if (!sink.is_writable()) {  // client gone while we waited
-            stream->cancel();
+        bool any = false;
+        for (size_t i = 0; i < st->streams.size(); ++i) {
+          if (st->ended[i]) continue;
+          const bool got = st->streams[i]->next_for(ev, std::chrono::milliseconds(any || st->left > 1 ? 0 : 100));
+          if (!got) continue;
+          any = true;
+          if (!on_event(i, ev, sink)) {
+            st->cancel_all();
             return false;
           }
+          if (ev.kind == Event::Kind::kDone) {
+            st->ended[i] = true;
+            --st->left;
+          }
+        }
+        if (st->left == 0) {
+          if (!on_end(sink) || !sse(sink, "[DONE]")) return false;
+          st->done = true;
+          sink.done();
           return true;
         }
-        if (!on_event(ev, sink)) {
-          stream->cancel();
-          return false;
-        }
-        if (ev.kind == Event::Kind::kDone) {
-          *done = true;
-          if (!sse(sink, "[DONE]")) return false;
-          sink.done();
+        if (!any) {
+          if (st->left > 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          if (!sink.is_writable()) {  // client gone while we waited
+            st->cancel_all();
+            return false;
+          }
         }
         return true;
       },
-      [stream, done](bool success) {
-        if (!success || !*done) stream->cancel();  // disconnected or aborted: free the state
+      [st](bool success) {
+        if (!success || !st->done) st->cancel_all();  // disconnected or aborted: free the state
       });
 }
 
-}  // namespace
-
-void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const Tokenizer& tok = this->tok("/v1/chat/completions");
-  if (!tpl) throw ApiError(400, "the model ships no chat template; use /v1/completions");
-  ChatParams c = parse_chat_request(parse_json_body(req), engine.vocab_size());
-  std::string prompt = tpl->render(c.messages, c.tools, true, c.template_kwargs, std::nullopt);
-  std::string tail = prompt;
-  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
-  const bool in_reasoning = tail.ends_with("<think>");
-  // tool_choice required / named: the assistant turn starts inside a call (without grammar
-  // constraints, this is how the choice is enforced: the model continues the call).
-  std::string forced;
-  if (c.named_tool)
-    forced = "<|tool_call_start|>[" + c.tool_choice + "(";
-  else if (c.tool_choice == "required")
-    forced = "<|tool_call_start|>[";
-  prompt += forced;
-  Request r = std::move(c.gen.req);
-  r.prompt = tok.encode(prompt, /*add_special=*/false);  // the template writes its own BOS
-  r.stop_ids.insert(r.stop_ids.end(), chat_stop_ids.begin(), chat_stop_ids.end());
-  r.show_special = marker_ids;  // the output parser needs them even where the tokenizer calls them special
-  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
-  apply_speculation(r, c.gen, opt, engine);
-  Timing timing;
-  auto stream = engine.submit(std::move(r));
-  const std::string id = "chatcmpl-" + std::to_string(g_next_id++);
-  chat::OutputParserOptions po;
-  po.parse_tool_calls = !c.tools.is_null();
-  po.starts_in_reasoning = in_reasoning && forced.empty();
-  po.tool_call_id_prefix = "call_" + std::to_string(stream->id()) + "_";
-  auto parser = std::make_shared<chat::StreamingOutputParser>(po);
-  parser->feed(forced);  // held back: the block completes with the generated text
-  const bool want_logprobs = c.gen.logprobs;
-  auto logprob_entry = [this, want_logprobs](const Event& ev) {
-    json top = json::array();
-    for (const auto& t : ev.top_logprobs) top.push_back({{"token", token_text(t.token)}, {"logprob", t.logprob}});
-    const std::string text = token_text(ev.token);
-    return json{{"token", text},
-                {"logprob", ev.logprob},
-                {"bytes", std::vector<int>(text.begin(), text.end())},
-                {"top_logprobs", top}};
-  };
-  const json base = {{"id", id}, {"created", created}, {"model", opt.model_name}};
-
-  if (!c.gen.stream) {
-    std::string content, reasoning;
-    json tool_calls = json::array(), logprobs = json::array();
-    auto absorb = [&](const std::vector<chat::StreamEvent>& events) {
-      for (const auto& e : events) {
-        if (e.kind == chat::StreamEvent::Kind::kContent) content += e.text;
-        if (e.kind == chat::StreamEvent::Kind::kReasoning) reasoning += e.text;
-        if (e.kind == chat::StreamEvent::Kind::kToolCall) tool_calls.push_back(json::parse(e.tool_call.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)));
-      }
-    };
-    Event ev;
-    while (stream->next(ev)) {
-      if (ev.kind == Event::Kind::kToken) {
-        timing.token(metrics);
-        if (want_logprobs) logprobs.push_back(logprob_entry(ev));
-      }
-      absorb(parser->feed(ev.text));
-      if (ev.kind != Event::Kind::kDone) continue;
-      absorb(parser->finish());
-      timing.done(metrics, ev.usage);
-      if (ev.finish == FinishReason::kError) throw std::runtime_error(ev.error);
-      if (ev.finish == FinishReason::kCancelled) throw ApiError(503, "the request was cancelled (server shutting down)");
-      json msg = {{"role", "assistant"}, {"content", content.empty() && !tool_calls.empty() ? json() : json(content)}};
-      if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
-      if (!tool_calls.empty()) msg["tool_calls"] = tool_calls;
-      json out = base;
-      out["object"] = "chat.completion";
-      out["choices"] = json::array({{{"index", 0},
-                                     {"message", msg},
-                                     {"logprobs", want_logprobs ? json{{"content", logprobs}} : json()},
-                                     {"finish_reason", finish_name(ev.finish, !tool_calls.empty())}}});
-      out["usage"] = usage_json(ev.usage);
-      res.set_content(dump(out), "application/json");
-    }
-    return;
-  }
-
-  auto chunk = [base](json delta, json logprobs, json finish) {
-    json ch = base;
-    ch["object"] = "chat.completion.chunk";
-    ch["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
-                                  {"finish_reason", std::move(finish)}}});
-    return dump(ch);
-  };
-  auto sent_role = std::make_shared<bool>(false);
-  auto n_calls = std::make_shared<int>(0);
-  auto timing_p = std::make_shared<Timing>(timing);
-  const bool include_usage = c.gen.include_usage;
-  stream_response(res, stream, [=, this](const Event& ev, httplib::DataSink& sink) {
-    if (!*sent_role) {
-      *sent_role = true;
-      if (!sse(sink, chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return false;
-    }
-    if (ev.kind == Event::Kind::kToken) timing_p->token(metrics);
-    std::vector<chat::StreamEvent> events = parser->feed(ev.text);
-    if (ev.kind == Event::Kind::kDone) {
-      auto rest = parser->finish();
-      events.insert(events.end(), rest.begin(), rest.end());
-    }
-    json delta = json::object();
-    auto flush_delta = [&](json lp) {
-      if (delta.empty() && lp.is_null()) return true;
-      const bool ok = sse(sink, chunk(delta, std::move(lp), nullptr));
-      delta = json::object();
-      return ok;
-    };
-    for (const auto& e : events) {
-      if (e.kind == chat::StreamEvent::Kind::kToolCall) {
-        if (!flush_delta(nullptr)) return false;
-        // Replace, not throw, on invalid UTF-8 the model may have put in a name (found by fuzz_output_parser).
-        json call = json::parse(e.tool_call.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
-        call["index"] = (*n_calls)++;
-        if (!sse(sink, chunk({{"tool_calls", json::array({call})}}, nullptr, nullptr))) return false;
-        continue;
-      }
-      const char* key = e.kind == chat::StreamEvent::Kind::kReasoning ? "reasoning_content" : "content";
-      delta[key] = delta.value(key, std::string()) + e.text;
-    }
-    json lp = want_logprobs && ev.kind == Event::Kind::kToken ? json{{"content", json::array({logprob_entry(ev)})}}
-                                                               : json();
-    if (!flush_delta(std::move(lp))) return false;
-    if (ev.kind != Event::Kind::kDone) return true;
-    timing_p->done(metrics, ev.usage);
-    if (ev.finish == FinishReason::kError || ev.finish == FinishReason::kCancelled) {
-      return sse(sink, error_body(ev.finish == FinishReason::kError ? 500 : 503,
-                                  ev.finish == FinishReason::kError ? ev.error : "the request was cancelled"));
-    }
-    if (!sse(sink, chunk(json::object(), nullptr, finish_name(ev.finish, *n_calls > 0)))) return false;
-    if (include_usage) {
-      json u = base;
-      u["object"] = "chat.completion.chunk";
-      u["choices"] = json::array();
-      u["usage"] = usage_json(ev.usage);
-      if (!sse(sink, dump(u))) return false;
-    }
-    return true;
-  });
-}
+// ---- POST /v1/completions ----
 
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res) {
-  CompletionParams c = parse_completion_request(parse_json_body(req), engine.vocab_size());
-  Request r = std::move(c.gen.req);
-  r.prompt = c.prompt_text ? tok("a text prompt").encode(*c.prompt_text, /*add_special=*/true) : c.prompt_ids;
-  if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
-  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size());
-  apply_speculation(r, c.gen, opt, engine);
-  Timing timing;
-  auto stream = engine.submit(std::move(r));
-  const json base = {{"id", "cmpl-" + std::to_string(g_next_id++)},
+  const json body = parse_json_body(req);
+  check_model(body);
+  CompletionParams c = parse_completion_request(body, engine.vocab_size(), opt.sampling_defaults);
+  std::vector<Request> reqs;
+  std::vector<std::string> echoes;  // each prompt's text, for echo
+  for (size_t p = 0; p < c.prompts.size(); ++p) {
+    const CompletionPrompt& prompt = c.prompts[p];
+    const std::string param = c.prompts.size() > 1 ? "prompt[" + std::to_string(p) + "]" : "prompt";
+    Request r = c.gen.req;
+    r.prompt = prompt.text ? tok("a text prompt").encode(*prompt.text, /*add_special=*/true) : prompt.ids;
+    if (r.prompt.empty()) throw ApiError(400, "'" + param + "' is empty", param);
+    apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), param.c_str());
+    apply_speculation(r, c.gen, opt, engine);
+    if (c.echo) echoes.push_back(prompt.text ? *prompt.text : tok("echo of token ids").decode(prompt.ids, false));
+    add_candidates(reqs, r, c.gen);
+  }
+  auto streams = submit_all(engine, std::move(reqs));
+  const json base = {{"id", next_response_id("cmpl-")},
                      {"object", "text_completion"},
-                     {"created", created},
+                     {"created", unix_seconds()},
                      {"model", opt.model_name}};
   const bool want_logprobs = c.gen.logprobs;
   auto logprob_of = [this](const Event& ev) {
@@ -287,13 +264,15 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     for (const auto& t : ev.top_logprobs) top[token_text(t.token)] = t.logprob;
     return std::make_pair(json(token_text(ev.token)), std::make_pair(json(ev.logprob), top));
   };
+  const int n = c.gen.n, best_of = c.gen.best_of;
   if (!c.gen.stream) {
-    std::string text;
-    json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-    Event ev;
-    while (stream->next(ev)) {
-      if (ev.kind == Event::Kind::kToken) {
-        timing.token(metrics);
+    const std::vector<Generation> gens = read_whole(streams, http, metrics);
+    json choices = json::array();
+    for (size_t k : pick_choices(gens, n, best_of)) {
+      const Generation& g = gens[k];
+      std::string text = c.echo ? echoes[k / best_of] : "";
+      json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+      for (const Event& ev : g.tokens) {
         if (want_logprobs) {
           auto [t, rest] = logprob_of(ev);
           tokens.push_back(t);
@@ -301,29 +280,33 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
           tops.push_back(rest.second);
           offsets.push_back(text.size());
         }
+        text += ev.text;
       }
-      text += ev.text;
-      if (ev.kind != Event::Kind::kDone) continue;
-      timing.done(metrics, ev.usage);
-      if (ev.finish == FinishReason::kError) throw std::runtime_error(ev.error);
-      if (ev.finish == FinishReason::kCancelled) throw ApiError(503, "the request was cancelled (server shutting down)");
-      json out = base;
-      out["choices"] = json::array(
-          {{{"index", 0},
-            {"text", text},
-            {"logprobs", want_logprobs ? json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
-                                              {"text_offset", offsets}}
-                                       : json()},
-            {"finish_reason", finish_name(ev.finish, false)}}});
-      out["usage"] = usage_json(ev.usage);
-      res.set_content(dump(out), "application/json");
+      text += g.done.text;
+      choices.push_back({{"index", choices.size()},
+                         {"text", text},
+                         {"logprobs", want_logprobs ? json{{"tokens", tokens}, {"token_logprobs", lps},
+                                                           {"top_logprobs", tops}, {"text_offset", offsets}}
+                                                    : json()},
+                         {"finish_reason", finish_name(g.done.finish, false)}});
     }
+    json out = base;
+    out["choices"] = std::move(choices);
+    out["usage"] = usage_json(total_usage(gens, best_of));
+    res.set_content(dump(out), "application/json");
     return;
   }
-  auto timing_p = std::make_shared<Timing>(timing);
+  // Streaming: best_of == n, so request i is choice i.
+  struct PerChoice {
+    Timing timing;
+    bool echoed = false;
+  };
+  auto per = std::make_shared<std::vector<PerChoice>>(streams.size());
+  auto usage = std::make_shared<std::vector<Generation>>(streams.size());
   const bool include_usage = c.gen.include_usage;
-  stream_response(res, stream, [=, this](const Event& ev, httplib::DataSink& sink) {
-    if (ev.kind == Event::Kind::kToken) timing_p->token(metrics);
+  auto on_event = [=, this](size_t i, const Event& ev, httplib::DataSink& sink) {
+    PerChoice& pc = (*per)[i];
+    if (ev.kind == Event::Kind::kToken) pc.timing.token(metrics);
     json lp;
     if (want_logprobs && ev.kind == Event::Kind::kToken) {
       auto [t, rest] = logprob_of(ev);
@@ -331,27 +314,31 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     }
     const bool last = ev.kind == Event::Kind::kDone;
     if (last) {
-      timing_p->done(metrics, ev.usage);
+      pc.timing.done(metrics, ev.usage);
+      (*usage)[i].done.usage = ev.usage;
       if (ev.finish == FinishReason::kError || ev.finish == FinishReason::kCancelled)
         return sse(sink, error_body(ev.finish == FinishReason::kError ? 500 : 503,
                                     ev.finish == FinishReason::kError ? ev.error : "the request was cancelled"));
     }
-    if (ev.kind == Event::Kind::kToken || last) {  // one chunk per token, even while its text is held back
-      json ch = base;
-      ch["choices"] = json::array({{{"index", 0},
-                                    {"text", ev.text},
-                                    {"logprobs", lp},
-                                    {"finish_reason", last ? json(finish_name(ev.finish, false)) : json()}}});
-      if (!sse(sink, dump(ch))) return false;
-    }
-    if (last && include_usage) {
-      json u = base;
-      u["choices"] = json::array();
-      u["usage"] = usage_json(ev.usage);
-      if (!sse(sink, dump(u))) return false;
-    }
-    return true;
-  });
+    std::string text = ev.text;
+    if (!echoes.empty() && !pc.echoed) text = echoes[i / static_cast<size_t>(n)] + text;
+    pc.echoed = true;
+    // One chunk per token, even while its text is held back.
+    json ch = base;
+    ch["choices"] = json::array({{{"index", i},
+                                  {"text", text},
+                                  {"logprobs", lp},
+                                  {"finish_reason", last ? json(finish_name(ev.finish, false)) : json()}}});
+    return sse(sink, dump(ch));
+  };
+  auto on_end = [=](httplib::DataSink& sink) {
+    if (!include_usage) return true;
+    json u = base;
+    u["choices"] = json::array();
+    u["usage"] = usage_json(total_usage(*usage, best_of));
+    return sse(sink, dump(u));
+  };
+  stream_response(res, std::move(streams), on_event, on_end);
 }
 
 }  // namespace lfm::server

@@ -234,6 +234,20 @@ void GuardedHttpServer::read_done(bool take_slot) {
   }
 }
 
+bool GuardedHttpServer::client_gone() const {
+  const Conn* c = t_conn;
+  if (!c) return false;
+  pollfd p{c->fd, POLLIN, 0};
+  int r;
+  do r = ::poll(&p, 1, 0);
+  while (r < 0 && errno == EINTR);
+  if (r <= 0) return false;
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+  char byte;
+  const ssize_t n = ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 void GuardedHttpServer::response_written() {
   Conn* c = t_conn;
   if (!c) return;

@@ -53,6 +53,11 @@ class GuardedHttpServer : public httplib::Server {
   // Called when a response has been written (the server's logger): the connection's next request
   // starts arriving, under a fresh deadline; the serving slot is given back.
   void response_written();
+  // Whether the client of the calling thread's connection has closed or reset it (its request was
+  // read: anything readable now is either the end of the stream or a pipelined request). A
+  // handler computing a whole response polls it, so a client that gave up stops the work. False
+  // off an accepted socket (the fuzzing harness).
+  bool client_gone() const;
   // Connections closed because their request did not arrive in time.
   int64_t timeouts() const { return timeouts_.load(); }
   // Serves the requests of one connection in order (keep-alive and pipelining, up to the

@@ -1,6 +1,8 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <new>
 #include <optional>
 
@@ -12,21 +14,47 @@ namespace lfm::server {
 
 using json = nlohmann::json;
 
-std::string error_body(int status, const std::string& message, const std::string& param, const std::string& type) {
-  std::string t = type;
-  if (t.empty())
-    t = status == 401 ? "authentication_error"
-        : status == 404 ? "not_found_error"
-        : status == 429 ? "rate_limit_error"
-        : status >= 500 ? "server_error"
-                        : "invalid_request_error";
-  json e = {{"message", message}, {"type", t}, {"param", param.empty() ? json() : json(param)}, {"code", status}};
+std::string error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
+  // OpenAI's types: invalid_request_error for the client's mistakes (404 and 413 included),
+  // authentication_error, rate_limit_error, server_error.
+  const char* type = status == 401 ? "authentication_error"
+                     : status == 429 ? "rate_limit_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  std::string c = code;
+  if (c.empty() && status == 401) c = "invalid_api_key";
+  if (c.empty() && status == 429) c = "rate_limit_exceeded";
+  json e = {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json() : json(param)},
+            {"code", c.empty() ? json() : json(c)}};
   return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param) {
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param,
+                const std::string& code) {
   res.status = status;
-  res.set_content(error_body(status, message, param), "application/json");
+  res.set_content(error_body(status, message, param, code), "application/json");
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+// The access log's view of the request the calling thread handles (one thread per connection,
+// and httplib's logger runs on it after the response is written).
+struct AccessNote {
+  std::chrono::steady_clock::time_point start;
+  int64_t prompt_tokens = -1, completion_tokens = -1;
+};
+thread_local AccessNote t_access;
+}  // namespace
+
+void note_usage(int64_t prompt_tokens, int64_t completion_tokens) {
+  if (t_access.prompt_tokens < 0) t_access.prompt_tokens = t_access.completion_tokens = 0;
+  t_access.prompt_tokens += prompt_tokens;
+  t_access.completion_tokens += completion_tokens;
 }
 
 json parse_json_body(const httplib::Request& req) {
@@ -47,6 +75,30 @@ std::string Server::Impl::token_text(int32_t id) const {
   return tok_ ? tok_->decode(std::vector<int32_t>{id}, false) : std::to_string(id);
 }
 
+std::vector<int> Server::Impl::token_bytes(int32_t id) const {
+  std::string raw;
+  if (tok_) tok_->append_token_bytes(id, raw);
+  std::vector<int> out;
+  out.reserve(raw.size());
+  for (char ch : raw) out.push_back(static_cast<unsigned char>(ch));
+  return out;
+}
+
+bool Server::Impl::serves_model(const std::string& name) const {
+  if (name.empty() || name == opt.model_name) return true;
+  return std::find(opt.model_aliases.begin(), opt.model_aliases.end(), name) != opt.model_aliases.end();
+}
+
+void Server::Impl::check_model(const json& body) const {
+  if (!body.is_object()) return;
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_string()) throw ApiError(400, "'model' must be a string", "model");
+  if (!serves_model(it->get<std::string>()))
+    throw ApiError(404, "the model '" + it->get<std::string>() + "' does not exist; this server serves '" + opt.model_name + "'",
+                   "model", "model_not_found");
+}
+
 const Tokenizer& Server::Impl::tok(const char* what) const {
   if (!tok_) throw ApiError(400, std::string("the model has no tokenizer: ") + what + " needs one (send token ids to /v1/completions)");
   return *tok_;
@@ -59,6 +111,7 @@ std::string route_label(const std::string& path) {
   for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/tokenize", "/detokenize",
                         "/metrics"})
     if (path == r) return r;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
 }
 
@@ -80,6 +133,25 @@ std::string framing_problem(const httplib::Request& req) {
 
 // Whether `given` equals `expected` in time that depends on the expected length only (a byte by
 // byte comparison that stops early tells an attacker how many leading bytes were right).
+// The token of an `Authorization: Bearer TOKEN` header, the scheme matched case-insensitively
+// (RFC 9110 §11.1); empty when the header holds another scheme.
+std::string bearer_token(const std::string& header) {
+  const size_t sp = header.find(' ');
+  if (sp == std::string::npos) return "";
+  std::string scheme = header.substr(0, sp);
+  for (char& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (scheme != "bearer") return "";
+  const size_t start = header.find_first_not_of(' ', sp);
+  return start == std::string::npos ? "" : header.substr(start);
+}
+
+// The request's path as the access log prints it: printable ASCII only, at most 200 bytes.
+std::string loggable(const std::string& path) {
+  std::string out;
+  for (size_t i = 0; i < path.size() && i < 200; ++i) out += path[i] >= 0x20 && path[i] < 0x7f ? path[i] : '?';
+  return out;
+}
+
 bool same_secret(const std::string& given, const std::string& expected) {
   unsigned char diff = given.size() == expected.size() ? 0 : 1;
   for (size_t i = 0; i < expected.size(); ++i)
@@ -93,6 +165,20 @@ void Server::Impl::register_routes() {
   http.set_payload_max_length(opt.max_body_bytes);
   http.set_read_deadline(std::chrono::milliseconds(static_cast<int64_t>(opt.request_read_timeout_s * 1000)));
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_access = AccessNote{std::chrono::steady_clock::now()};
+    if (!opt.cors_origin.empty()) {
+      // Set first, so every answer carries them (errors included: a browser otherwise hides them).
+      res.set_header("Access-Control-Allow-Origin", opt.cors_origin);
+      if (opt.cors_origin != "*") res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {  // a preflight: answered before authentication (it carries no key)
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+        res.set_header("Access-Control-Max-Age", "86400");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (const std::string why = framing_problem(req); !why.empty()) {
       send_error(res, 400, why);
       res.set_header("Connection", "close");  // the body's end is unknown: this connection is done
@@ -105,7 +191,7 @@ void Server::Impl::register_routes() {
     }
     if (!opt.api_key.empty() && needs_key(req.path)) {
       const std::string auth = req.get_header_value("Authorization");
-      if (!same_secret(auth, "Bearer " + opt.api_key)) {
+      if (!same_secret(bearer_token(auth), opt.api_key)) {
         send_error(res, 401, auth.empty() ? "missing API key (Authorization: Bearer …)" : "invalid API key");
         return httplib::Server::HandlerResponse::Handled;
       }
@@ -125,7 +211,7 @@ void Server::Impl::register_routes() {
     try {
       std::rethrow_exception(ep);
     } catch (const ApiError& e) {
-      send_error(res, e.status, e.what(), e.param);
+      send_error(res, e.status, e.what(), e.param, e.code);
     } catch (const EngineBusy& e) {
       send_error(res, 429, e.what());
       res.set_header("Retry-After", "1");
@@ -146,6 +232,15 @@ void Server::Impl::register_routes() {
     http.response_written();
     metrics.add("lfm:http_requests_total", 1,
                 "route=\"" + route_label(req.path) + "\",status=\"" + std::to_string(res.status) + "\"");
+    if (opt.access_log) {
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_access.start).count();
+      std::string tokens;
+      if (t_access.prompt_tokens >= 0)
+        tokens = " prompt_tokens=" + std::to_string(t_access.prompt_tokens) +
+                 " completion_tokens=" + std::to_string(t_access.completion_tokens);
+      std::fprintf(stderr, "lfm serve: %s %s %d%s %.1f ms\n", loggable(req.method).c_str(), loggable(req.path).c_str(),
+                   res.status, tokens.c_str(), ms);
+    }
   });
 
   // Every handler starts by marking its request read (GuardedHttpServer: the deadline stops);
@@ -158,13 +253,19 @@ void Server::Impl::register_routes() {
   };
   http.Post("/v1/chat/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_chat(q, r); }));
   http.Post("/v1/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_completion(q, r); }));
-  http.Get("/v1/models", served(true, [this](const httplib::Request&, httplib::Response& res) {
-    json m = {{"id", opt.model_name},
-              {"object", "model"},
-              {"created", created},
-              {"owned_by", "lfm"},
-              {"max_model_len", engine.ctx_size()}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+  const auto model_object = [this](const std::string& id) {
+    return json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "lfm"}, {"max_model_len", engine.ctx_size()}};
+  };
+  http.Get("/v1/models", served(true, [this, model_object](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"object", "list"}, {"data", json::array({model_object(opt.model_name)})}}.dump(), "application/json");
+  }));
+  // Ids may hold slashes (a Hub name such as LiquidAI/LFM2-1.2B given as an alias).
+  http.Get("/v1/models/(.+)", served(true, [this, model_object](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (!serves_model(id) || id.empty())
+      throw ApiError(404, "the model '" + id + "' does not exist; this server serves '" + opt.model_name + "'", "model",
+                     "model_not_found");
+    res.set_content(model_object(id).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   }));
   http.Get("/health", served(false, [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
@@ -207,6 +308,8 @@ void Server::Impl::register_routes() {
         {"lfm:conv_slots_used", "Conv-state slots held by running requests.", static_cast<double>(s.cache.slots_used)},
         {"lfm:conv_slots_total", "Conv-state slots in the pool.", static_cast<double>(s.cache.slots_total)},
         {"lfm:num_preemptions", "Preemptions so far.", static_cast<double>(s.preemptions)},
+        {"lfm:num_requests_cancelled", "Requests cancelled so far (client gone, or shutdown).",
+         static_cast<double>(s.cancelled)},
         {"lfm:http_read_timeouts", "Connections closed because a request's headers and body did not arrive in time.",
          static_cast<double>(http.timeouts())},
     };
@@ -220,15 +323,7 @@ Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt)
     impl_->register_routes();
     return;
   }
-  const Tokenizer& tok = *tokp;
-  if (!tok.chat_template().empty()) {
-    auto str = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
-    impl_->tpl = std::make_unique<ChatTemplate>(tok.chat_template(), str(tok.bos_token()), str(tok.eos_token()),
-                                                str(tok.pad_token()));
-  }
-  if (auto im_end = tok.token_to_id("<|im_end|>")) impl_->chat_stop_ids.push_back(*im_end);
-  for (const char* m : {"<think>", "</think>", "<|tool_call_start|>", "<|tool_call_end|>"})
-    if (auto id = tok.token_to_id(m)) impl_->marker_ids.push_back(*id);
+  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp);
   impl_->register_routes();
 }
 

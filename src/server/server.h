@@ -3,7 +3,7 @@
 // server whose streams each wait on their own engine event queue; Boost.Beast's async model
 // would add a dependency and code without serving this load better).
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}], GET /health,
 // POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API Inference
 // Extension's model-server metrics: lfm:num_requests_waiting and lfm:num_requests_running
 // gauges, lfm:kv_cache_usage_perc in 0..1). Errors use OpenAI's shape. With an API key, /v1/*,
@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "engine/generation_config.h"
 #include "server/metrics.h"
 
 namespace httplib {
@@ -35,6 +37,15 @@ struct ServerOptions {
   int port = 8080;                  // 0: any free port (see bind())
   std::string api_key;              // empty: no authentication
   std::string model_name = "lfm";   // reported by /v1/models and in responses
+  // Other names a request's "model" may give (e.g. the -m argument as written); any other
+  // non-empty name is 404 model_not_found.
+  std::vector<std::string> model_aliases;
+  // CORS: empty: no CORS headers; else the Access-Control-Allow-Origin value ("*" or an origin),
+  // and OPTIONS preflights are answered.
+  std::string cors_origin;
+  bool access_log = true;
+  // Sampling fields a request leaves unset (lfm serve --generation-config; empty: OpenAI's).
+  SamplingDefaults sampling_defaults;           // one line per request on stderr (never the content)
   int http_threads = 64;            // requests served at once (a stream holds one to its end)
   int reading_threads = 32;         // more threads for connections whose request is still arriving
   double request_read_timeout_s = 30;  // a request's headers and body must arrive within this

@@ -15,12 +15,15 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "server/api_types.h"
+#include "server/chat_turn.h"
 #include "server/guarded_http.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lfm::server {
+
+int64_t unix_seconds();  // now, as OpenAI's "created" fields give it
 
 struct Server::Impl {
   Impl(Engine& e, const Tokenizer* t, const ServerOptions& o, Metrics& m) : engine(e), tok_(t), opt(o), metrics(m) {}
@@ -31,28 +34,35 @@ struct Server::Impl {
   const Tokenizer& tok(const char* what) const;
   ServerOptions opt;
   Metrics& metrics;
-  std::unique_ptr<ChatTemplate> tpl;  // null when the model ships none (chat → 400)
-  std::vector<int32_t> chat_stop_ids;  // <|im_end|>
-  std::vector<int32_t> marker_ids;     // <think>, </think>, <|tool_call_start|>, <|tool_call_end|>
+  std::unique_ptr<ChatTurnBuilder> chat;  // null without a tokenizer
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
   std::atomic<bool> draining{false};
   std::atomic<bool> bound{false};
   std::thread grace_thread;
   std::mutex shutdown_mu;
-  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+  const int64_t created = unix_seconds();  // the server's start (/v1/models)
 
   void register_routes();
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_completion(const httplib::Request& req, httplib::Response& res);
   std::string token_text(int32_t id) const;
+  // The token's own bytes (a piece of a UTF-8 character stays as it is), as 0–255 values.
+  std::vector<int> token_bytes(int32_t id) const;
+  // Whether a request's "model" names this server's model (absent or empty does).
+  bool serves_model(const std::string& name) const;
+  // 404 model_not_found unless the body's "model" is absent, empty, the name or an alias.
+  void check_model(const nlohmann::json& body) const;
 };
 
-// OpenAI's error body.
+// What a generation handler tells the access log about its request (one handler per thread).
+void note_usage(int64_t prompt_tokens, int64_t completion_tokens);
+
+// OpenAI's error body: {"error": {"message", "type", "param", "code"}}; `code` is OpenAI's
+// string code or, empty, null.
 std::string error_body(int status, const std::string& message, const std::string& param = {},
-                       const std::string& type = {});
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {});
+                       const std::string& code = {});
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
+                const std::string& code = {});
 nlohmann::json parse_json_body(const httplib::Request& req);  // throws ApiError(400)
 
 }  // namespace lfm::server

@@ -13,14 +13,16 @@ const tools = [{ type: "function", function: { name: "get_time", description: "C
 
 const models = await client.models.list();
 out.models = models.data.map((m) => m.id);
+const model = models.data[0].id;  // any other name is 404 model_not_found
+const toolModel = (await toolClient.models.list()).data[0].id;
 
-const chat = await client.chat.completions.create({ model: "m", messages, temperature: 0, max_tokens: 12 });
+const chat = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12 });
 out.chat = { content: chat.choices[0].message.content, finish: chat.choices[0].finish_reason, usage: chat.usage };
 
 let streamed = "";
 let usage = null;
 let finish = null;
-const stream = await client.chat.completions.create({ model: "m", messages, temperature: 0, max_tokens: 12,
+const stream = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12,
   stream: true, stream_options: { include_usage: true } });
 for await (const chunk of stream) {
   if (chunk.usage) usage = chunk.usage;
@@ -31,10 +33,10 @@ for await (const chunk of stream) {
 }
 out.chat_stream = { content: streamed, finish, usage };
 
-const tc = await toolClient.chat.completions.create({ model: "m", messages, tools, tool_choice: "auto", temperature: 0 });
+const tc = await toolClient.chat.completions.create({ model: toolModel, messages, tools, tool_choice: "auto", temperature: 0 });
 out.tool_call = { message: tc.choices[0].message, finish: tc.choices[0].finish_reason };
 
-const toolStream = await toolClient.chat.completions.create({ model: "m", messages, tools, stream: true, temperature: 0,
+const toolStream = await toolClient.chat.completions.create({ model: toolModel, messages, tools, stream: true, temperature: 0,
   tool_choice: { type: "function", function: { name: "get_time" } } });
 const calls = [];
 let toolFinish = null;
@@ -45,15 +47,15 @@ for await (const chunk of toolStream) {
 }
 out.tool_stream = { calls, finish: toolFinish };
 
-const comp = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 8, temperature: 0 });
+const comp = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 8, temperature: 0 });
 out.completion = { text: comp.choices[0].text, finish: comp.choices[0].finish_reason };
 let compStreamed = "";
-for await (const chunk of await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 8,
+for await (const chunk of await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 8,
   temperature: 0, stream: true })) compStreamed += chunk.choices[0]?.text ?? "";
 out.completion_stream = compStreamed;
 
 try {
-  await client.chat.completions.create({ model: "m", messages: [], max_tokens: 1 });
+  await client.chat.completions.create({ model, messages: [], max_tokens: 1 });
   out.bad_request = "no error";
 } catch (e) {
   out.bad_request = { status: e.status, message: e.error?.message ?? String(e) };

@@ -1,0 +1,68 @@
+// One chat turn, built the same way for every front end (`lfm serve`'s chat completions and
+// `lfm chat`): the model's template rendered with the generation prompt, the stop ids that end
+// the assistant turn, the special ids whose text the output parser needs to see, and the
+// parser's options. Keeping it in one place is what keeps the two from drifting apart (lfm chat
+// once parsed with markers the detokenizer had already dropped).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "chat/output_parser.h"
+#include "engine/request.h"
+
+namespace lfm {
+class Tokenizer;
+}
+
+namespace lfm::server {
+
+struct ChatTurnInput {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;      // null: no tools offered
+  std::string tool_choice = "auto";  // auto | none | required | a function name (with named_tool)
+  bool named_tool = false;
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  std::optional<std::string> date;   // pins strftime_now (YYYY-MM-DD)
+  // Parse tool calls even when `tools` is null: `lfm chat` users describe tools in the system
+  // prompt, as LFM2's model cards show.
+  bool parse_tool_calls_without_tools = false;
+};
+
+struct ChatTurn {
+  std::vector<int32_t> prompt;        // the rendered conversation, tokenized (the template writes BOS)
+  std::vector<int32_t> stop_ids;      // <|im_end|>
+  // Special ids shown in the text: only the markers the parser consumes, so special tokens never
+  // leak into content (a tool-call marker in a reply to a request without tools is dropped).
+  std::vector<int32_t> show_special;
+  chat::OutputParserOptions parser;
+  // Text the prompt ends with that the reply continues (tool_choice required / named): feed it
+  // to the parser before the generated text.
+  std::string forced;
+
+  // Sets the request's prompt, adds the stop ids and sets show_special.
+  void apply(Request& r) const;
+};
+
+class ChatTurnBuilder {
+ public:
+  // The tokenizer must outlive the builder.
+  explicit ChatTurnBuilder(const Tokenizer& tok);
+  ~ChatTurnBuilder();
+  bool has_template() const { return tpl_ != nullptr; }
+  // Throws lfm::Error when the model has no template or rendering fails.
+  ChatTurn build(const ChatTurnInput& in) const;
+
+ private:
+  const Tokenizer& tok_;
+  std::unique_ptr<ChatTemplate> tpl_;
+  std::vector<int32_t> stop_ids_;
+  std::vector<int32_t> think_ids_, tool_call_ids_;  // the markers the tokenizer has as tokens
+};
+
+}  // namespace lfm::server
