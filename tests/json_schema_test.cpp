@@ -15,6 +15,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/number_ranges.h"
+#include "schema_oracle.h"
 #include "test_util.h"
 
 namespace lfm::grammar {
@@ -104,11 +105,7 @@ TEST(JsonSchema, SuiteInstancesAcceptedAndRejectedWithWhitespace) {
 }
 
 // The python interpreter with `jsonschema` (scripts/setup.sh installs Debian's python3-jsonschema).
-std::string python_with_jsonschema() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (test::run_command(std::string(py) + " -c 'import jsonschema' 2>/dev/null").code == 0) return py;
-  return "";
-}
+using test::python_with_jsonschema;
 
 TEST(JsonSchema, SuiteVerdictsAgreeWithPythonJsonschema) {
   const std::string py = python_with_jsonschema();

@@ -395,6 +395,27 @@ TEST_F(ServerTest, OfficialOpenAiClient) {
   EXPECT_EQ(j["tool_stream"]["calls"][0]["function"]["arguments"], "{\"tz\":1}");
   EXPECT_EQ(j["completion_stream"], j["completion"]["text"]);
   EXPECT_EQ(j["bad_request"]["status"], 400);
+  // Structured output: the content is JSON valid under the schema; the strict tool's arguments
+  // parse to the declared types.
+  auto check_weather = [](const json& w) {
+    ASSERT_TRUE(w.is_object()) << w.dump();
+    EXPECT_EQ(w.size(), 3u) << w.dump();
+    ASSERT_TRUE(w["city"].is_string()) << w.dump();
+    size_t chars = 0;  // maxLength counts characters
+    for (unsigned char ch : w["city"].get<std::string>()) chars += (ch & 0xC0) != 0x80;
+    EXPECT_LE(chars, 12u) << w.dump();
+    EXPECT_TRUE(w["days"].is_number_integer() && w["days"] >= 1 && w["days"] <= 9) << w.dump();
+    EXPECT_TRUE(w["metric"].is_boolean()) << w.dump();
+  };
+  EXPECT_EQ(j["response_format"]["finish"], "stop") << r.out;
+  check_weather(json::parse(j["response_format"]["content"].get<std::string>()));
+  EXPECT_EQ(j["strict_tool"]["finish"], "tool_calls") << r.out;
+  const json& calls = j["strict_tool"]["message"]["tool_calls"];
+  ASSERT_GE(calls.size(), 1u) << r.out;
+  for (const auto& call : calls) {
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    check_weather(json::parse(call["function"]["arguments"].get<std::string>()));
+  }
 }
 
 // Speculative decoding through the server (issue 37): --draft-model makes model drafts the

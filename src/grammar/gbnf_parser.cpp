@@ -197,11 +197,15 @@ class Parser {
       const int32_t r = b_.helper_rule(rule_name);
       b_.define(r, std::move(alts));
       seq.push_back({Element::Kind::kRule, r});
-    } else if (c == '<' && peek(1) == '|') {
-      const size_t end = s_.find("|>", i_ + 2);
-      if (end == std::string_view::npos) error("unterminated special token <|...|>");
-      seq.push_back(b_.token(std::string(s_.substr(i_, end + 2 - i_))));
-      i_ = end + 2;
+    } else if (c == '<') {
+      // A token named by its text: <|im_end|>, <think>, </think>.
+      const bool bars = peek(1) == '|';
+      const size_t end = bars ? s_.find("|>", i_ + 2) : s_.find('>', i_ + 1);
+      const size_t stop = end == std::string_view::npos ? end : end + (bars ? 2 : 1);
+      if (end == std::string_view::npos || s_.substr(i_, stop - i_).find_first_of(" \t\r\n") != std::string_view::npos)
+        error("unterminated token reference <...>");
+      seq.push_back(b_.token(std::string(s_.substr(i_, stop - i_))));
+      i_ = stop;
     } else if (is_word(c)) {
       seq.push_back({Element::Kind::kRule, b_.rule(parse_name())});
     } else {

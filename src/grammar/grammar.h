@@ -5,8 +5,9 @@
 // with \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes, [character classes] with ranges and ^
 // negation, `.` (any code point), ( groups ), `|`, postfix `*` `+` `?` `{m}` `{m,}` `{m,n}`,
 // `#` comments. Literals and classes are Unicode code points, matched as their UTF-8 bytes. An
-// extension: `<|name|>` outside quotes is the special token with that text (a tool-call marker),
-// matched only by that token, never by ordinary tokens spelling it.
+// extension: `<...>` outside quotes (`<|tool_call_start|>`, `<think>`) is the added token with
+// that text, matched only by that token, never by ordinary tokens spelling it (and added tokens
+// match nothing else).
 #pragma once
 
 #include <cstdint>

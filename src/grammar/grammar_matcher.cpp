@@ -16,12 +16,34 @@ bool GrammarMatcher::is_stop(int32_t token) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
 }
 
+int32_t GrammarMatcher::dfa_state(const Tops& t) {
+  std::string key(reinterpret_cast<const char*>(t.stacks.data()), t.stacks.size() * sizeof(int32_t));
+  key += static_cast<char>(t.accept);
+  auto [it, inserted] = dfa_index_.try_emplace(std::move(key), static_cast<int32_t>(dfa_states_.size()));
+  if (inserted) dfa_states_.push_back(t);
+  return it->second;
+}
+
+int32_t GrammarMatcher::dfa_step(int32_t state, uint8_t byte) {
+  const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
+  if (auto it = dfa_next_.find(key); it != dfa_next_.end()) return it->second;
+  store_.advance(dfa_states_[static_cast<size_t>(state)], byte, dfa_tmp_);
+  const int32_t next = dfa_tmp_.stacks.empty() && !dfa_tmp_.accept ? -1 : dfa_state(dfa_tmp_);
+  dfa_next_.emplace(key, next);
+  return next;
+}
+
 void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& ids, uint64_t* bits) {
   const TokenVocabulary& v = tg_->vocab();
+  if (dfa_states_.size() > (1u << 16)) {  // bounded memory over a long generation
+    dfa_states_.clear();
+    dfa_index_.clear();
+    dfa_next_.clear();
+  }
   size_t valid = 0;
   const std::string* prev = nullptr;
   if (scratch_.empty()) scratch_.resize(1);
-  scratch_[0] = store_.closure_of(frame);
+  scratch_[0] = dfa_state(store_.closure_of(frame));
   for (int32_t id : ids) {
     if ((bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1) continue;  // allowed by another stack
     const std::string& b = v.bytes(id);
@@ -30,15 +52,14 @@ void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& 
     if (prev) {
       while (d < valid && d < b.size() && d < prev->size() && (*prev)[d] == b[d]) ++d;
     }
-    while (d < b.size() && !scratch_[d].stacks.empty()) {
-      store_.advance(scratch_[d], static_cast<uint8_t>(b[d]), scratch_[d + 1]);
+    while (d < b.size() && scratch_[d] >= 0) {
+      scratch_[d + 1] = dfa_step(scratch_[d], static_cast<uint8_t>(b[d]));
       ++d;
     }
     valid = d;
     prev = &b;
     // Matched when every byte was consumed by some path (a frame below may also end the root).
-    if (d == b.size() && (!scratch_[d].stacks.empty() || scratch_[d].accept))
-      bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    if (d == b.size() && scratch_[d] >= 0) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
 }
 
@@ -64,8 +85,7 @@ void GrammarMatcher::fill_mask(uint64_t* bits) {
     }
     if (std::find(seen_pos_.begin(), seen_pos_.end(), pos) != seen_pos_.end()) continue;
     seen_pos_.push_back(pos);
-    const PositionMask& pm = tg_->position_mask(pos);
-    for (size_t w = 0; w < words; ++w) bits[w] |= pm.accepted[w];
+    tg_->position_mask(pos).add_accepted(bits);
   }
   for (int32_t f : cur_.stacks) {
     const int32_t pos = store_[f].pos;

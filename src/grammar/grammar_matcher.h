@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar_stacks.h"
@@ -53,8 +54,17 @@ class GrammarMatcher {
   Tops cur_;
   bool stopped_ = false;
   std::vector<State> history_;
-  std::vector<Tops> scratch_;
+  std::vector<int32_t> scratch_;  // per depth: the DFA state of the token checked
   std::vector<int32_t> seen_pos_;
+  // A lazily built DFA over the states the uncertain checks visit: each distinct state (set of
+  // stacks) gets an id and each (state, byte) step is computed once, so checking thousands of
+  // tokens per step costs a hash lookup per byte. Cleared when it grows past a bound.
+  int32_t dfa_state(const Tops& t);
+  int32_t dfa_step(int32_t state, uint8_t byte);  // -1: no path survives
+  std::vector<Tops> dfa_states_;
+  std::unordered_map<std::string, int32_t> dfa_index_;
+  std::unordered_map<uint64_t, int32_t> dfa_next_;
+  Tops dfa_tmp_;
 };
 
 }  // namespace lfm::grammar

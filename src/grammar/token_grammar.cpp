@@ -53,13 +53,28 @@ const PositionMask& TokenGrammar::position_mask(int32_t pos) const {
   // Computed outside the lock (two threads may both compute one; the first stored wins).
   auto m = std::make_unique<PositionMask>(compute(pos));
   std::lock_guard<std::mutex> lock(mu_);
+  const size_t bytes = m->bytes();
   auto [it, inserted] = cache_.try_emplace(pos, std::move(m));
+  if (inserted) cached_bytes_ += bytes;
   return *it->second;
 }
 
 void TokenGrammar::precompute_all() const {
   for (size_t p = 0; p < g_->elements.size(); ++p)
     if (g_->elements[p].kind == Element::Kind::kBytes) position_mask(static_cast<int32_t>(p));
+}
+
+size_t TokenGrammar::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_bytes_;
+}
+
+void PositionMask::add_accepted(uint64_t* bits) const {
+  if (!accepted_bits.empty()) {
+    for (size_t w = 0; w < accepted_bits.size(); ++w) bits[w] |= accepted_bits[w];
+    return;
+  }
+  for (int32_t id : accepted_ids) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
 }
 
 size_t TokenGrammar::cached_positions() const {
@@ -72,8 +87,7 @@ PositionMask TokenGrammar::compute(int32_t pos) const {
   const auto& sorted = v.sorted();
   const auto& lcp = v.lcp();
   PositionMask m;
-  m.accepted.assign(static_cast<size_t>(mask_words()), 0);
-  auto accept = [&](int32_t id) { m.accepted[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
+  auto accept = [&](int32_t id) { m.accepted_ids.push_back(id); };
 
   StackStore store(*g_);
   size_t max_len = 0;
@@ -117,6 +131,13 @@ PositionMask TokenGrammar::compute(int32_t pos) const {
       ++i;
       if (uncertain) m.uncertain.push_back(sorted[i]);
     }
+  }
+  // A bitset once the list would be larger than it.
+  if (static_cast<int64_t>(m.accepted_ids.size()) * 32 > v.size()) {
+    m.accepted_bits.assign(static_cast<size_t>(mask_words()), 0);
+    for (int32_t id : m.accepted_ids) m.accepted_bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    m.accepted_ids.clear();
+    m.accepted_ids.shrink_to_fit();
   }
   return m;
 }

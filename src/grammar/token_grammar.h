@@ -47,10 +47,15 @@ class TokenVocabulary {
   std::unordered_map<std::string, int32_t> special_;
 };
 
-// What one stack top allows (see the file comment). `accepted` is a bitset over token ids.
+// What one stack top allows (see the file comment). The accepted tokens are kept as a bitset
+// over token ids when many, else as a list (most positions, inside literals, accept a handful).
 struct PositionMask {
-  std::vector<uint64_t> accepted;
+  std::vector<uint64_t> accepted_bits;  // empty when accepted_ids holds them
+  std::vector<int32_t> accepted_ids;
   std::vector<int32_t> uncertain;  // token ids in sorted (byte) order
+  // ORs the accepted tokens into bits.
+  void add_accepted(uint64_t* bits) const;
+  size_t bytes() const { return (accepted_bits.size() * 2 + accepted_ids.size() + uncertain.size()) * 4; }
 };
 
 class TokenGrammar {
@@ -70,6 +75,7 @@ class TokenGrammar {
   // Computes every position's mask now (e.g. on a thread of its own right after compiling).
   void precompute_all() const;
   size_t cached_positions() const;
+  size_t cached_bytes() const;  // memory the cached masks hold
 
  private:
   PositionMask compute(int32_t pos) const;
@@ -79,6 +85,7 @@ class TokenGrammar {
   std::vector<int32_t> token_ids_;
   mutable std::mutex mu_;
   mutable std::unordered_map<int32_t, std::unique_ptr<PositionMask>> cache_;
+  mutable size_t cached_bytes_ = 0;
 };
 
 }  // namespace lfm::grammar

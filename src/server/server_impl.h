@@ -19,6 +19,7 @@
 #include "server/guarded_http.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lfm::server {
@@ -35,6 +36,7 @@ struct Server::Impl {
   ServerOptions opt;
   Metrics& metrics;
   std::unique_ptr<ChatTurnBuilder> chat;  // null without a tokenizer
+  GrammarCache grammars{32};               // compiled structured-output grammars, by GBNF text
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
   std::atomic<bool> draining{false};
   std::atomic<bool> bound{false};

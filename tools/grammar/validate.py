@@ -6,6 +6,9 @@ Usage:
   validate.py SCHEMA_FILE INSTANCE_FILE...   each INSTANCE_FILE holds one JSON text
   validate.py SCHEMA_FILE --texts TEXTS_FILE TEXTS_FILE holds a JSON array of strings, each
                                              one JSON text (e.g. many generated outputs)
+  validate.py --pairs PAIRS_FILE             PAIRS_FILE holds a JSON array of {"schema": S,
+                                             "texts": [..]}: many schemas in one call, each
+                                             line also carrying "pair": its index
   validate.py --suite SUITE_FILE...          each SUITE_FILE is {"schema": S, "valid": [..],
                                              "invalid": [..]} (tests/data/grammar/schemas/):
                                              checks that every valid instance validates and
@@ -100,9 +103,27 @@ def suite(paths):
     return 0 if wrong == 0 else 1
 
 
+def pairs(path):
+    all_ok = True
+    for p, pair in enumerate(load(path)):
+        try:
+            v = make_validator(pair["schema"])
+        except jsonschema.SchemaError as e:
+            print(json.dumps({"pair": p, "valid": False, "error": "bad schema: %s" % e.message}))
+            all_ok = False
+            continue
+        for i, text in enumerate(pair["texts"]):
+            ok, err = verdict(v, text)
+            all_ok = all_ok and ok
+            print(json.dumps({"pair": p, "index": i, "source": path, "valid": ok, "error": err}))
+    return 0 if all_ok else 1
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "--suite":
         return suite(argv[1:])
+    if len(argv) == 2 and argv[0] == "--pairs":
+        return pairs(argv[1])
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2

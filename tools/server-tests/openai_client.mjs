@@ -47,6 +47,19 @@ for await (const chunk of toolStream) {
 }
 out.tool_stream = { calls, finish: toolFinish };
 
+// Structured output (issue 38): a JSON schema as response_format, and a strict tool forced with
+// tool_choice "required", on the random text model at temperature 1.
+const weather = { type: "object", additionalProperties: false, required: ["city", "days", "metric"],
+  properties: { city: { type: "string", maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 9 },
+    metric: { type: "boolean" } } };
+const rf = await client.chat.completions.create({ model, messages, temperature: 1, seed: 5, max_tokens: 60,
+  response_format: { type: "json_schema", json_schema: { name: "weather", schema: weather, strict: true } } });
+out.response_format = { content: rf.choices[0].message.content, finish: rf.choices[0].finish_reason };
+const strictTools = [{ type: "function", function: { name: "get_weather", strict: true, parameters: weather } }];
+const st = await client.chat.completions.create({ model, messages, tools: strictTools, tool_choice: "required",
+  temperature: 1, seed: 3, max_tokens: 80 });
+out.strict_tool = { message: st.choices[0].message, finish: st.choices[0].finish_reason };
+
 const comp = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 8, temperature: 0 });
 out.completion = { text: comp.choices[0].text, finish: comp.choices[0].finish_reason };
 let compStreamed = "";
