@@ -192,6 +192,39 @@ TEST_F(EngineGrammarTest, SpeculativeDraftsKeepGreedyOutputsUnderAGrammar) {
   }
 }
 
+// Jump-forward: forced text (property names, punctuation) is drafted and verified; greedy output
+// is the same as decoding it token by token, and the verification steps show it happened.
+TEST_F(EngineGrammarTest, JumpForwardKeepsGreedyOutputs) {
+  const char* gbnf = R"(root ::= "{\"name\": \"" [a-z ]{1,12} "\", \"answer\": " ("true" | "false") ", \"items\": [" [0-9]{1,3} ("," [0-9]{1,3}){0,3} "]}")";
+  auto g = grammar::parse_gbnf(gbnf);
+  Engine token_by_token(*model_, *backend_, tok_.get(), options(4));
+  Engine jumping(*model_, *backend_, tok_.get(), options(4, 8));
+  auto tg0 = token_by_token.compile_grammar(g);
+  auto tg1 = jumping.compile_grammar(g);
+  int64_t verify_steps = 0;
+  for (const char* prompt : kPrompts) {
+    Request r = request(prompt, 80, 0.0f, 1);
+    r.grammar = tg0;
+    const Result want = collect(*token_by_token.submit(r));
+    r.grammar = tg1;
+    const Result got = collect(*jumping.submit(r));
+    EXPECT_EQ(got.tokens, want.tokens) << prompt;
+    EXPECT_EQ(got.finish, FinishReason::kStop);
+    EXPECT_TRUE(grammar::grammar_accepts(*g, text_of(content(got)))) << text_of(got.tokens);
+    verify_steps += got.usage.verify_steps;
+    // Sampled: still in the language.
+    r.sampling.temperature = 1.0f;
+    const Result sampled = collect(*jumping.submit(r));
+    EXPECT_TRUE(grammar::grammar_accepts(*g, text_of(content(sampled)))) << text_of(sampled.tokens);
+  }
+  EXPECT_GT(verify_steps, 0);
+  // Off per request: no verification steps.
+  Request r = request("Hello", 80, 0.0f, 1);
+  r.grammar = tg1;
+  r.jump_forward = false;
+  EXPECT_EQ(collect(*jumping.submit(r)).usage.verify_steps, 0);
+}
+
 TEST_F(EngineGrammarTest, StopsWhenTheTextIsCompleteAndNothingCanFollow) {
   Engine e(*model_, *backend_, tok_.get(), options(1));
   auto tg = e.compile_grammar(grammar::parse_gbnf("root ::= \"yes\" | \"no\""));

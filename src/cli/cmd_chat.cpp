@@ -94,6 +94,7 @@ int run_chat(int argc, char** argv) {
   const server::ChatTurnBuilder turns(*tok);
   EngineOptions eo = engine_options(state, *rt.model);
   apply_draft_options(draft, rt, load, eo);
+  if (grammar_args.given() && eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;  // jump-forward
   Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
   const int64_t ctx = engine.ctx_size();
   std::shared_ptr<const grammar::TokenGrammar> reply_grammar;
@@ -118,6 +119,7 @@ int run_chat(int argc, char** argv) {
     req.drafter = draft.kind();
     req.max_drafts = draft.draft_max;
     req.grammar = reply_grammar;
+    req.jump_forward = !grammar_args.no_jump_forward;
     std::shared_ptr<RequestStream> stream;
     server::ChatTurn turn;
     try {

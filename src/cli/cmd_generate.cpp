@@ -77,8 +77,10 @@ int run_generate(int argc, char** argv) {
   if (max_new > 0) {
     EngineOptions eo = engine_options(state, *rt.model);
     apply_draft_options(draft, rt, load, eo);
+    if (grammar && eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;  // jump-forward room
     Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
     if (grammar) req.grammar = engine.compile_grammar(grammar);
+    req.jump_forward = !grammar_args.no_jump_forward;
     auto stream = engine.submit(req);
     Event ev;
     while (stream->next(ev)) {
@@ -107,7 +109,7 @@ int run_generate(int argc, char** argv) {
     j["prefill_seconds"] = usage.first_token_seconds;
     j["decode_seconds"] = decode_s;
     j["cached_tokens"] = usage.cached_tokens;
-    if (req.drafter != Drafter::kNone) {
+    if (req.drafter != Drafter::kNone || usage.verify_steps > 0) {  // drafts, or the grammar's jump-forward
       j["drafted_tokens"] = usage.drafted_tokens;
       j["accepted_tokens"] = usage.accepted_tokens;
     }
@@ -121,7 +123,7 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr, "prompt %lld tokens in %.3f s; generated %lld tokens (%.2f tok/s decode); %s\n",
                  static_cast<long long>(req.prompt.size()), usage.first_token_seconds,
                  static_cast<long long>(generated.size()), tps, finish.c_str());
-    if (req.drafter != Drafter::kNone)
+    if (req.drafter != Drafter::kNone || usage.verify_steps > 0)
       std::fprintf(stderr, "speculative (%s): %lld drafted tokens, %lld accepted (%.0f%%)\n", drafter_name(req.drafter),
                    static_cast<long long>(usage.drafted_tokens), static_cast<long long>(usage.accepted_tokens),
                    usage.drafted_tokens ? 100.0 * static_cast<double>(usage.accepted_tokens) /

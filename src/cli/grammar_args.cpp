@@ -21,6 +21,8 @@ void add_grammar_options(CLI::App& app, GrammarArgs& a) {
   s->excludes(r);
   app.add_flag("--schema-whitespace", a.any_whitespace,
                "With --json-schema: allow (bounded) whitespace between tokens of the JSON, not only compact JSON");
+  app.add_flag("--no-jump-forward", a.no_jump_forward,
+               "With a grammar: do not draft the text the grammar forces (it is otherwise verified in one step)");
 }
 
 std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarArgs& a) {

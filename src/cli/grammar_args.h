@@ -16,6 +16,7 @@ namespace lfm::cli {
 struct GrammarArgs {
   std::string gbnf_file, json_schema_file, regex;
   bool any_whitespace = false;
+  bool no_jump_forward = false;
   bool given() const { return !gbnf_file.empty() || !json_schema_file.empty() || !regex.empty(); }
 };
 void add_grammar_options(CLI::App& app, GrammarArgs& args);

@@ -135,7 +135,9 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   LFM_CHECK(req.max_drafts >= 0, "engine: max_drafts must not be negative, got ", req.max_drafts);
   LFM_CHECK(req.drafter != Drafter::kModel || draft_model_,
             "engine: the request asks for a draft model's drafts, but no draft model is loaded (--draft-model)");
-  if (req.drafter != Drafter::kNone) a->max_drafts = std::min(req.max_drafts, cache_->options().draft_tokens);
+  if (req.drafter != Drafter::kNone || (req.grammar && req.jump_forward))
+    a->max_drafts = std::min(req.max_drafts, cache_->options().draft_tokens);
+  if (req.grammar && req.jump_forward && a->max_drafts > 0) a->forced_len = std::make_unique<DraftLength>(a->max_drafts);
   // A draft model starts at two drafts per step and grows with what is accepted (each draft is a
   // step of its own), and if it is nearly always wrong gives up after 3 single-draft misses in a
   // row (DraftLength): it must read every token, so even pausing costs.

@@ -106,6 +106,8 @@ class Engine {
   void fill_masks(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
   void prepare_mask(Active& a);
   bool accept_grammar(Active& a, int32_t token);
+  // Jump-forward: the text the request's grammar forces next, tokenized (at most k ids).
+  std::vector<int32_t> forced_drafts(Active& a, int64_t k);
   // Delivers a chosen token: its event, then the stop checks.
   void deliver(Active& a, SampleResult r);
   // After a verification step (item i of the step): each row's choice in turn while it equals

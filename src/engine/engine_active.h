@@ -49,6 +49,8 @@ struct Engine::Active {
   std::unique_ptr<grammar::GrammarMatcher> matcher;
   std::vector<uint64_t> mask;
   bool mask_ready = false;
+  bool drafts_forced = false;  // this step's drafts are the grammar's forced text (jump-forward)
+  std::unique_ptr<DraftLength> forced_len;  // how much forced text to draft, from what was accepted
 };
 
 }  // namespace lfm

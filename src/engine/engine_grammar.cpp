@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 #include "engine/engine_active.h"
 #include "grammar/token_grammar.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lfm {
@@ -68,6 +69,16 @@ bool Engine::accept_grammar(Active& a, int32_t token) {
   if (a.matcher->accept(token)) return true;
   finish(a, FinishReason::kError, cat("engine: the grammar does not allow token ", token));
   return false;
+}
+
+std::vector<int32_t> Engine::forced_drafts(Active& a, int64_t k) {
+  if (k <= 0 || !tok_) return {};
+  std::string text = a.matcher->forced_bytes(256);
+  text.resize(text.size() - incomplete_utf8_tail(text));  // whole characters only
+  if (text.empty() || find_invalid_utf8(text) != std::string::npos) return {};
+  std::vector<int32_t> ids = tok_->encode(text, /*add_special=*/false);
+  if (static_cast<int64_t>(ids.size()) > k) ids.resize(static_cast<size_t>(k));
+  return ids;
 }
 
 }  // namespace lfm

@@ -10,9 +10,24 @@ namespace lfm {
 
 void Engine::plan_drafts(Active& a, int64_t room) {
   a.verify.clear();
+  a.drafts_forced = false;
   if (a.max_drafts == 0) return;
   // A verification of d drafts yields up to d + 1 tokens: stay within the request's limit.
   const int64_t left = a.limit - static_cast<int64_t>(a.tokens.size()) - 1;
+  // Text the grammar forces is the surest draft there is: it goes first, whatever the drafter.
+  if (a.forced_len) {
+    std::vector<int32_t> forced = forced_drafts(a, std::min(left, room));
+    // As many as recent forced drafts were accepted suggests (the model's own split of the text
+    // may differ from the tokenizer's); counted only where there is forced text.
+    if (!forced.empty()) forced.resize(static_cast<size_t>(std::min<int64_t>(a.forced_len->take(), forced.size())));
+    if (!forced.empty()) {
+      a.verify.push_back(a.tokens.back());
+      a.verify.insert(a.verify.end(), forced.begin(), forced.end());
+      a.drafts_forced = true;
+      return;
+    }
+    if (a.req.drafter == Drafter::kNone) return;
+  }
   const int64_t k = std::min({a.draft_len->take(), left, room});
   if (a.draft_len->given_up() && a.draft_seq) close_draft(a);  // its state is of no more use
   if (k <= 0) return;
@@ -48,7 +63,7 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
   for (size_t i = 0; i < batch.size(); ++i) {
     Active& a = *batch[i];
     // max_drafts 0 (asked, or no room in the engine): a plain request that has no DraftLength.
-    if (a.req.drafter != Drafter::kModel || a.max_drafts == 0 || a.draft_len->given_up()) continue;
+    if (a.req.drafter != Drafter::kModel || a.max_drafts == 0 || a.draft_len->given_up() || a.drafts_forced) continue;
     if (a.n_generated == 0) {
       // Prefilling: the draft model reads the same prompt chunk now, so its prefill is part of
       // the time to the first token (as the model's is), not of the first draft.
@@ -142,7 +157,9 @@ void Engine::after_verification(Active& a, size_t item) {
     try {
       if (a.matcher) prepare_mask(a);
       if (r + 1 < n) {
-        const TokenProbs* q = a.req.drafter == Drafter::kModel && r < static_cast<int64_t>(a.draft_q.size()) ? &a.draft_q[r] : nullptr;
+        const TokenProbs* q = a.req.drafter == Drafter::kModel && !a.drafts_forced && r < static_cast<int64_t>(a.draft_q.size())
+                                  ? &a.draft_q[r]
+                                  : nullptr;
         res = a.sampler->verify(out_.row(item, r), a.verify[r + 1], q, accepted);
       } else {
         res = a.sampler->sample(out_.row(item, r));
@@ -164,7 +181,7 @@ void Engine::after_verification(Active& a, size_t item) {
     a.draft_chain = false;
   }
   a.n_fed += r + 1;
-  a.draft_len->update(n - 1, r);
+  (a.drafts_forced ? a.forced_len : a.draft_len)->update(n - 1, r);
   a.usage.drafted_tokens += n - 1;
   a.usage.accepted_tokens += r;
   ++a.usage.verify_steps;

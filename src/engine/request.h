@@ -47,6 +47,11 @@ struct Request {
   // (Engine::compile_grammar), in every sampling mode; the end-of-sequence and stop ids are
   // allowed only where the text is complete, and generation stops when nothing can follow.
   std::shared_ptr<const grammar::TokenGrammar> grammar;
+  // Jump-forward: where the grammar forces the next text (a property name, a closing bracket),
+  // that text, tokenized, is drafted and verified in one step (it needs the engine's room for
+  // drafts, EngineOptions::state.draft_tokens). Greedy output is unchanged; sampled output keeps
+  // its distribution (the drafts are checked like any other).
+  bool jump_forward = true;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
