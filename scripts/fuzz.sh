@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes lfm's parsers with libFuzzer (clang, ASan + UBSan). Usage:
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]   (default: all, 30 s each)
-# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server.
+# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar.
 # Builds build-fuzz/ (-DLFM_FUZZ=ON with clang++), seeds a working corpus per target from
 # tests/data and fuzz/regressions/TARGET (every crash found so far, kept as a regression input),
 # and runs each harness for SECONDS with a 10 s per-input timeout and a 2 GB RSS limit. A crash
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server)
+TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar)
 which=${1:-all}
 seconds=${2:-30}
 if [ "$which" != all ]; then
@@ -131,6 +131,20 @@ import os, random, sys
 rng = random.Random(7)
 for i in range(16):
     open(os.path.join(sys.argv[1], f"random_{i}"), "wb").write(bytes(rng.randrange(256) for _ in range(rng.randrange(40, 400))))
+EOF
+      ;;
+    grammar)
+      # Kind byte (0 GBNF, 1 JSON schema, 2 regex) then the text: the test grammars and schemas.
+      python3 - "$dir" <<'EOF'
+import glob, json, os, re, sys
+out = sys.argv[1]
+src = open("tests/grammar_test_util.h").read()
+for i, g in enumerate(re.findall(r'R"G\((.*?)\)G"', src, re.S)):
+    open(os.path.join(out, f"gbnf_{i}"), "wb").write(b"\x00" + g.encode())
+for f in sorted(glob.glob("tests/data/grammar/schemas/*.json"))[:40]:
+    open(os.path.join(out, "schema_" + os.path.basename(f)), "wb").write(b"\x01" + json.dumps(json.load(open(f))["schema"]).encode())
+for i, r in enumerate([r"[a-z]{3,8}@[a-z]+\.(com|org)", r"(yes|no)?\d+", r'^[^"\\]*$', r"(a|b)*c{2,}"]):
+    open(os.path.join(out, f"regex_{i}"), "wb").write(b"\x02" + r.encode())
 EOF
       ;;
     server)

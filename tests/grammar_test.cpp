@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "grammar/gbnf_compose.h"
 #include "grammar/grammar.h"
 #include "grammar_test_util.h"
 
@@ -186,6 +187,54 @@ TEST(GrammarParse, AgreesWithStdRegexOnAllShortStrings) {
     };
     all(6);
   }
+}
+
+}  // namespace
+}  // namespace lfm::grammar
+
+namespace lfm::grammar {
+namespace {
+
+TEST(GrammarParse, TokenReferencesByText) {
+  auto g = parse_gbnf("root ::= <think> [a-z]* </think> \"x\" <|im_end|>");
+  ASSERT_EQ(g->token_texts.size(), 3u);
+  EXPECT_EQ(g->token_texts[0], "<think>");
+  EXPECT_EQ(g->token_texts[1], "</think>");
+  EXPECT_EQ(g->token_texts[2], "<|im_end|>");
+  std::string e;
+  try {
+    parse_gbnf("root ::= <think");
+  } catch (const Error& x) {
+    e = x.what();
+  }
+  EXPECT_NE(e.find("unterminated token reference"), std::string::npos) << e;
+  try {
+    parse_gbnf("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')'));
+    e.clear();
+  } catch (const Error& x) {
+    e = x.what();
+  }
+  EXPECT_NE(e.find("nested deeper"), std::string::npos) << e;
+}
+
+// A long chain of rules (each the next's only reference) is checked without deep recursion.
+TEST(GrammarParse, LongRuleChainsAreFine) {
+  std::string g = "root ::= r0\n";
+  for (int i = 0; i < 100000; ++i) g += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " | \"a\"\n";
+  g += "r100000 ::= \"b\"\n";
+  auto parsed = parse_gbnf(g);
+  EXPECT_TRUE(grammar_accepts(*parsed, "a"));
+  EXPECT_TRUE(grammar_accepts(*parsed, "b"));
+  EXPECT_FALSE(grammar_accepts(*parsed, "c"));
+}
+
+TEST(GbnfCompose, PrefixRenamesRulesOnly) {
+  const std::string g = "root ::= item{2,3} \"root item\" [a-z_-] <|tool_call_start|> <think> # root comment\nitem ::= \"\\\"\" ws\nws ::= [ ]?\n";
+  const std::string p = prefix_gbnf_rules(g, "t0-");
+  EXPECT_EQ(p, "t0-root ::= t0-item{2,3} \"root item\" [a-z_-] <|tool_call_start|> <think> # root comment\n"
+               "t0-item ::= \"\\\"\" t0-ws\nt0-ws ::= [ ]?\n");
+  auto parsed = parse_gbnf(p + "root ::= t0-root\n");
+  EXPECT_EQ(parsed->token_texts.size(), 2u);
 }
 
 }  // namespace

@@ -189,9 +189,11 @@ class Parser {
       ++i_;
       seq.push_back(b_.code_points(normalize_ranges({{0, 0x10FFFF}}, false), rule_name));
     } else if (c == '(') {
+      if (++depth_ > kMaxNesting) error(cat("groups nested deeper than ", kMaxNesting));
       ++i_;
       skip_space(true);
       auto alts = parse_alternatives(rule_name, true);
+      --depth_;
       if (peek() != ')') error("expected ')'");
       ++i_;
       const int32_t r = b_.helper_rule(rule_name);
@@ -292,8 +294,10 @@ class Parser {
     return seq;
   }
 
+  static constexpr int kMaxNesting = 256;  // parentheses (the parser recurses per level)
   std::string_view s_;
   size_t i_ = 0;
+  int depth_ = 0;
   GrammarBuilder b_;
 };
 

@@ -1,7 +1,6 @@
 #include "grammar/grammar_builder.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "core/error.h"
 #include "core/utf8.h"
@@ -313,18 +312,29 @@ Grammar GrammarBuilder::finish(const std::string& root) {
         left[r].push_back(e.index);
         if (!nullable[e.index]) break;
       }
-  std::vector<uint8_t> state(n, 0);
-  std::function<void(int32_t)> visit = [&](int32_t r) {
-    state[r] = 1;
-    for (int32_t c : left[r]) {
+  // Depth-first search for a cycle, with an explicit stack (rule chains can be long).
+  std::vector<uint8_t> state(n, 0);  // 0 unseen, 1 on the path, 2 done
+  std::vector<std::pair<int32_t, size_t>> path;  // (rule, next edge)
+  for (size_t start = 0; start < n; ++start) {
+    if (state[start]) continue;
+    path.push_back({static_cast<int32_t>(start), 0});
+    state[start] = 1;
+    while (!path.empty()) {
+      auto& [r, edge] = path.back();
+      if (edge == left[r].size()) {
+        state[r] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int32_t c = left[r][edge++];
       LFM_CHECK(state[c] != 1, "grammar: rule '", names_[c],
                 "' is left-recursive (it can reach itself before matching any byte)");
-      if (state[c] == 0) visit(c);
+      if (state[c] == 0) {
+        state[c] = 1;
+        path.push_back({c, 0});
+      }
     }
-    state[r] = 2;
-  };
-  for (size_t r = 0; r < n; ++r)
-    if (state[r] == 0) visit(static_cast<int32_t>(r));
+  }
 
   inline_leaf_rules();
   Grammar g;
