@@ -30,6 +30,8 @@ fi
 if [ ! -f $B/CMakeCache.txt ]; then
   cmake -S . -B $B -DLFM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" \
     -DLFM_BUILD_TESTS=OFF -DLFM_BUILD_BENCH=OFF -DLFM_CUDA=OFF "${launcher[@]}" >/dev/null
+else
+  cmake -S . -B $B >/dev/null  # picks up new harnesses and sources (make cannot name a target it does not know yet)
 fi
 cmake --build $B -j"$jobs" --target $(printf 'fuzz_%s ' "${TARGETS[@]}")
 
