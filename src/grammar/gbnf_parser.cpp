@@ -196,9 +196,13 @@ class Parser {
       --depth_;
       if (peek() != ')') error("expected ')'");
       ++i_;
-      const int32_t r = b_.helper_rule(rule_name);
-      b_.define(r, std::move(alts));
-      seq.push_back({Element::Kind::kRule, r});
+      if (alts.size() == 1 && !alts[0].empty()) {
+        seq.push_back(b_.group(std::move(alts[0]), rule_name));  // (x) is x
+      } else {
+        const int32_t r = b_.helper_rule(rule_name);
+        b_.define(r, std::move(alts));
+        seq.push_back({Element::Kind::kRule, r});
+      }
     } else if (c == '<') {
       // A token named by its text: <|im_end|>, <think>, </think>.
       const bool bars = peek(1) == '|';
@@ -245,14 +249,7 @@ class Parser {
       } else {
         return;
       }
-      Element x;
-      if (seq.size() - start == 1) {
-        x = seq.back();
-      } else {
-        const int32_t r = b_.helper_rule(rule_name);
-        b_.define(r, {Sequence(seq.begin() + static_cast<std::ptrdiff_t>(start), seq.end())});
-        x = {Element::Kind::kRule, r};
-      }
+      const Element x = b_.group(Sequence(seq.begin() + static_cast<std::ptrdiff_t>(start), seq.end()), rule_name);
       seq.resize(start);
       Sequence rep = b_.repeat(x, min, max, rule_name);
       seq.insert(seq.end(), rep.begin(), rep.end());  // a further postfix wraps all of it

@@ -214,13 +214,31 @@ int32_t GrammarBuilder::star_rule(const Element& x, const std::string& base) {
   alts.push_back({});
   define(r, std::move(alts));
   star_cache_[key] = r;
+  star_of_[r] = x;
   return r;
+}
+
+Element GrammarBuilder::group(Sequence seq, const std::string& base) {
+  if (seq.size() == 1) return seq[0];
+  const int32_t r = helper_rule(base);
+  if (seq.size() == 2 && seq[1].kind == Element::Kind::kRule) {
+    auto it = star_of_.find(seq[1].index);
+    if (it != star_of_.end() && it->second.kind == seq[0].kind && it->second.index == seq[0].index)
+      plus_of_[r] = seq[0];
+  }
+  define(r, {std::move(seq)});
+  return {Element::Kind::kRule, r};
 }
 
 Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, const std::string& base) {
   LFM_CHECK(min >= 0 && (max < 0 || max >= min), "grammar: bad repetition bounds {", min, ",", max, "}");
   LFM_CHECK(min <= 100000 && max <= 100000, "grammar: repetition bound {", min, ",", max,
             "} is above the limit of 100000");
+  if (x.kind == Element::Kind::kRule && max != 0) {
+    if (star_of_.count(x.index)) return {x};  // (y*){m,n} = y*
+    if (auto it = plus_of_.find(x.index); it != plus_of_.end())  // (y+){m,n} = y+, or y* when m = 0
+      return min == 0 ? Sequence{{Element::Kind::kRule, star_rule(it->second, base)}} : Sequence{x};
+  }
   Sequence out(static_cast<size_t>(min), x);
   count(out.size());
   if (max < 0) {

@@ -44,7 +44,11 @@ class GrammarBuilder {
   void append_code_point(Sequence& seq, char32_t cp);
 
   // x*, x+, x?, x{min,max} (max < 0: unbounded) of the single element x, as elements to splice.
+  // A repetition of a repetition is folded ((x*)+ is x*, (x+)? is x*, ...): nested unbounded
+  // repetition would otherwise let the same text match in exponentially many ways.
   Sequence repeat(const Element& x, int64_t min, int64_t max, const std::string& base);
+  // One element for a sequence (a helper rule, remembered as x+ when the sequence is x x*).
+  Element group(Sequence seq, const std::string& base);
 
   // Checks and freezes: throws lfm::Error for undefined rules (naming the first) and for left
   // recursion (also through rules that can match nothing).
@@ -69,6 +73,7 @@ class GrammarBuilder {
   std::vector<ByteSet> sets_;
   std::vector<std::string> tokens_;
   std::map<std::pair<int64_t, int32_t>, int32_t> star_cache_;  // (element kind/index) → star rule
+  std::map<int32_t, Element> star_of_, plus_of_;                 // rule → the x of x* / x+
   size_t elements_ = 0;
 };
 

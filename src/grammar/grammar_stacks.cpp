@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace lfm::grammar {
 
 int32_t StackStore::frame(int32_t pos, int32_t parent) {
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) | static_cast<uint32_t>(parent);
   auto [it, inserted] = index_.try_emplace(key, static_cast<int32_t>(frames_.size()));
   if (inserted) {
+    LFM_CHECK(frames_.size() < kMaxFrames, "grammar: the matcher's state grew past ", kMaxFrames,
+              " stack frames (the grammar is too ambiguous: nested repetition?)");
     frames_.push_back({pos, parent});
     seen_.push_back(0);
   }
@@ -18,6 +22,7 @@ void StackStore::begin(Tops& out) {
   out.stacks.clear();
   out.accept = out.bottom = false;
   work_.clear();
+  closure_size_ = 0;
   if (++gen_ == 0) {  // wrapped: forget every mark
     std::fill(seen_.begin(), seen_.end(), 0);
     gen_ = 1;
@@ -27,6 +32,8 @@ void StackStore::begin(Tops& out) {
 void StackStore::push(int32_t id) {
   if (seen_[static_cast<size_t>(id)] == gen_) return;
   seen_[static_cast<size_t>(id)] = gen_;
+  LFM_CHECK(++closure_size_ <= kMaxClosure, "grammar: one step reaches more than ", kMaxClosure,
+            " parser states (the grammar is too ambiguous: nested repetition such as (a+)+?)");
   work_.push_back(id);
 }
 

@@ -36,6 +36,12 @@ class StackStore {
     int32_t parent;  // frame id, kRootParent or kBottom
   };
 
+  // Bounds on an ambiguous grammar's state (nested repetition the builder could not fold, e.g.
+  // (a | a a)*): a closure past kMaxClosure frames, or more than kMaxFrames frames in all, is an
+  // lfm::Error naming the grammar as too ambiguous rather than a step that never ends.
+  static constexpr size_t kMaxClosure = 100000;
+  static constexpr size_t kMaxFrames = size_t{1} << 22;
+
   explicit StackStore(const Grammar& g) : g_(g) {}
 
   int32_t frame(int32_t pos, int32_t parent);
@@ -63,6 +69,7 @@ class StackStore {
   std::vector<uint32_t> seen_;  // closure generation per frame
   uint32_t gen_ = 0;
   std::vector<int32_t> work_;
+  size_t closure_size_ = 0;
 };
 
 }  // namespace lfm::grammar

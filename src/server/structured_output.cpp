@@ -65,7 +65,9 @@ std::string tool_rules(const ojson& tool, size_t i, bool strict, std::string& ou
     grammar::JsonSchemaOptions opt;
     opt.strict = strict;
     size_t j = 0;
-    for (const auto& [k, schema] : params["properties"].items()) {
+    for (const auto& item : params["properties"].items()) {
+      const std::string k = item.key();
+      const ojson& schema = item.value();  // (a structured binding cannot be captured by clang 14)
       const std::string prefix = t + "a" + std::to_string(j) + "-";
       const std::string gbnf = converted(param + ".properties." + k, [&] {
         return grammar::json_schema_to_gbnf(parameter_document(params, schema), opt);
