@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "grammar/gbnf_compose.h"
 #include "grammar/grammar.h"
 #include "grammar_test_util.h"
@@ -106,7 +107,7 @@ TEST(GrammarParse, RandomClassesAgreeWithMembership) {
       for (auto [a, b] : ranges) in |= (cp >= a && cp <= b);
       if (negate) in = !in;
       std::string text;
-      testing_grammars::append_utf8_cp(text, cp);
+      append_utf8(text, cp);
       EXPECT_EQ(grammar_accepts(*g, text), in) << cls << " U+" << std::hex << static_cast<uint32_t>(cp);
     }
   }

@@ -19,6 +19,16 @@ inline std::string python_with_jsonschema() {
   return "";
 }
 
+// The validator's lines for invalid texts ("" when it found none).
+inline std::string invalid_lines(const RunResult& r) {
+  if (r.code == 0) return "";
+  std::string bad;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"valid\": true") == std::string::npos) bad += line + "\n";
+  return bad.empty() ? r.out : bad;
+}
+
 // The validator's report lines for the texts that are not valid JSON under `schema` ("" when
 // every text is valid); "no validator" when python's jsonschema is missing.
 inline std::string invalid_texts(const nlohmann::ordered_json& schema, const std::vector<std::string>& texts) {
@@ -27,14 +37,8 @@ inline std::string invalid_texts(const nlohmann::ordered_json& schema, const std
   TempDir dir("lfm_validate");
   const std::string s = dir.write("schema.json", schema.dump());
   const std::string t = dir.write("texts.json", nlohmann::json(texts).dump());
-  const auto r = run_command(py + " " + std::string(LFM_SOURCE_DIR) + "/tools/grammar/validate.py " + s + " --texts " + t +
-                             " 2>&1");
-  if (r.code == 0) return "";
-  std::string bad;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("\"valid\": true") == std::string::npos) bad += line + "\n";
-  return bad.empty() ? r.out : bad;
+  return invalid_lines(run_command(py + " " + std::string(LFM_SOURCE_DIR) + "/tools/grammar/validate.py " + s +
+                                   " --texts " + t + " 2>&1"));
 }
 
 // The same for many (schema, texts) pairs in one run of the validator.
@@ -45,13 +49,8 @@ inline std::string invalid_texts(const std::vector<std::pair<nlohmann::ordered_j
   for (const auto& [schema, texts] : pairs) all.push_back({{"schema", schema}, {"texts", texts}});
   TempDir dir("lfm_validate");
   const std::string f = dir.write("pairs.json", all.dump());
-  const auto r = run_command(py + " " + std::string(LFM_SOURCE_DIR) + "/tools/grammar/validate.py --pairs " + f + " 2>&1");
-  if (r.code == 0) return "";
-  std::string bad;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("\"valid\": true") == std::string::npos) bad += line + "\n";
-  return bad.empty() ? r.out : bad;
+  return invalid_lines(run_command(py + " " + std::string(LFM_SOURCE_DIR) + "/tools/grammar/validate.py --pairs " + f +
+                                   " 2>&1"));
 }
 
 }  // namespace lfm::test
