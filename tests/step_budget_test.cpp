@@ -33,6 +33,7 @@ TEST(StepCostModel, RecoversLinearCosts) {
   EXPECT_NEAR(c.per_decode, 0.0010, 2e-6);
   EXPECT_NEAR(c.per_prompt, 0.0006, 2e-7);
   EXPECT_NEAR(c.predict(10, 100), 0.004 + 0.010 + 0.060, 1e-5);
+  EXPECT_LT(c.spread, 0.01);
 }
 
 TEST(StepCostModel, NoisyTimingsGiveCloseCosts) {
@@ -46,6 +47,10 @@ TEST(StepCostModel, NoisyTimingsGiveCloseCosts) {
   EXPECT_NEAR(c.per_decode, 0.003, 0.0006);
   EXPECT_NEAR(c.per_prompt, 0.002, 0.0002);
   EXPECT_NEAR(c.predict(32, 0), 0.02 + 0.096, 0.012);
+  // Uniform ±5% has a root mean square of 2.9%; predictions from a fit to a few dozen noisy
+  // steps (mostly large ones) stray further on small steps, but of that order.
+  EXPECT_GT(c.spread, 0.025);
+  EXPECT_LT(c.spread, 0.08);
 }
 
 TEST(StepCostModel, NotReadyUntilStepsOfDifferentSizes) {
@@ -97,6 +102,12 @@ TEST(PromptTokenBudget, IsWhatTheTargetLeavesAfterTheDecodeTokens) {
   EXPECT_EQ(prompt_token_budget(&c, 32, 0.100, 16, 512), 26);
   EXPECT_EQ(prompt_token_budget(&c, 32, 0.1745, 16, 512), 100);
   EXPECT_EQ(prompt_token_budget(&c, 0, 0.100, 16, 512), 90);
+}
+
+TEST(PromptTokenBudget, LeavesAMarginForTheSpreadOfStepTimes) {
+  const StepCost c{0.010, 0.002, 0.001, 0.1};  // steps stray 10% from the fit
+  // 0.1745 s / (1 + 1.65 × 0.1) = 0.14979 s: 75 prompt tokens after 74 ms of decode tokens.
+  EXPECT_EQ(prompt_token_budget(&c, 32, 0.1745, 16, 512), 75);
 }
 
 TEST(PromptTokenBudget, KeepsTheMinimumWhenTheDecodeTokensAloneExceedTheTarget) {

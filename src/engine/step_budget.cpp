@@ -53,6 +53,14 @@ StepCostModel::StepCostModel(double decay) : decay_(decay) {
 
 void StepCostModel::observe(int64_t decode_tokens, int64_t prompt_tokens, double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds) || decode_tokens < 0 || prompt_tokens < 0) return;
+  if (ready()) {
+    const double predicted = cost().predict(decode_tokens, prompt_tokens);
+    if (predicted > 0) {
+      const double e = (seconds - predicted) / predicted;
+      err_w_ = err_w_ * decay_ + 1.0;
+      err_sq_ = err_sq_ * decay_ + e * e;
+    }
+  }
   const double x[3] = {1.0, static_cast<double>(decode_tokens + prompt_tokens), static_cast<double>(prompt_tokens)};
   w_ = w_ * decay_ + 1.0;
   for (int i = 0; i < 3; ++i) {
@@ -72,7 +80,7 @@ StepCost StepCostModel::cost() const {
   }
   a[2][2] += kPromptRidge * w_;
   if (!solve3(a, b, t)) return {};
-  return {t[0], t[1], t[1] + t[2]};
+  return {t[0], t[1], t[1] + t[2], err_w_ > 0 ? std::sqrt(err_sq_ / err_w_) : 0.0};
 }
 
 bool StepCostModel::ready() const {
@@ -89,7 +97,9 @@ int64_t prompt_token_budget(const StepCost* cost, int64_t decode_tokens, double 
                             int64_t max_tokens) {
   const int64_t lo = std::min(min_tokens, max_tokens);
   if (!cost || !(cost->per_prompt > 0)) return lo;
-  const double room = (target_seconds - cost->predict(decode_tokens, 0)) / cost->per_prompt;
+  // predict(d, p) × (1 + margin) ≤ target, for the largest p.
+  const double room =
+      (target_seconds / (1.0 + kSpreadMargin * cost->spread) - cost->predict(decode_tokens, 0)) / cost->per_prompt;
   if (!(room > static_cast<double>(lo))) return lo;  // also NaN
   if (room >= static_cast<double>(max_tokens)) return max_tokens;
   // A millionth of a token of slack, so a target met exactly is not lost to rounding.

@@ -18,6 +18,9 @@ struct StepCost {
   double fixed = 0;         // seconds per step whatever it holds
   double per_decode = 0;    // seconds per decode (or verification) token
   double per_prompt = 0;    // seconds per prompt token
+  // How far recent steps strayed from the fit, relative to what it predicted (root mean square):
+  // other load on the machine, and whatever the linear model misses.
+  double spread = 0;
   double predict(int64_t decode_tokens, int64_t prompt_tokens) const {
     return fixed + per_decode * static_cast<double>(decode_tokens) + per_prompt * static_cast<double>(prompt_tokens);
   }
@@ -43,12 +46,19 @@ class StepCostModel {
   double w_ = 0;         // Σ weight
   double sxx_[3][3] = {};  // Σ weight · x xᵀ
   double sxy_[3] = {};     // Σ weight · x · seconds
+  // Decayed sums of the squared relative errors of the fit's predictions, made before each step
+  // joined it.
+  double err_w_ = 0, err_sq_ = 0;
 };
 
 // The prompt tokens a step with `decode_tokens` decode tokens may take so that its predicted
-// duration stays within `target_seconds`: the largest such count, but at least `min_tokens` (so
-// prefill always progresses, even when the decode tokens alone exceed the target) and at most
-// `max_tokens`. Without a usable fit (`cost` null) the step gets `min_tokens`.
+// duration, with a margin of kSpreadMargin × the fit's spread, stays within `target_seconds`:
+// the largest such count, but at least `min_tokens` (so prefill always progresses, even when the
+// decode tokens alone exceed the target) and at most `max_tokens`. Without a usable fit (`cost`
+// null) the step gets `min_tokens`.
+// The margin aims at the steps' 95th percentile rather than their mean (were the errors normal):
+// the target bounds the inter-token latency streams see, not its average.
+inline constexpr double kSpreadMargin = 1.65;
 int64_t prompt_token_budget(const StepCost* cost, int64_t decode_tokens, double target_seconds, int64_t min_tokens,
                             int64_t max_tokens);
 
