@@ -91,7 +91,8 @@ void add_schedule_options(CLI::App& app, StateArgs& a) {
   app.add_option("--itl-target-ms", a.itl_target_ms,
                  "Inter-token latency target while new prompts are prefilled: prompt tokens join the decode "
                  "tokens of a step as far as its predicted time (a cost model fitted to the steps run) stays "
-                 "within it, at least 16 per step; 0: no target, prompts fill the step up to --batch-tokens")
+                 "within it, at least " + std::to_string(kMinPromptTokens) +
+                     " per step; 0: no target, prompts fill the step up to --batch-tokens")
       ->capture_default_str()
       ->check(non_negative_number());
   app.add_option("--prefill-chunk", a.prefill_chunk,
