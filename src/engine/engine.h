@@ -2,6 +2,8 @@
 // cancel them. One scheduler thread owns the model's state and builds each step from the decode
 // tokens of running requests plus prefill chunks of waiting ones, under a token budget:
 //   * FCFS, at most `parallel` requests running (one conv-state slot each);
+//   * while requests decode, prompt tokens join a step as far as the inter-token latency target
+//     allows, by a cost model fitted to the steps run (step_budget.h; or a fixed prefill_chunk);
 //   * a new request resumes from its longest cached prefix (prefix cache, on by default);
 //   * when KV blocks run out, the youngest running request is preempted (its state released, its
 //     full blocks left in the prefix cache) and later resumed by recomputation;
