@@ -109,7 +109,8 @@ TEST(CliTest, StateOptionsKeepResultsAndInfoReportsThePool) {
   for (const auto& v : g["prompt"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
   // Other block sizes, a tiny step budget and parallel slots change nothing.
   for (const std::string extra : {" --kv-block-size 1", " --kv-block-size 256 --batch-tokens 3",
-                                  " --kv-type f32 --parallel 4 --no-prefix-cache"}) {
+                                  " --kv-type f32 --parallel 4 --no-prefix-cache", " --itl-target-ms 0.01",
+                                  " --itl-target-ms 0 --prefill-chunk 2"}) {
     const auto r = run("generate -m " + fx + " --prompt-ids " + ids + " -n 32 --ignore-eos --json" + extra, false);
     ASSERT_EQ(r.code, 0) << extra << ": " << r.out;
     EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"], g["new_tokens"]) << extra;
@@ -120,6 +121,9 @@ TEST(CliTest, StateOptionsKeepResultsAndInfoReportsThePool) {
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, h.out);
+  const auto target = run("generate -m " + fx + " --prompt-ids 1,2 -n 2 --itl-target-ms -5");
+  EXPECT_NE(target.code, 0);
+  EXPECT_NE(target.out.find("--itl-target-ms: '-5' must be 0 or more"), std::string::npos) << target.out;
   const auto bad = run("logits -m " + fx + " --ids 1,2 --kv-type q8_0");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("unknown cache type 'q8_0'"), std::string::npos) << bad.out;

@@ -162,6 +162,7 @@ int run_bench(int argc, char** argv) {
   app.add_option("--kv-block-size", state.block_tokens, "Tokens per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  add_schedule_options(app, state);  // the engines of --draft and --prefix
   LoadOptions load;
   add_load_options(app, load);
   std::string device = "cpu";

@@ -89,6 +89,20 @@ void add_load_options(CLI::App& app, LoadOptions& load) {
                "instead of exact float32 ones: prefill ~2x faster on CPUs with AVX-512 BF16 or AMX");
 }
 
+void add_schedule_options(CLI::App& app, StateArgs& a) {
+  app.add_option("--itl-target-ms", a.itl_target_ms,
+                 "Inter-token latency target while new prompts are prefilled: prompt tokens join the decode "
+                 "tokens of a step as far as its predicted time (a cost model fitted to the steps run) stays "
+                 "within it, at least " + std::to_string(kMinPromptTokens) +
+                     " per step; 0: no target, prompts fill the step up to --batch-tokens")
+      ->capture_default_str()
+      ->check(non_negative_number());
+  app.add_option("--prefill-chunk", a.prefill_chunk,
+                 "A fixed count instead of --itl-target-ms (wins when given): while requests decode, at most this "
+                 "many prompt tokens per step next to their decode tokens (0: up to --batch-tokens)")
+      ->check(non_negative_number());
+}
+
 void add_state_options(CLI::App& app, StateArgs& a, bool engine) {
   app.add_option("-c,--ctx-size", a.ctx_size, "Context size: most tokens per sequence")
       ->capture_default_str()
@@ -109,11 +123,7 @@ void add_state_options(CLI::App& app, StateArgs& a, bool engine) {
   app.add_option("--batch-tokens", a.batch_tokens, "Most tokens per step (prefill is chunked to fit)")
       ->capture_default_str()
       ->check(positive_number());
-  app.add_option("--prefill-chunk", a.prefill_chunk,
-                 "While requests are decoding, most prompt tokens per step next to their decode tokens (bounds "
-                 "their inter-token latency while new prompts are prefilled; 0: up to --batch-tokens)")
-      ->capture_default_str()
-      ->check(non_negative_number());
+  add_schedule_options(app, a);
   app.add_flag("--no-prefix-cache", a.no_prefix_cache, "Do not keep and reuse the state of earlier prompts");
 }
 
@@ -132,6 +142,7 @@ EngineOptions engine_options(const StateArgs& a, const Model& model) {
   EngineOptions e;
   e.state = state_plan(a, model.config(), &model);
   e.batch_tokens = a.batch_tokens;
+  e.itl_target_ms = a.itl_target_ms;
   e.prefill_chunk = a.prefill_chunk;
   return e;
 }

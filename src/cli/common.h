@@ -53,8 +53,8 @@ void add_device_option(CLI::App& app, std::string& device);
 void add_load_options(CLI::App& app, LoadOptions& load);
 
 // Options that size the state (and, with `engine`, the scheduler): --ctx-size, --kv-type,
-// --kv-block-size, and with `engine` also --parallel, --kv-memory, --batch-tokens and
-// --no-prefix-cache.
+// --kv-block-size, and with `engine` also --parallel, --kv-memory, --batch-tokens,
+// --itl-target-ms, --prefill-chunk and --no-prefix-cache.
 struct StateArgs {
   int64_t ctx_size = 4096;
   std::string kv_type = "auto";
@@ -62,10 +62,14 @@ struct StateArgs {
   int64_t parallel = 1;
   std::string kv_memory;
   int64_t batch_tokens = 512;
-  int64_t prefill_chunk = 16;
+  double itl_target_ms = EngineOptions{}.itl_target_ms;
+  int64_t prefill_chunk = -1;  // unset: --itl-target-ms decides
   bool no_prefix_cache = false;
 };
 void add_state_options(CLI::App& app, StateArgs& args, bool engine);
+// --itl-target-ms and --prefill-chunk (the scheduler's prompt tokens per step next to decode
+// tokens); part of add_state_options with `engine`.
+void add_schedule_options(CLI::App& app, StateArgs& args);
 // The plan for a model (its default cache type unless --kv-type names one); cfg-only when model is null.
 StatePlanOptions state_plan(const StateArgs& args, const ModelConfig& cfg, const Model* model);
 EngineOptions engine_options(const StateArgs& args, const Model& model);

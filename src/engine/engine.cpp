@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <optional>
 
@@ -46,7 +47,9 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
                const Model* draft)
     : model_(model), tok_(tokenizer), opt_(opt), draft_model_(draft), wake_(std::make_shared<Wakeup>()) {
   LFM_CHECK(opt.batch_tokens >= 1, "engine: --batch-tokens must be at least 1, got ", opt.batch_tokens);
-  LFM_CHECK(opt.prefill_chunk >= 0, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
+  LFM_CHECK(opt.prefill_chunk >= -1, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
+  LFM_CHECK(opt.itl_target_ms >= 0 && std::isfinite(opt.itl_target_ms),
+            "engine: --itl-target-ms must be 0 (off) or more, got ", opt.itl_target_ms);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
   cache_ = make_state_cache(model, opt.state, backend);
@@ -237,12 +240,19 @@ void Engine::loop() {
     }
     batch.clear();
     counts.clear();
+    const auto started = Clock::now();
     plan_step(batch, counts);
     // What was just admitted runs now, holding its blocks: published before the step, which may
     // be a long cold prefill.
     publish_stats();
     if (!batch.empty() && draft_model_) run_drafts(batch, counts);
-    if (!batch.empty()) run_step(batch, counts);
+    if (!batch.empty()) {
+      // The step's token counts before it runs (it may finish and free its requests).
+      int64_t decode = 0, prompt = 0;
+      for (size_t i = 0; i < batch.size(); ++i) (batch[i]->decoding() ? decode : prompt) += counts[i];
+      run_step(batch, counts);
+      step_cost_.observe(decode, prompt, seconds_between(started, Clock::now()));
+    }
     publish_stats();
   }
   // Shutting down: everything still known ends as cancelled.
@@ -278,18 +288,27 @@ void Engine::drop_cancelled() {
   sweep(waiting_);
 }
 
+int64_t Engine::prompt_budget(int64_t decoders) const {
+  if (decoders == 0 || opt_.prefill_chunk == 0 || (opt_.prefill_chunk < 0 && opt_.itl_target_ms <= 0))
+    return opt_.batch_tokens;
+  if (opt_.prefill_chunk > 0) return opt_.prefill_chunk;
+  const bool fitted = step_cost_.ready();
+  const StepCost cost = fitted ? step_cost_.cost() : StepCost{};
+  return prompt_token_budget(fitted ? &cost : nullptr, decoders, opt_.itl_target_ms / 1000.0, kMinPromptTokens,
+                             opt_.batch_tokens);
+}
+
 bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts) {
-  auto decoding = [](const Active& a) { return a.n_generated > 0 && static_cast<int64_t>(a.tokens.size()) - a.n_fed == 1; };
   int64_t decoders_left = 0;
-  for (const auto& a : running_) decoders_left += decoding(*a) ? 1 : 0;
+  for (const auto& a : running_) decoders_left += a->decoding() ? 1 : 0;
   int64_t budget = opt_.batch_tokens;
-  int64_t prefill_left = decoders_left > 0 && opt_.prefill_chunk > 0 ? opt_.prefill_chunk : budget;
+  int64_t prefill_left = prompt_budget(decoders_left);
   bool preempted = false;
   // Running requests first, oldest first: a decode token each, or the next prefill chunk from
   // what the decode tokens of the requests after it leave.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Active* a = running_[i].get();
-    const bool decode = decoding(*a);
+    const bool decode = a->decoding();
     if (decode) --decoders_left;
     a->verify.clear();
     // Drafts fit what the budget leaves after one token for each later decoder.

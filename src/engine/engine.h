@@ -2,6 +2,8 @@
 // cancel them. One scheduler thread owns the model's state and builds each step from the decode
 // tokens of running requests plus prefill chunks of waiting ones, under a token budget:
 //   * FCFS, at most `parallel` requests running (one conv-state slot each);
+//   * while requests decode, prompt tokens join a step as far as the inter-token latency target
+//     allows, by a cost model fitted to the steps run (step_budget.h; or a fixed prefill_chunk);
 //   * a new request resumes from its longest cached prefix (prefix cache, on by default);
 //   * when KV blocks run out, the youngest running request is preempted (its state released, its
 //     full blocks left in the prefix cache) and later resumed by recomputation;
@@ -22,6 +24,7 @@
 #include "cache/state_cache.h"
 #include "core/error.h"
 #include "engine/request.h"
+#include "engine/step_budget.h"
 #include "model/forward.h"
 #include "model/state_plan.h"
 
@@ -39,13 +42,24 @@ class EngineBusy : public Error {
   using Error::Error;
 };
 
+// The fewest prompt tokens a step takes next to decode tokens under itl_target_ms: the fixed
+// chunk the engine used before the target, so prefill never progresses more slowly than it did.
+inline constexpr int64_t kMinPromptTokens = 16;
+
 struct EngineOptions {
   StatePlanOptions state;      // context size, parallel sequences, block size, cache type, memory
   int64_t batch_tokens = 512;  // most tokens in one step (decode tokens count one each)
-  // While requests are decoding, at most this many prompt tokens join a step next to their decode
-  // tokens: a prompt arriving is prefilled in chunks instead of stalling the others' next tokens
-  // for a whole batch_tokens step. 0: prompts fill the step up to batch_tokens.
-  int64_t prefill_chunk = 16;
+  // While requests are decoding, every step delays their next token by its whole duration, so a
+  // prompt arriving is prefilled in chunks sized to keep the step within this inter-token latency
+  // target: the step's duration is predicted from its token counts by a cost model fitted to the
+  // steps run (engine/step_budget.h), and the prompt tokens are as many as the target leaves, but
+  // at least kMinPromptTokens so prefill always progresses. 0: no target, prompts fill the step
+  // up to batch_tokens. When nothing is decoding, prompts always fill the step.
+  double itl_target_ms = 200;
+  // A fixed count instead, which wins over itl_target_ms when set: -1 (unset): the target
+  // decides; 0: prompts fill the step up to batch_tokens; N: at most N prompt tokens join a step
+  // next to decode tokens.
+  int64_t prefill_chunk = -1;
   int64_t max_queued = 4096;   // submissions waiting beyond this are refused
 };
 
@@ -97,6 +111,9 @@ class Engine {
   void admit_submissions();
   void drop_cancelled();
   bool plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  // Most prompt tokens a step may take next to `decoders` decode tokens (prefill_chunk, or what
+  // itl_target_ms leaves by the step cost model).
+  int64_t prompt_budget(int64_t decoders) const;
   void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
   // The token chosen from `logits`, or (logits null) the greedy id the step computed.
   void after_token(Active& a, const float* logits, int32_t greedy_id = -1);
@@ -150,6 +167,7 @@ class Engine {
   std::deque<std::unique_ptr<Active>> waiting_;   // arrival order
   StepOutput out_;
   EngineStats totals_;
+  StepCostModel step_cost_;  // fitted from every step's duration and token counts
 
   // Shared with front-end threads, under stats_mu_.
   mutable std::mutex stats_mu_;

@@ -1,9 +1,10 @@
 // Load test and serving benchmark for an OpenAI-compatible server (lfm serve or llama-server).
-//   node load.mjs bench URL [--concurrency 1,4,16] [--requests 32] [--prompt 128] [--max-tokens 64]
+//   node load.mjs bench URL [--concurrency 1,4,16] [--requests 32] [--prompt 128 | LO-HI] [--max-tokens 64]
 //                          [--vocab N (prompt ids below N)] [--ban-undecodable VOCAB_SIZE [--ban-file F]]
 //                          [--native 1 (llama-server's /completion)]
-//       per concurrency: generated tokens/s, TTFT and inter-token latency p50/p99 (streamed
-//       /v1/completions with random token-id prompts; ignore_eos so every request runs in full)
+//       per concurrency: generated tokens/s, TTFT and inter-token latency p50/p95/p99 (streamed
+//       /v1/completions with random token-id prompts, of --prompt tokens or uniformly LO to HI;
+//       ignore_eos so every request runs in full)
 //   node load.mjs load URL [--requests 200] [--concurrency 32] [--rounds 3] [--pid PID]
 //       mixed prompt/output lengths (token ids below --vocab, default 32000); fails on any error; after each round prints the server's
 //       running requests and KV blocks in use (/metrics) and its RSS (/proc/PID/status)
@@ -111,8 +112,11 @@ if (mode === "bench") {
   }
   const rows = [];
   for (const c of (opt.concurrency ?? "1,4,16").split(",").map(Number)) {
+    const range = String(opt.prompt ?? "128").match(/^(\d+)-(\d+)$/);
+    const promptLength = () => (range ? Number(range[1]) + Math.floor(rand() * (Number(range[2]) - Number(range[1]) + 1))
+      : num("prompt", 128));
     const jobs = Array.from({ length: num("requests", Math.max(8, 2 * c)) }, () => ({
-      prompt: randomPrompt(num("prompt", 128)), maxTokens: num("max-tokens", 64) }));
+      prompt: randomPrompt(promptLength()), maxTokens: num("max-tokens", 64) }));
     const t0 = performance.now();
     const r = await runPool(jobs, c);
     const seconds = (performance.now() - t0) / 1000;
@@ -120,8 +124,9 @@ if (mode === "bench") {
     const itl = r.flatMap((x) => x.itl);
     rows.push({ concurrency: c, requests: r.length, generated_tokens: tokens, seconds: +seconds.toFixed(2),
       tokens_per_second: +(tokens / seconds).toFixed(2),
-      ttft_p50_ms: +pct(r.map((x) => x.ttft), 50).toFixed(1), ttft_p99_ms: +pct(r.map((x) => x.ttft), 99).toFixed(1),
-      itl_p50_ms: +pct(itl, 50).toFixed(1), itl_p99_ms: +pct(itl, 99).toFixed(1) });
+      ttft_p50_ms: +pct(r.map((x) => x.ttft), 50).toFixed(1), ttft_p95_ms: +pct(r.map((x) => x.ttft), 95).toFixed(1),
+      ttft_p99_ms: +pct(r.map((x) => x.ttft), 99).toFixed(1),
+      itl_p50_ms: +pct(itl, 50).toFixed(1), itl_p95_ms: +pct(itl, 95).toFixed(1), itl_p99_ms: +pct(itl, 99).toFixed(1) });
     console.log(JSON.stringify(rows[rows.length - 1]));
   }
 } else if (mode === "load") {
