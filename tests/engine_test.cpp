@@ -210,6 +210,7 @@ TEST_P(EngineTest, ItlTargetKeepsBatchedOutputs) {
   const auto want = alone();
   for (double target_ms : {1e-3, 1.0, 1e9}) {
     EngineOptions o = options(4, 64);
+    o.prefill_chunk = -1;  // the target decides
     o.itl_target_ms = target_ms;
     Engine e(*model_, *backend_, nullptr, o);
     std::vector<std::shared_ptr<RequestStream>> streams;

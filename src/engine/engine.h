@@ -58,8 +58,10 @@ struct EngineOptions {
   double itl_target_ms = 200;
   // A fixed count instead, which wins over itl_target_ms when set: -1 (unset): the target
   // decides; 0: prompts fill the step up to batch_tokens; N: at most N prompt tokens join a step
-  // next to decode tokens.
-  int64_t prefill_chunk = -1;
+  // next to decode tokens. The library's default is the fixed 16 (kMinPromptTokens): a schedule
+  // that does not depend on timing, which tests and tools that count steps rely on; the front
+  // ends (lfm serve, generate, chat) leave it unset, so the target decides there.
+  int64_t prefill_chunk = kMinPromptTokens;
   int64_t max_queued = 4096;   // submissions waiting beyond this are refused
 };
 
