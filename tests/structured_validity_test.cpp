@@ -2,8 +2,8 @@
 // tests/data/grammar/schemas (65 schemas: nested objects, bounded arrays, enums, refs, anyOf,
 // patterns, bounded numbers, formats), random-weight models sampling at temperature 1 under the
 // schema's grammar produce outputs that python's jsonschema validates, every one, compact and
-// with whitespace (two samples per schema, one in the sanitizer build); regexes likewise against std::regex. (GBNF grammars:
-// engine_grammar_test.)
+// with whitespace (two samples per schema, one in the sanitizer build); regexes likewise against
+// std::regex. (GBNF grammars: engine_grammar_test.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
