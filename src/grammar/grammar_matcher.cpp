@@ -33,7 +33,19 @@ int32_t GrammarMatcher::dfa_step(int32_t state, uint8_t byte) {
   return next;
 }
 
-void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& ids, uint64_t* bits) {
+const std::vector<int32_t>& GrammarMatcher::uncertain_matches(int32_t frame, const std::vector<int32_t>& ids) {
+  if (auto it = uncertain_cache_.find(frame); it != uncertain_cache_.end()) return it->second;
+  if (uncertain_cached_ > (size_t{1} << 22)) {  // bounded memory over a long generation
+    uncertain_cache_.clear();
+    uncertain_cached_ = 0;
+  }
+  std::vector<int32_t> out;
+  check_uncertain(frame, ids, out);
+  uncertain_cached_ += out.size() + 1;
+  return uncertain_cache_.emplace(frame, std::move(out)).first->second;
+}
+
+void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& ids, std::vector<int32_t>& out) {
   const TokenVocabulary& v = tg_->vocab();
   if (dfa_states_.size() > (1u << 16)) {  // bounded memory over a long generation
     dfa_states_.clear();
@@ -45,7 +57,6 @@ void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& 
   if (scratch_.empty()) scratch_.resize(1);
   scratch_[0] = dfa_state(store_.closure_of(frame));
   for (int32_t id : ids) {
-    if ((bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1) continue;  // allowed by another stack
     const std::string& b = v.bytes(id);
     if (scratch_.size() < b.size() + 1) scratch_.resize(b.size() + 1);
     size_t d = 0;
@@ -59,7 +70,7 @@ void GrammarMatcher::check_uncertain(int32_t frame, const std::vector<int32_t>& 
     valid = d;
     prev = &b;
     // Matched when every byte was consumed by some path (a frame below may also end the root).
-    if (d == b.size() && scratch_[d] >= 0) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    if (d == b.size() && scratch_[d] >= 0) out.push_back(id);
   }
 }
 
@@ -91,7 +102,8 @@ void GrammarMatcher::fill_mask(uint64_t* bits) {
     const int32_t pos = store_[f].pos;
     if (g.elements[static_cast<size_t>(pos)].kind != Element::Kind::kBytes) continue;
     const PositionMask& pm = tg_->position_mask(pos);
-    if (!pm.uncertain.empty()) check_uncertain(f, pm.uncertain, bits);
+    if (pm.uncertain.empty()) continue;
+    for (int32_t id : uncertain_matches(f, pm.uncertain)) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
   if (cur_.accept)
     for (int32_t s : stop_ids_) bits[static_cast<size_t>(s) >> 6] |= uint64_t{1} << (s & 63);

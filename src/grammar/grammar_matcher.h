@@ -45,8 +45,11 @@ class GrammarMatcher {
     bool stopped;
   };
   bool is_stop(int32_t token) const;
-  // Whether token's bytes match from the single stack `frame` (uncertain tokens of a position).
-  void check_uncertain(int32_t frame, const std::vector<int32_t>& ids, uint64_t* bits);
+  // The uncertain tokens of a position (ids) whose bytes match from the single stack `frame`.
+  void check_uncertain(int32_t frame, const std::vector<int32_t>& ids, std::vector<int32_t>& out);
+  // check_uncertain's answer per stack: a stack is one interned frame id for the matcher's life,
+  // and inside a string it stays the same step after step (tail calls), so the check runs once.
+  const std::vector<int32_t>& uncertain_matches(int32_t frame, const std::vector<int32_t>& ids);
 
   std::shared_ptr<const TokenGrammar> tg_;
   std::vector<int32_t> stop_ids_;
@@ -65,6 +68,8 @@ class GrammarMatcher {
   std::unordered_map<std::string, int32_t> dfa_index_;
   std::unordered_map<uint64_t, int32_t> dfa_next_;
   Tops dfa_tmp_;
+  std::unordered_map<int32_t, std::vector<int32_t>> uncertain_cache_;
+  size_t uncertain_cached_ = 0;  // ids held by uncertain_cache_ (cleared past a bound)
 };
 
 }  // namespace lfm::grammar
