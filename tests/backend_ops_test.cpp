@@ -101,6 +101,60 @@ TEST_P(BackendOpsTest, MoeCombineSumsChoicesInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, BackendOpsTest, ::testing::ValuesIn(test::all_isas()));
 
+// The encoder ops (vision tower) against plain double-precision loops, on awkward sizes.
+TEST_P(BackendOpsTest, EncoderOpsMatchPlainLoops) {
+  const int64_t rows = 7, dim = 45;
+  const auto x = randn(rows * dim, 11), w = randn(dim, 12), b = randn(dim, 13);
+  std::vector<float> out(rows * dim);
+  be_->layer_norm(x.data(), w.data(), b.data(), rows, dim, 1e-6f, out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i];
+    mean /= dim;
+    for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
+    var /= dim;
+    for (int64_t i = 0; i < dim; ++i)
+      ASSERT_NEAR(out[r * dim + i], (x[r * dim + i] - mean) / std::sqrt(var + 1e-6) * w[i] + b[i], 1e-5);
+  }
+  std::vector<float> g(x.size());
+  for (bool approx : {false, true}) {
+    be_->gelu(x.data(), static_cast<int64_t>(x.size()), approx, g.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double want = approx ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                                 : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      ASSERT_NEAR(g[i], want, 1e-6) << (approx ? "tanh" : "erf") << " at " << v;
+    }
+  }
+  // Three segments (one of a single row): rows never see another segment's keys.
+  const std::vector<int64_t> seg = {0, 5, 6, 19};
+  const int64_t heads = 3, hd = 20, T = seg.back(), stride = heads * hd;
+  const auto q = randn(T * stride, 14), k = randn(T * stride, 15), v = randn(T * stride, 16);
+  std::vector<float> att(T * stride);
+  be_->segment_attention(q.data(), k.data(), v.data(), seg, heads, hd, 0.25f, att.data());
+  for (size_t s = 0; s + 1 < seg.size(); ++s)
+    for (int64_t r = seg[s]; r < seg[s + 1]; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        std::vector<double> p;
+        double mx = -1e300, sum = 0;
+        for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < hd; ++e) d += double(q[r * stride + h * hd + e]) * k[j * stride + h * hd + e];
+          p.push_back(d * 0.25);
+          mx = std::max(mx, p.back());
+        }
+        for (double& e : p) sum += (e = std::exp(e - mx));
+        for (int64_t e = 0; e < hd; ++e) {
+          double want = 0;
+          for (int64_t j = seg[s]; j < seg[s + 1]; ++j) want += p[j - seg[s]] / sum * v[j * stride + h * hd + e];
+          ASSERT_NEAR(att[r * stride + h * hd + e], want, 1e-5) << "row " << r << " head " << h;
+        }
+      }
+  EXPECT_THROW(be_->segment_attention(q.data(), k.data(), v.data(), std::vector<int64_t>{0, 3, 3}, heads, hd, 1.0f,
+                                      att.data()),
+               Error);
+}
+
 TEST(DeviceMemory, HostMemoryAllocatesZeroedAndMovesBytes) {
   DeviceMemory& mem = host_memory();
   EXPECT_TRUE(mem.host_memory());

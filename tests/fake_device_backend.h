@@ -156,6 +156,25 @@ class FakeDeviceBackend final : public ReferenceBackend {
     mine(x, "gather_rows"), mine(index, "gather_rows index"), mine(out, "gather_rows");
     ReferenceBackend::gather_rows(x, cols, index, n, out);
   }
+  void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
+                  float* out) override {
+    Open open(*live_);
+    mine(x, "layer_norm"), mine(w, "layer_norm weight"), mine(out, "layer_norm");
+    if (b) mine(b, "layer_norm bias");
+    ReferenceBackend::layer_norm(x, w, b, rows, dim, eps, out);
+  }
+  void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) override {
+    Open open(*live_);
+    mine(x, "gelu"), mine(out, "gelu");
+    ReferenceBackend::gelu(x, n, tanh_approximation, out);
+  }
+  void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
+                         int64_t n_heads, int64_t head_dim, float scale, float* out) override {
+    Open open(*live_);
+    mine(q, "segment_attention"), mine(k, "segment_attention"), mine(v, "segment_attention"),
+        mine(out, "segment_attention");
+    ReferenceBackend::segment_attention(q, k, v, seg, n_heads, head_dim, scale, out);
+  }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
                    Open open(*live_);

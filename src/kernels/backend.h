@@ -134,6 +134,20 @@ class Backend : public DeviceMemory {
   // out[i, :] = x[index[i], :] for i < n; x and out [*, cols].
   virtual void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) = 0;
 
+  // ---- encoder ops (the vision tower: LayerNorm, GELU, attention within image tiles) ----
+  // LayerNorm over the last dim of x [rows, dim]: out = (x − mean) / sqrt(var + eps) · w + b
+  // (biased variance, as torch.nn.LayerNorm). In place is allowed.
+  virtual void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
+                          float* out) = 0;
+  // out = GELU(x) over n values: exact (0.5·x·(1 + erf(x/√2)), torch's "gelu") or the tanh
+  // approximation (torch's "gelu_pytorch_tanh"). In place is allowed.
+  virtual void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) = 0;
+  // Bidirectional multi-head attention inside segments: rows [seg[i], seg[i+1]) attend to every
+  // row of their own segment and to nothing else (one image tile each). q, k, v, out
+  // [T, n_heads, head_dim] with T = seg.back() (seg[0] = 0; host values).
+  virtual void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
+                                 int64_t n_heads, int64_t head_dim, float scale, float* out) = 0;
+
   // ---- mixture of experts ----
   // Sigmoid routing of rows tokens over n_experts: score = sigmoid(logits[t, e]); the k experts
   // with the largest score + selection_bias[e] (selection_bias may be null; ties keep the lower

@@ -43,4 +43,12 @@ void check_short_conv(const ConvPool& pool, std::span<const SeqRun> runs, int64_
 void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int64_t kernel, const float* w,
                     const float* bias, float* out);
 
+// Encoder ops (Backend::layer_norm, gelu, segment_attention), plainly.
+void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps, float* out);
+float gelu(float x, bool tanh_approximation);
+// Query row r (absolute) and head h of attention over rows [begin, end); scores has room for
+// end - begin floats. q, k, v [T, n_heads, head_dim]; out is row r, head h.
+void segment_attention_row(const float* q, const float* k, const float* v, int64_t begin, int64_t end, int64_t r,
+                           int64_t h, int64_t n_heads, int64_t head_dim, float scale, float* scores, float* out);
+
 }  // namespace lfm::ref

@@ -287,6 +287,36 @@ class CudaBackend final : public Backend {
     auto timer = time_op("gather_rows");
     cuda::gather_rows(x, cols, index, n, out, stream_);
   }
+  void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
+                  float* out) override {
+    auto timer = time_op("layer_norm");
+    cuda::layer_norm(x, w, b, rows, dim, eps, out, stream_);
+  }
+  void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) override {
+    auto timer = time_op("gelu");
+    cuda::gelu(x, n, tanh_approximation, out, stream_);
+  }
+  void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
+                         int64_t n_heads, int64_t head_dim, float scale, float* out) override {
+    auto timer = time_op("segment_attention");
+    LFM_CHECK(seg.size() >= 2 && seg.front() == 0, "cuda: segment_attention needs segment bounds from 0");
+    LFM_CHECK(head_dim <= 256, "cuda: segment_attention supports head_dim up to 256, not ", head_dim);
+    // Each row's key range, uploaded with the call (a few KiB for a batch of tiles).
+    const int64_t rows = seg.back();
+    std::vector<int64_t>& bounds = segment_host_;  // kept: the copy may still read it
+    bounds.assign(static_cast<size_t>(2 * rows), 0);
+    for (size_t s = 0; s + 1 < seg.size(); ++s) {
+      LFM_CHECK(seg[s + 1] > seg[s], "cuda: segment_attention segment ", s, " is empty or reversed");
+      for (int64_t r = seg[s]; r < seg[s + 1]; ++r) {
+        bounds[static_cast<size_t>(r)] = seg[s];
+        bounds[static_cast<size_t>(rows + r)] = seg[s + 1];
+      }
+    }
+    ensure_capacity(*this, segment_buf_, bounds.size() * sizeof(int64_t));
+    auto* dev = static_cast<int64_t*>(segment_buf_.data());
+    upload(dev, bounds.data(), bounds.size() * sizeof(int64_t));
+    cuda::segment_attention(q, k, v, dev, dev + rows, rows, n_heads, head_dim, scale, out, stream_);
+  }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
     auto timer = time_op("moe_route");
@@ -402,6 +432,8 @@ class CudaBackend final : public Backend {
   int64_t step_max_keys_ = 0;
   // GEMM scratch: activations rounded to 16 bits, a quantized matrix decoded to bf16.
   DeviceBuffer act_buf_, weight_buf_;
+  DeviceBuffer segment_buf_;  // segment_attention's per-row key ranges
+  std::vector<int64_t> segment_host_;
   DeviceBuffer partial_buf_;  // attention's per-split partials
 };
 

@@ -54,6 +54,15 @@ struct DevConv {
   int64_t rows, dim;
 };
 
+// ---- encoder ops (kernels_encoder.cu) ----
+void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps, float* out,
+                cudaStream_t s);
+void gelu(const float* x, int64_t n, bool tanh_approximation, float* out, cudaStream_t s);
+// Rows r attend to keys [row_begin[r], row_end[r]) (device arrays [rows]); head_dim ≤ 256.
+void segment_attention(const float* q, const float* k, const float* v, const int64_t* row_begin,
+                       const int64_t* row_end, int64_t rows, int64_t n_heads, int64_t head_dim, float scale,
+                       float* out, cudaStream_t s);
+
 // ---- elementwise and row ops ----
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
