@@ -878,6 +878,40 @@ def posemb_resize_records(model_a):
     return out
 
 
+def token_layouts(tok_dir):
+    """The processor's own expansion of <image> placeholders (Lfm2VlProcessor.expand_text_with_placeholders on the
+    image processor's image_rows/image_cols/image_sizes), at both processor configs, and the ids our tokenizer gives."""
+    prompts = [
+        ("one_image", "<|startoftext|><|im_start|>user\n<image>Describe this.<|im_end|>\n<|im_start|>assistant\n", ["rgb_37x53.png"]),
+        ("two_images", "<|startoftext|><|im_start|>user\n<image>and<image>Compare.<|im_end|>\n<|im_start|>assistant\n",
+         ["rgb_37x53.png", "exif6_160x90.jpg"]),
+        ("tiled_image", "<|startoftext|><|im_start|>user\nWhat is it?<image><|im_end|>\n<|im_start|>assistant\n", ["large_1100x620.jpg"]),
+        ("grid_2x3", "<image>", ["palette_123x77.png"]),
+        ("wide_tie_4x2", "<image>", ["wide_200x100.png"]),
+    ]
+    out = {"provenance": PROVENANCE, "configs": {}}
+    for cname, cfg in (("a", CONFIG_A), ("b", CONFIG_B)):
+        ip = Lfm2VlImageProcessorFast(**cfg)
+        proc = make_processor_stub(ip)
+        rows = []
+        for name, text, imgs in prompts:
+            for special in (True, False):
+                if not special and name != "tiled_image":
+                    continue
+                batched, o, _ = run_processor(ip, [[os.path.join(IMG_DIR, f) for f in imgs]])
+                exp = proc.expand_text_with_placeholders([text], batched, image_rows=o["image_rows"], image_cols=o["image_cols"],
+                                                         image_sizes=o["image_sizes"], use_image_special_tokens=special)[0]
+                ids = lfm_tokenize(tok_dir, exp)["ids"]
+                rows.append({"name": name if special else name + "_no_special_tokens", "use_image_special_tokens": special,
+                             "images": imgs, "text": text, "expanded_text": exp, "input_ids": ids,
+                             "n_image_tokens": ids.count(IMAGE_TOKEN_ID),
+                             "per_image": [{"rows": int(r), "cols": int(c), "image_size_hw": [int(x) for x in sz]}
+                                           for r, c, sz in zip(np.array(o["image_rows"]).reshape(-1), np.array(o["image_cols"]).reshape(-1),
+                                                               np.array(o["image_sizes"]).reshape(-1, 2))]})
+        out["configs"][cname] = {"processor_kwargs": cfg, "prompts": rows}
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------------------
 def main():
     t0 = time.time()
@@ -902,6 +936,7 @@ def main():
         tok_dir = os.path.join(OUT, "tok_test")
         tok_info = build_tokenizer(tok_dir)
         try:
+            write_json(os.path.join(OUT, "token_layout.json"), token_layouts(tok_dir))
             model_stage(tok_info)
         finally:
             shutil.rmtree(tok_dir, ignore_errors=True)
