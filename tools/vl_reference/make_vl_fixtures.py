@@ -322,7 +322,6 @@ def preprocess(name, cfg, png_dir=None):
         pv = out["pixel_values"].numpy()
         mask = out["pixel_attention_mask"].numpy()
         ss = out["spatial_shapes"].numpy()
-        rows, cols, sizes = out["image_rows"][0][0] if isinstance(out["image_rows"][0], list) else out["image_rows"][0], None, None
         rows = int(np.array(out["image_rows"]).reshape(-1)[0])
         cols = int(np.array(out["image_cols"]).reshape(-1)[0])
         size_hw = [int(x) for x in np.array(out["image_sizes"]).reshape(-1)[:2]]
@@ -590,7 +589,6 @@ def model_stage(tok_info):
         with open(os.path.join(d, "chat_template.jinja"), "w") as f:
             f.write(CHAT_TEMPLATE)
         ip.save_pretrained(d)  # preprocessor_config.json (image processor alone, as the LFM2-VL Hub repos hold it)
-        pd = proc.to_dict()
         with open(os.path.join(d, "processor_config.json"), "w", encoding="utf-8") as f:
             f.write(proc.to_json_string())
         ref["seed"] = seed
