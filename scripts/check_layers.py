@@ -6,15 +6,16 @@ Usage: scripts/check_layers.py [SRC_DIR]      (default: the src/ next to this sc
 
 The rule (also in README.md, "Layout"). Lowest first; each layer lists what it may include:
   core       —                       tensors, dtypes, mmap, threads, errors, UTF-8
+  image      core                    image decoding (JPEG, PNG, WebP), resize, LFM2-VL preprocessing
   formats    core                    safetensors and GGUF files (read/write)
   kernels    core                    the Backend interface and its CPU implementations
   tokenizer  core formats            byte-level BPE (tokenizer.json or GGUF metadata)
   chat       core                    Jinja chat templates, tool-call/reasoning parsing
   grammar    core                    GBNF / JSON Schema / regex grammars, token masks
   cache      core kernels            KV block pools, conv-state slots, prefix cache
-  model      core formats kernels cache        LFM2 config, weights, forward step
-  engine     core formats kernels cache model tokenizer chat grammar   sampling, scheduling, requests
-  convert    core formats kernels model tokenizer   GGUF export, quantization, random checkpoints
+  model      core image formats kernels cache  LFM2 config, weights, forward step
+  engine     core image formats kernels cache model tokenizer chat grammar   sampling, scheduling, requests
+  convert    core image formats kernels model tokenizer   GGUF export, quantization, random checkpoints
   server     everything except cli and hub    the HTTP front end
   hub        core                    Hugging Face Hub references, downloads and cache
   cli        everything               the `lfm` executable
@@ -28,18 +29,19 @@ import tempfile
 
 ALLOWED = {
     "core": set(),
+    "image": {"core"},
     "formats": {"core"},
     "kernels": {"core"},
     "tokenizer": {"core", "formats"},
     "chat": {"core"},
     "grammar": {"core"},
     "cache": {"core", "kernels"},
-    "model": {"core", "formats", "kernels", "cache"},
-    "engine": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar"},
-    "convert": {"core", "formats", "kernels", "model", "tokenizer"},
-    "server": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert"},
+    "model": {"core", "image", "formats", "kernels", "cache"},
+    "engine": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar"},
+    "convert": {"core", "image", "formats", "kernels", "model", "tokenizer"},
+    "server": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert"},
     "hub": {"core"},
-    "cli": {"core", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "server", "hub"},
+    "cli": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "server", "hub"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl")
