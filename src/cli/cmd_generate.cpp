@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/image_args.h"
 #include "cli/grammar_args.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -51,6 +52,8 @@ int run_generate(int argc, char** argv) {
   GrammarArgs grammar_args;
   add_grammar_options(app, grammar_args);
   app.add_flag("--json", json_out, "Print one JSON object");
+  std::vector<std::string> image_files;
+  add_image_option(app, image_files);
   LFM_CLI_PARSE(app, argc, argv);
   if (prompt_ids.empty() && prompt_text.empty()) {
     std::fprintf(stderr, "%s\nlfm generate: give a prompt with -p TEXT or --prompt-ids IDS\n", app.help().c_str());
@@ -63,8 +66,11 @@ int run_generate(int argc, char** argv) {
   Runtime rt = open_runtime(model, threads, load, device);
   std::unique_ptr<Tokenizer> tok;
   auto grammar = load_grammar(grammar_args);
-  if (!prompt_text.empty() || !stops.empty() || grammar) tok = load_tokenizer(model);
+  if (!prompt_text.empty() || !stops.empty() || grammar || !image_files.empty()) tok = load_tokenizer(model);
   req.prompt = !prompt_text.empty() ? tok->encode(prompt_text, !no_special) : parse_id_list(prompt_ids, "--prompt-ids");
+  ImagePrompt with_images = prompt_with_images(std::move(req.prompt), image_files, model, *rt.model, tok.get());
+  req.prompt = std::move(with_images.ids);
+  req.images = std::move(with_images.images);
   req.stop = stops;
   req.max_tokens = max_new;
   req.drafter = draft.kind();

@@ -1,12 +1,17 @@
 // lfm logits: the logits of every position, through one prefill or prefill + decode steps.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/image_args.h"
 #include "core/error.h"
 #include "model/forward.h"
+#include "model/vision_model.h"
+#include "tokenizer/load_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lfm::cli {
 namespace {
@@ -36,14 +41,31 @@ int run_logits(int argc, char** argv) {
   add_load_options(app, load);
   std::string device = "cpu";
   add_device_option(app, device);
-  app.add_flag("--json", json_out, "Print {\"logits\": [[...], ...]}");
+  app.add_flag("--json", json_out, "Print {\"ids\": [...], \"logits\": [[...], ...]} (ids: with images laid out)");
+  std::vector<std::string> image_files;
+  add_image_option(app, image_files);
   LFM_CLI_PARSE(app, argc, argv);
 
-  const std::vector<int32_t> ids = parse_id_list(ids_arg, "--ids");
+  model = resolve_model_arg(model);
+  Runtime rt = open_runtime(model, threads, load, device);
+  std::unique_ptr<Tokenizer> tok;
+  if (!image_files.empty()) tok = load_tokenizer(model);
+  const ImagePrompt prompt = prompt_with_images(parse_id_list(ids_arg, "--ids"), image_files, model, *rt.model, tok.get());
+  const std::vector<int32_t>& ids = prompt.ids;
   const int64_t n = static_cast<int64_t>(ids.size());
   if (prefill < 0) prefill = n;
   LFM_CHECK(prefill <= n, "--prefill ", prefill, " exceeds the number of ids (", n, ")");
-  Runtime rt = open_runtime(resolve_model_arg(model), threads, load, device);
+  // Every tile's embeddings, to stand in for its image tokens.
+  std::vector<VisionTile> tiles;
+  std::vector<const ImageInput::Tile*> placed;
+  for (const auto& img : prompt.images)
+    for (const ImageInput::Tile& t : img->tiles) {
+      tiles.push_back({t.grid_h, t.grid_w, t.patches});
+      placed.push_back(&t);
+    }
+  const std::vector<std::vector<float>> embeds =
+      tiles.empty() ? std::vector<std::vector<float>>() : rt.model->vision()->encode(*rt.backend, tiles);
+  const int64_t d = rt.model->config().hidden_size;
   const int64_t vocab = rt.model->config().vocab_size;
   state.ctx_size = n;
   auto cache = make_state_cache(*rt.model, state_plan(state, rt.model->config(), rt.model.get()), *rt.backend);
@@ -51,8 +73,15 @@ int run_logits(int argc, char** argv) {
   Sequence* seq = cache->open(n);
   std::vector<std::vector<float>> rows;
   StepOutput out;
+  std::vector<BatchItem::Embeddings> rows_in;
   auto run = [&](int64_t begin, int64_t len) {
     BatchItem item{seq, std::span<const int32_t>(ids.data() + begin, len), true};
+    rows_in.clear();
+    for (size_t t = 0; t < placed.size(); ++t) {
+      const int64_t lo = std::max(begin, placed[t]->position), hi = std::min(begin + len, placed[t]->position + placed[t]->tokens);
+      if (lo < hi) rows_in.push_back({lo - begin, hi - lo, embeds[t].data() + (lo - placed[t]->position) * d});
+    }
+    item.embeddings = rows_in;
     fwd.step(std::span<const BatchItem>(&item, 1), out);
     for (int64_t r = 0; r < len; ++r) rows.emplace_back(out.row(0, r), out.row(0, r) + vocab);
   };

@@ -45,7 +45,7 @@ struct Engine::Wakeup {
 
 Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer, const EngineOptions& opt,
                const Model* draft)
-    : model_(model), tok_(tokenizer), opt_(opt), draft_model_(draft), wake_(std::make_shared<Wakeup>()) {
+    : model_(model), backend_(backend), tok_(tokenizer), opt_(opt), draft_model_(draft), wake_(std::make_shared<Wakeup>()) {
   LFM_CHECK(opt.batch_tokens >= 1, "engine: --batch-tokens must be at least 1, got ", opt.batch_tokens);
   LFM_CHECK(opt.prefill_chunk >= -1, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
   LFM_CHECK(opt.itl_target_ms >= 0 && std::isfinite(opt.itl_target_ms),
@@ -150,6 +150,7 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
   a->req = std::move(req);
+  prepare_images(*a);  // checks the images against the prompt; keys their tokens
   a->stream = std::make_shared<RequestStream>(a->id);
   std::weak_ptr<Wakeup> weak = wake_;
   a->stream->set_waker([weak] {
@@ -245,6 +246,7 @@ void Engine::loop() {
     // What was just admitted runs now, holding its blocks: published before the step, which may
     // be a long cold prefill.
     publish_stats();
+    if (!batch.empty() && model_.vision()) encode_images(batch, counts);
     if (!batch.empty() && draft_model_) run_drafts(batch, counts);
     if (!batch.empty()) {
       // The step's token counts before it runs (it may finish and free its requests).
@@ -337,7 +339,7 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
   while (!preempted && std::min(budget, prefill_left) > 0 && !waiting_.empty() && cache_->can_open()) {
     Active* a = waiting_.front().get();
     Sequence* seq = cache_->open(opt_.state.ctx_size);
-    const int64_t reused = cache_->attach_prefix(*seq, a->tokens);
+    const int64_t reused = cache_->attach_prefix(*seq, prefix_keys(*a));
     const int64_t n = std::min({static_cast<int64_t>(a->tokens.size()) - reused, budget, prefill_left});
     if (!cache_->reserve(*seq, n)) {
       cache_->close(seq);
@@ -384,6 +386,10 @@ void Engine::preempt(Active* victim) {
 void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts) {
   std::vector<BatchItem> items;
   items.reserve(batch.size());
+  if (step_rows_.size() < batch.size()) {
+    step_rows_.resize(batch.size());
+    step_keys_.resize(batch.size());
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i]->verify.empty()) {  // a verification step: every row's logits
       items.push_back({batch[i]->seq, batch[i]->verify, true, false, true});
@@ -395,6 +401,11 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     items.push_back({batch[i]->seq,
                      std::span<const int32_t>(batch[i]->tokens.data() + batch[i]->n_fed, static_cast<size_t>(counts[i])),
                      false, token_due && batch[i]->sampler->plain_greedy()});
+    if (!batch[i]->tiles.empty()) {
+      image_rows(*batch[i], batch[i]->n_fed, counts[i], step_rows_[i], step_keys_[i]);
+      items.back().embeddings = step_rows_[i];
+      if (!step_keys_[i].empty()) items.back().cache_keys = step_keys_[i];
+    }
   }
   // Grammar masks for this step's tokens are computed while the step runs.
   std::future<void> masks;

@@ -17,6 +17,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <list>
+#include <map>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -143,10 +145,20 @@ class Engine {
   bool open_draft(Active& a);
   void close_draft(Active& a);
   void preempt(Active* victim);
+  // Images (engine_images.cpp): checks at submit and the prompt's cache keys; the tokens the
+  // prefix cache is searched with; the tiles this step's prompt chunks reach, encoded by the
+  // vision tower (a request whose image cannot be encoded ends with an error and leaves the
+  // batch); and an item's embedding rows and cache keys for its chunk.
+  void prepare_images(Active& a);
+  std::vector<int32_t> prefix_keys(const Active& a) const;
+  void encode_images(std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  void image_rows(const Active& a, int64_t from, int64_t n, std::vector<BatchItem::Embeddings>& rows,
+                  std::vector<int32_t>& keys) const;
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
   void publish_stats();
 
   const Model& model_;
+  Backend& backend_;
   const Tokenizer* tok_;
   EngineOptions opt_;
   std::unique_ptr<StateCache> cache_;
@@ -166,6 +178,13 @@ class Engine {
 
   // Scheduler-thread state.
   std::vector<std::unique_ptr<Active>> running_;  // admission order, oldest first
+  // Encoded image tiles by (image hash, tile), least recently used first, under a byte budget:
+  // a repeated image is not encoded again even where its prefix is not cached.
+  std::list<std::pair<std::pair<uint64_t, int>, std::shared_ptr<const std::vector<float>>>> tile_cache_;
+  size_t tile_cache_bytes_ = 0;
+  // This step's embedding rows and cache keys per item (they must outlive Forward::step).
+  std::vector<std::vector<BatchItem::Embeddings>> step_rows_;
+  std::vector<std::vector<int32_t>> step_keys_;
   std::deque<std::unique_ptr<Active>> waiting_;   // arrival order
   StepOutput out_;
   EngineStats totals_;

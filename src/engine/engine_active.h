@@ -54,6 +54,17 @@ struct Engine::Active {
   bool mask_ready = false;
   bool drafts_forced = false;  // this step's drafts are the grammar's forced text (jump-forward)
   std::unique_ptr<DraftLength> forced_len;  // how much forced text to draft, from what was accepted
+  // Images: the prompt as the state cache keys it (each image token keyed by its image's
+  // content, engine_images.cpp; empty without images), and every tile's rows with its embeddings
+  // once encoded.
+  std::vector<int32_t> prompt_keys;
+  struct TileRows {
+    const ImageInput::Tile* tile = nullptr;
+    uint64_t image_hash = 0;
+    int tile_index = 0;
+    std::shared_ptr<const std::vector<float>> embeds;  // [tile->tokens, hidden]
+  };
+  std::vector<TileRows> tiles;
 };
 
 }  // namespace lfm

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/image_input.h"
 #include "engine/sampler.h"
 
 namespace lfm::grammar {
@@ -52,6 +53,10 @@ struct Request {
   // drafts, EngineOptions::state.draft_tokens). Greedy output is unchanged; sampled output keeps
   // its distribution (the drafts are checked like any other).
   bool jump_forward = true;
+  // Images (LFM2-VL): each one's tiles are encoded by the model's vision tower and their
+  // embeddings take the place of the tile's image tokens in the prompt (expand_images lays the
+  // prompt out). Needs a model with a vision tower.
+  std::vector<std::shared_ptr<const ImageInput>> images;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -59,6 +59,12 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     LFM_CHECK(it.sure >= 0 && it.sure < static_cast<int64_t>(it.tokens.size()) &&
                   (it.sure == 0 || (it.speculative && it.seq->speculative_tokens() == 0)),
               "forward: ", it.sure, " sure tokens in a step of ", it.tokens.size());
+    LFM_CHECK(it.cache_keys.empty() || it.cache_keys.size() == it.tokens.size(), "forward: ", it.cache_keys.size(),
+              " cache keys for ", it.tokens.size(), " tokens");
+    for (const BatchItem::Embeddings& e : it.embeddings)
+      LFM_CHECK(e.data && e.offset >= 0 && e.rows > 0 && e.offset + e.rows <= static_cast<int64_t>(it.tokens.size()),
+                "forward: embedding rows [", e.offset, ", ", e.offset + e.rows, ") outside the item's ",
+                it.tokens.size(), " tokens");
     T_ += static_cast<int64_t>(it.tokens.size());
   }
   int64_t need = 0;
@@ -94,6 +100,12 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   a_ = scratch<float>(a_buf_, T_ * d);
   mix_ = scratch<float>(mix_buf_, T_ * d);
   be_.embedding(w.embed, ids_dev, T_, h_);
+  int64_t item_row0 = 0;
+  for (const BatchItem& it : items) {
+    for (const BatchItem::Embeddings& e : it.embeddings)
+      be_.upload(h_ + (item_row0 + e.offset) * d, e.data, static_cast<size_t>(e.rows * d) * sizeof(float));
+    item_row0 += static_cast<int64_t>(it.tokens.size());
+  }
 
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers[i];
@@ -150,7 +162,7 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   download_choices(items, logits, R, out);
 
   // Speculative tokens are held tentatively until StateCache::commit_accepted.
-  for (const BatchItem& it : items) cache_.commit(*it.seq, it.tokens);
+  for (const BatchItem& it : items) cache_.commit(*it.seq, it.cache_keys.empty() ? it.tokens : it.cache_keys);
 }
 
 void Forward::set_allowed_tokens(std::span<const uint8_t> allowed) {

@@ -34,6 +34,16 @@ struct BatchItem {
   // cache's draft_tokens + 1 tokens).
   bool speculative = false;
   int64_t sure = 0;
+  // Rows given as embeddings instead of looked up by token id (an image's tokens): rows
+  // [offset, offset + rows) of this item's tokens take data [rows, hidden] (host memory).
+  struct Embeddings {
+    int64_t offset = 0, rows = 0;
+    const float* data = nullptr;
+  };
+  std::span<const Embeddings> embeddings{};
+  // What the state cache records for these tokens (the prefix index's keys; an image's tokens
+  // are keyed by its content), as many as `tokens`; empty: the tokens themselves.
+  std::span<const int32_t> cache_keys{};
 };
 
 struct StepOutput {

@@ -5,10 +5,15 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/json_guard.h"
+#include "formats/renamed_source.h"
 #include "formats/safetensors.h"
 #include "kernels/backend.h"
 #include "kernels/weight_pack.h"
 #include "model/gguf_model.h"
+#include "model/vision_config.h"
+#include "model/vision_model.h"
 
 namespace lfm {
 
@@ -178,9 +183,35 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
               "' is a file but not a .gguf; pass a checkpoint folder or a GGUF file");
     return load_gguf_model(path, options);
   }
-  ModelConfig cfg = load_model_config((fs::path(path) / "config.json").string());
-  auto src = std::make_unique<SafetensorsCheckpoint>(path);
-  return std::make_unique<Model>(std::move(cfg), std::move(src), options);
+  const std::string config_path = (fs::path(path) / "config.json").string();
+  const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
+  if (!is_vision_language_config(j)) {
+    ModelConfig cfg = load_model_config(config_path);
+    auto src = std::make_unique<SafetensorsCheckpoint>(path);
+    return std::make_unique<Model>(std::move(cfg), std::move(src), options);
+  }
+  // LFM2-VL: one checkpoint, three sub-models under their own prefixes.
+  ModelConfig cfg;
+  VisionConfig vcfg;
+  try {
+    cfg = parse_model_config(text_config_of(j));
+    vcfg = parse_vision_config(j);
+  } catch (const nlohmann::json::exception& e) {
+    fail("config: '", config_path, "': ", e.what());
+  } catch (const Error& e) {
+    fail(e.what(), " (in '", config_path, "')");
+  }
+  LFM_CHECK(vcfg.image_token_id < cfg.vocab_size, "config: image_token_id ", vcfg.image_token_id,
+            " is outside the vocabulary of ", cfg.vocab_size, " (in '", config_path, "')");
+  auto base = std::make_shared<SafetensorsCheckpoint>(path);
+  auto text = std::make_unique<RenamedTensorSource>(base, vl_text_prefixes());
+  auto vision_src = std::make_shared<RenamedTensorSource>(base, vl_vision_prefixes());
+  LFM_CHECK(text->names().size() + vision_src->names().size() == base->names().size(), "weights: ",
+            base->names().size() - text->names().size() - vision_src->names().size(), " tensors of ", base->origin(),
+            " belong to neither the language model nor the vision tower");
+  auto model = std::make_unique<Model>(std::move(cfg), std::move(text), options);
+  if (options.pack) model->set_vision(std::make_shared<VisionModel>(vcfg, vision_src, options.backend));
+  return model;
 }
 
 }  // namespace lfm

@@ -15,6 +15,7 @@
 namespace lfm {
 
 class Backend;
+class VisionModel;
 
 struct LoadOptions {
   // Let the backend prepare the weights it computes with (Backend::prepare_weights: the CPU
@@ -73,6 +74,9 @@ class Model {
   // Whether the model let go of its files after load (LoadOptions::run_on), and the stored bytes
   // it copied into memory to do so (the embedding table, matrices without a prepared copy).
   bool detached() const { return detached_; }
+  // LFM2-VL: the image encoder loaded with the language model (null for a text-only model).
+  const VisionModel* vision() const { return vision_.get(); }
+  void set_vision(std::shared_ptr<const VisionModel> vision) { vision_ = std::move(vision); }
   size_t resident_bytes() const { return resident_bytes_; }
 
  private:
@@ -86,13 +90,16 @@ class Model {
   std::vector<int64_t> slot_;
   WeightVector inv_freq_;
   std::unique_ptr<PreparedWeights> prepared_;  // the backend's copies the views point into
+  std::shared_ptr<const VisionModel> vision_;
   const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
   bool detached_ = false;
   size_t resident_bytes_ = 0;
 };
 
-// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file.
+// Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file. An LFM2-VL
+// folder (model_type "lfm2_vl") gives its language model with the image encoder (Model::vision)
+// when options.pack is on.
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
 
 // RoPE inverse frequencies as transformers computes them: 1 / theta^(2j / hd) in float32.

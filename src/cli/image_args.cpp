@@ -1,0 +1,31 @@
+#include "cli/image_args.h"
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace lfm::cli {
+
+void add_image_option(CLI::App& app, std::vector<std::string>& files) {
+  app.add_option("--image", files,
+                 "Image file (JPEG, PNG, WebP; repeatable) for an LFM2-VL model: the model's image token "
+                 "(<image> in text) stands once per image where it goes")
+      ->check(CLI::ExistingFile);
+}
+
+ImagePrompt prompt_with_images(std::vector<int32_t> ids, const std::vector<std::string>& files,
+                               const std::string& model_dir, const Model& model, const Tokenizer* tok) {
+  if (files.empty()) return {std::move(ids), {}};
+  LFM_CHECK(tok, "--image needs the model's tokenizer (its image tokens)");
+  const ImagePromptSetup setup = load_image_prompt_setup(model_dir, model, *tok);
+  std::vector<image::Image> images;
+  for (const std::string& f : files) {
+    try {
+      images.push_back(image::load_image_file(f));
+    } catch (const Error& e) {
+      fail("--image '", f, "': ", e.what());
+    }
+  }
+  return expand_images(ids, images, setup);
+}
+
+}  // namespace lfm::cli

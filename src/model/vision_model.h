@@ -1,0 +1,73 @@
+// The LFM2-VL image encoder: a SigLIP2 NaFlex vision transformer over each tile's patches at its
+// own grid (position embeddings resized to it), then the projector (pixel unshuffle, LayerNorm,
+// Linear, GELU, Linear) into the language model's embedding space. Runs on the same Backend ops
+// as the language model, all tiles of a call in one packed batch (attention stays inside a tile).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "formats/tensor_source.h"
+#include "kernels/backend.h"
+#include "kernels/weight_set.h"
+#include "model/forward.h"
+#include "model/vision_config.h"
+
+namespace lfm {
+
+// One tile as the preprocessor makes it: patches [grid_h · grid_w, p·p·channels], patches in row-major
+// grid order, each flattened (row, column, channel).
+struct VisionTile {
+  int64_t grid_h = 0, grid_w = 0;
+  std::span<const float> patches;
+};
+
+struct VisionLayerWeights {
+  WeightVector ln1_w, ln1_b, ln2_w, ln2_b;      // [D]
+  TensorView q, k, v, out;                        // [D, D]
+  WeightVector q_b, k_b, v_b, out_b;              // [D]
+  TensorView fc1, fc2;                            // [I, D], [D, I]
+  WeightVector fc1_b, fc2_b;                      // [I], [D]
+};
+
+class VisionModel {
+ public:
+  // `source` names the tensors "vision.…" and "projector.…" (vl_vision_prefixes). The backend
+  // prepares the matrices as it does the language model's (null: the CPU preparation).
+  VisionModel(VisionConfig cfg, std::shared_ptr<const TensorSource> source, Backend* backend);
+
+  const VisionConfig& config() const { return cfg_; }
+  // Tokens a tile of grid_h × grid_w patches becomes (after the pixel unshuffle).
+  int64_t tokens_for(int64_t grid_h, int64_t grid_w) const;
+  // Each tile's image-token embeddings [tokens_for(tile), text hidden], on the host. Tiles must have
+  // grids divisible by the downsample factor. `observer` sees "vision.embeddings",
+  // "vision.layers.<i>", "vision.post_layernorm" and "projector" of the packed batch.
+  std::vector<std::vector<float>> encode(Backend& be, std::span<const VisionTile> tiles,
+                                         const ActivationObserver& observer = {}) const;
+  // The position embeddings resized to a grid [grid_h · grid_w, D] (bilinear, antialiased, as
+  // transformers' Siglip2VisionEmbeddings.resize_positional_embeddings).
+  std::vector<float> position_embeddings(int64_t grid_h, int64_t grid_w) const;
+  size_t weight_bytes() const;
+
+ private:
+  VisionConfig cfg_;
+  std::shared_ptr<const TensorSource> source_;
+  TensorView patch_w_;
+  WeightVector patch_b_;
+  std::vector<float> pos_table_;  // [grid, grid, D] host: resized per tile shape
+  std::vector<VisionLayerWeights> layers_;
+  WeightVector post_ln_w_, post_ln_b_;
+  WeightVector proj_ln_w_, proj_ln_b_;  // [4D] when projector_layernorm
+  TensorView proj1_, proj2_;            // [P, 4D], [d_text, P]
+  WeightVector proj1_b_, proj2_b_;
+  std::unique_ptr<PreparedWeights> prepared_;
+  mutable std::mutex pos_mu_;
+  mutable std::map<std::pair<int64_t, int64_t>, std::vector<float>> pos_cache_;
+};
+
+}  // namespace lfm
