@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes lfm's parsers with libFuzzer (clang, ASan + UBSan). Usage:
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]   (default: all, 30 s each)
-# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar.
+# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar image.
 # Builds build-fuzz/ (-DLFM_FUZZ=ON with clang++), seeds a working corpus per target from
 # tests/data and fuzz/regressions/TARGET (every crash found so far, kept as a regression input),
 # and runs each harness for SECONDS with a 10 s per-input timeout and a 2 GB RSS limit. A crash
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar)
+TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar image)
 which=${1:-all}
 seconds=${2:-30}
 if [ "$which" != all ]; then
@@ -149,6 +149,13 @@ for i, r in enumerate([r"[a-z]{3,8}@[a-z]+\.(com|org)", r"(yes|no)?\d+", r'^[^"\
     open(os.path.join(out, f"regex_{i}"), "wb").write(b"\x02" + r.encode())
 EOF
       ;;
+    image)
+      # The first byte picks the processor config (fuzz_image.cpp); the rest is a test image: every
+      # small decoder test file (modes, EXIF, interlacing, animation, truncations) and the hostile ones.
+      for f in tests/data/image/files/*; do
+        [ "$(stat -c %s "$f")" -le 65536 ] || continue
+        { printf '\x00'; cat "$f"; } > "$dir/$(basename "$f")"
+      done ;;
     server)
       # Whole connections: every route, streamed and not, pipelined requests, chunked bodies,
       # 100-continue, and the framing cases the server refuses.
@@ -185,7 +192,7 @@ dict_of() {
   case $1 in
     gguf) echo fuzz/dict/gguf.dict ;;
     jinja) echo fuzz/dict/jinja.dict ;;
-    output_parser|engine) echo "" ;;
+    output_parser|engine|image) echo "" ;;
     server) echo fuzz/dict/http.dict ;;
     *) echo fuzz/dict/json.dict ;;
   esac

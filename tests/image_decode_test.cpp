@@ -3,6 +3,7 @@
 // lfm::Error, before a large allocation.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -178,6 +179,31 @@ TEST(ImageDecode, LoadImageFileErrorsNameThePath) {
   DecodeLimits small;
   small.max_file_bytes = 10;
   EXPECT_THROW(load_image_file(image_file("rgb8.png"), small), Error);
+}
+
+}  // namespace
+}  // namespace lfm::image
+
+namespace lfm::image {
+namespace {
+
+// Every input in fuzz/regressions/image (first byte: the harness's config choice, then the file)
+// decodes or is refused with an lfm::Error, as fuzz_image.cpp requires.
+TEST(ImageHostile, FuzzRegressionsAreRefusedOrDecoded) {
+  const std::filesystem::path dir = std::filesystem::path(LFM_SOURCE_DIR) / "fuzz/regressions/image";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  DecodeLimits limits;
+  limits.max_pixels = 1 << 20;
+  limits.max_side = 4096;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string s = test::read_file(e.path());
+    if (s.empty()) continue;
+    try {
+      const Image img = decode_image(std::span(reinterpret_cast<const uint8_t*>(s.data()) + 1, s.size() - 1), limits);
+      EXPECT_EQ(img.rgb.size(), size_t(img.width) * img.height * 3) << e.path();
+    } catch (const Error&) {
+    }
+  }
 }
 
 }  // namespace

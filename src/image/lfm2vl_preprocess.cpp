@@ -240,8 +240,9 @@ ProcessorConfig ProcessorConfig::from_json(const nlohmann::json& root) {
   c.downsample_factor = get_int(j, "downsample_factor", c.downsample_factor, 1, 16);
   c.encoder_patch_size = get_int(j, "encoder_patch_size", c.encoder_patch_size, 1, 1024);
   c.tile_size = get_int(j, "tile_size", c.tile_size, 1, 8192);
-  c.min_tiles = get_int(j, "min_tiles", c.min_tiles, 1, 1024);
-  c.max_tiles = get_int(j, "max_tiles", c.max_tiles, 1, 1024);
+  // The grid search walks every w×h ≤ max_tiles for each n ≤ max_tiles (cubic): LFM2-VL uses 10.
+  c.min_tiles = get_int(j, "min_tiles", c.min_tiles, 1, 64);
+  c.max_tiles = get_int(j, "max_tiles", c.max_tiles, 1, 64);
   c.min_image_tokens = get_int(j, "min_image_tokens", c.min_image_tokens, 0, 1 << 20);
   c.max_image_tokens = get_int(j, "max_image_tokens", c.max_image_tokens, 1, 1 << 20);
   c.do_image_splitting = get_bool(j, "do_image_splitting", c.do_image_splitting);
@@ -293,7 +294,8 @@ PreprocessedImage preprocess(const Image& image, const ProcessorConfig& c) {
   if (is_image_too_large(H, W, c) && splitting) {
     const auto [cols, rows] = grid_layout(H, W, c, min_tiles, max_tiles);
     const int T = c.tile_size, gh = T * rows, gw = T * cols;
-    LFM_CHECK(int64_t(gh) * gw <= (int64_t(1) << 28), "image: tile grid ", cols, "x", rows, " of ", T,
+    // 64 M pixels (LFM2-VL's largest grid, 10 tiles of 512², is 2.6 M): bounds what a config can ask.
+    LFM_CHECK(int64_t(gh) * gw <= (int64_t(1) << 26), "image: tile grid ", cols, "x", rows, " of ", T,
               "-pixel tiles is too large");
     const std::vector<float> grid = resize_levels(planar, H, W, gh, gw);
     out.rows = rows;
