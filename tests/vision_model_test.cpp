@@ -13,9 +13,13 @@
 
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "convert/gguf_export.h"
+#include "convert/gguf_tokenizer_meta.h"
+#include "convert/mmproj_export.h"
 #include "formats/safetensors.h"
 #include "kernels/cpu_backend.h"
 #include "model/forward.h"
+#include "model/mmproj.h"
 #include "model/vision_model.h"
 #include "engine_test_util.h"
 #include "model_test_util.h"
@@ -205,6 +209,59 @@ TEST_P(VisionModelTest, PositionEmbeddingsResizeAsTransformers) {
       expect_close(got.data(), want, 1e-6, cat("grid ", gh, "x", gw));
     }
   }
+}
+
+// llama.cpp's GGUF pair (`lfm convert` writes it): the lfm2 GGUF and the mmproj GGUF load back to
+// the same logits (F32), the names map both ways, and the vision tower's files are told apart.
+TEST_P(VisionModelTest, TheGgufPairGivesTheSameLogits) {
+  const std::string fixture = std::get<0>(GetParam());
+  const test::TempDir dir("vl_gguf");
+  const std::string text = (dir / "text.gguf").string(), mmproj = (dir / "mmproj.gguf").string();
+  {
+    auto m = load_model(vl_dir(fixture), LoadOptions{.pack = false});
+    gguf::ExportOptions opt;
+    opt.type = gguf::FileType::F32;
+    opt.extra = gguf::tokenizer_metadata_from_folder(vl_dir(fixture), m->config().vocab_size);
+    gguf::SourceRowProducer rows(m->source());
+    gguf::write_gguf_model(text, m->config(), rows, opt);
+    const auto vision = open_vision_checkpoint(vl_dir(fixture));
+    ASSERT_TRUE(vision.has_value());
+    for (const std::string& name : vision->source->names()) {
+      const auto theirs = mmproj_name_from_lfm(name);
+      ASSERT_TRUE(theirs.has_value()) << name;
+      EXPECT_EQ(lfm_name_from_mmproj(*theirs), name);
+    }
+    gguf::write_mmproj_gguf(mmproj, vision->config, *vision->source, /*f32=*/true, "test");
+  }
+  LoadOptions lo;
+  lo.mmproj = mmproj;
+  auto pair = load_model(text, lo);
+  ASSERT_NE(pair->vision(), nullptr);
+  EXPECT_EQ(pair->vision()->config().image_token_id, 396);
+  StatePlanOptions plan;
+  plan.ctx_size = 256;
+  plan.type = DType::F32;
+  auto cache = make_state_cache(*pair, plan);
+  Forward fwd(*pair, *backend_, *cache);
+  for (const VlCase& c : cases_) {
+    std::vector<VisionTile> tiles;
+    for (const auto& t : c.tiles) tiles.push_back({t.grid_h, t.grid_w, t.patches});
+    const auto embeds = pair->vision()->encode(*backend_, tiles);
+    std::vector<BatchItem::Embeddings> rows;
+    for (size_t t = 0; t < c.tiles.size(); ++t) rows.push_back({c.tiles[t].position, c.tiles[t].tokens, embeds[t].data()});
+    Sequence* seq = cache->open(plan.ctx_size);
+    BatchItem item{seq, c.ids, /*all_logits=*/true};
+    item.embeddings = rows;
+    StepOutput out;
+    fwd.step(std::span(&item, 1), out);
+    expect_close(out.logits.data(), tensor_floats(*tensors_, c.name + "/logits"), kTol, c.name + " logits (GGUF pair)");
+    cache->close(seq);
+  }
+  // A language-model GGUF is no mmproj; an mmproj needs a .gguf language model.
+  LoadOptions wrong;
+  wrong.mmproj = text;
+  EXPECT_THROW(load_model(text, wrong), Error);
+  EXPECT_THROW(load_model(vl_dir(fixture), lo), Error);
 }
 
 EngineOptions engine_options(bool prefix_cache) {

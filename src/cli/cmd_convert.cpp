@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "convert/gguf_export.h"
 #include "convert/gguf_tokenizer_meta.h"
+#include "convert/mmproj_export.h"
 #include "model/model.h"
 #include "model/gguf_model.h"
 
@@ -36,6 +37,10 @@ int run_convert(int argc, char** argv) {
   app.add_option("--name", name, "general.name (default: the input's name)");
   app.add_option("-t,--threads", threads, "Quantization threads (0: all cores)")->capture_default_str()->check(non_negative_number());
   app.add_flag("-q,--quiet", quiet, "No progress bar or summary");
+  std::string mmproj_out;
+  app.add_option("--mmproj-output", mmproj_out,
+                 "LFM2-VL: where the vision tower goes, as llama.cpp's mmproj GGUF (default: mmproj-<output name> "
+                 "beside the output; F16 matrices, F32 with --type f32)");
   LFM_CLI_PARSE(app, argc, argv);
 
   namespace fs = std::filesystem;
@@ -64,6 +69,18 @@ int run_convert(int argc, char** argv) {
                  st.file_bytes / 1048576.0, st.seconds);
     for (const auto& [t, n] : st.type_counts) std::fprintf(stderr, " %s x%lld", t.c_str(), static_cast<long long>(n));
     std::fprintf(stderr, "\n");
+  }
+  // An LFM2-VL folder: the vision tower as the pair's mmproj file.
+  const std::optional<VisionCheckpoint> vision = fs::is_directory(input) ? open_vision_checkpoint(input) : std::nullopt;
+  LFM_CHECK(vision || mmproj_out.empty(), "convert: --mmproj-output, but '", input, "' has no vision tower");
+  if (vision) {
+    if (mmproj_out.empty()) mmproj_out = (fs::path(out).parent_path() / ("mmproj-" + fs::path(out).filename().string())).string();
+    LFM_CHECK(fs::absolute(mmproj_out) != fs::absolute(out), "convert: --mmproj-output is the output itself");
+    const auto ms = gguf::write_mmproj_gguf(mmproj_out, vision->config, *vision->source, opt.type == gguf::FileType::F32,
+                                            opt.name);
+    if (!quiet)
+      std::fprintf(stderr, "wrote %s: the vision tower, %lld tensors, %.1f MiB\n", mmproj_out.c_str(),
+                   static_cast<long long>(ms.tensors), ms.file_bytes / 1048576.0);
   }
   return 0;
 }

@@ -87,6 +87,10 @@ void add_load_options(CLI::App& app, LoadOptions& load) {
   app.add_flag("--bf16-activations", load.bf16_activations,
                "BF16 weights multiply activations rounded to bf16 (as llama.cpp and transformers in bf16 do) "
                "instead of exact float32 ones: prefill ~2x faster on CPUs with AVX-512 BF16 or AMX");
+  app.add_option("--mmproj", load.mmproj,
+                 "LFM2-VL vision tower as llama.cpp's mmproj GGUF, beside a .gguf language model (a processor_config.json "
+                 "next to it, if any, sets the image preprocessing)")
+      ->check(CLI::ExistingFile);
 }
 
 void add_schedule_options(CLI::App& app, StateArgs& a) {

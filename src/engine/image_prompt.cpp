@@ -40,8 +40,19 @@ ImagePromptSetup load_image_prompt_setup(const std::string& model_dir, const Mod
   const VisionModel* vision = model.vision();
   LFM_CHECK(vision, "image: the model has no vision tower (images need an LFM2-VL checkpoint)");
   ImagePromptSetup s;
+  const VisionConfig& vc = vision->config();
+  // Without a processor config: LFM2-VL's defaults at the vision tower's patch size and factor,
+  // normalised as the tower's file says (an mmproj GGUF records mean and std).
+  s.processor.encoder_patch_size = static_cast<int>(vc.patch_size);
+  s.processor.downsample_factor = static_cast<int>(vc.downsample_factor);
+  for (int c = 0; c < 3; ++c) {
+    s.processor.image_mean[c] = vc.image_mean[c];
+    s.processor.image_std[c] = vc.image_std[c];
+  }
+  // A .gguf language model: the processor config may sit beside it.
+  const fs::path dir = fs::is_regular_file(model_dir) ? fs::path(model_dir).parent_path() : fs::path(model_dir);
   for (const char* name : {"processor_config.json", "preprocessor_config.json"}) {
-    const fs::path p = fs::path(model_dir) / name;
+    const fs::path p = dir / name;
     if (!fs::is_regular_file(p)) continue;
     const std::string what = cat("image: '", p.string(), "'");
     try {
@@ -51,7 +62,6 @@ ImagePromptSetup load_image_prompt_setup(const std::string& model_dir, const Mod
     }
     break;
   }
-  const VisionConfig& vc = vision->config();
   LFM_CHECK(s.processor.encoder_patch_size == vc.patch_size && s.processor.downsample_factor == vc.downsample_factor,
             "image: the processor's patch size ", s.processor.encoder_patch_size, " and downsample factor ",
             s.processor.downsample_factor, " differ from the vision tower's ", vc.patch_size, " and ",

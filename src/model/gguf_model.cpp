@@ -1,7 +1,9 @@
 #include "model/gguf_model.h"
 
 #include "core/error.h"
+#include "model/mmproj.h"
 #include "model/model.h"
+#include "model/vision_model.h"
 
 namespace lfm {
 
@@ -9,7 +11,20 @@ namespace lfm {
 std::unique_ptr<Model> load_gguf_model(const std::string& path, const LoadOptions& options) {
   auto file = std::make_shared<const gguf::GgufFile>(path);
   ModelConfig cfg = gguf::config_from_gguf(*file);
-  return std::make_unique<Model>(std::move(cfg), std::make_unique<gguf::GgufTensorSource>(file), options);
+  auto model = std::make_unique<Model>(cfg, std::make_unique<gguf::GgufTensorSource>(file), options);
+  if (!options.mmproj.empty() && options.pack) {
+    // The image token is the language model's "<image>" (LFM2-VL's id 396 when the vocabulary
+    // does not name it).
+    int32_t image_token = 396;
+    if (const gguf::Value* tokens = file->find("tokenizer.ggml.tokens"); tokens && tokens->type == gguf::ValueType::ARRAY)
+      for (size_t i = 0; i < tokens->arr.size(); ++i)
+        if (tokens->arr[i].type == gguf::ValueType::STRING && tokens->arr[i].str == "<image>") image_token = static_cast<int32_t>(i);
+    LFM_CHECK(image_token < cfg.vocab_size, "mmproj: the image token id ", image_token, " is outside the vocabulary");
+    auto mm = std::make_shared<const gguf::GgufFile>(options.mmproj);
+    const VisionConfig vc = vision_config_from_mmproj(*mm, cfg.hidden_size, image_token);
+    model->set_vision(std::make_shared<VisionModel>(vc, mmproj_tensor_source(mm, vc), options.backend));
+  }
+  return model;
 }
 
 }  // namespace lfm

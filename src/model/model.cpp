@@ -185,6 +185,8 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   }
   const std::string config_path = (fs::path(path) / "config.json").string();
   const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
+  LFM_CHECK(options.mmproj.empty(), "model: an mmproj file goes with a .gguf language model; the checkpoint folder '",
+            path, "' has its own vision tower");
   if (!is_vision_language_config(j)) {
     ModelConfig cfg = load_model_config(config_path);
     auto src = std::make_unique<SafetensorsCheckpoint>(path);
@@ -212,6 +214,23 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   auto model = std::make_unique<Model>(std::move(cfg), std::move(text), options);
   if (options.pack) model->set_vision(std::make_shared<VisionModel>(vcfg, vision_src, options.backend));
   return model;
+}
+
+std::optional<VisionCheckpoint> open_vision_checkpoint(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const std::string config_path = (fs::path(folder) / "config.json").string();
+  const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
+  if (!is_vision_language_config(j)) return std::nullopt;
+  VisionCheckpoint v;
+  try {
+    v.config = parse_vision_config(j);
+  } catch (const nlohmann::json::exception& e) {
+    fail("config: '", config_path, "': ", e.what());
+  } catch (const Error& e) {
+    fail(e.what(), " (in '", config_path, "')");
+  }
+  v.source = std::make_shared<RenamedTensorSource>(std::make_shared<SafetensorsCheckpoint>(folder), vl_vision_prefixes());
+  return v;
 }
 
 }  // namespace lfm

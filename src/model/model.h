@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "formats/tensor_source.h"
 #include "kernels/weight_set.h"
 #include "model/config.h"
+#include "model/vision_config.h"
 #include "model/weights.h"
 
 namespace lfm {
@@ -34,6 +36,9 @@ struct LoadOptions {
   // transformers running in bf16 do, instead of exact float32 ones: one bf16 term for AVX-512
   // BF16 / AMX instead of three. Other weight types are unaffected.
   bool bf16_activations = false;
+  // LFM2-VL from llama.cpp's GGUF pair: the mmproj GGUF with the vision tower (model/mmproj.h),
+  // loaded beside a .gguf language model (a checkpoint folder carries its own vision tower).
+  std::string mmproj{};
 };
 
 class Model {
@@ -101,6 +106,14 @@ class Model {
 // folder (model_type "lfm2_vl") gives its language model with the image encoder (Model::vision)
 // when options.pack is on.
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
+
+// An LFM2-VL checkpoint folder's vision side, unprepared (for converters): its config and its
+// tensors named "vision.…" / "projector.…". nullopt for a text-only folder.
+struct VisionCheckpoint {
+  VisionConfig config;
+  std::shared_ptr<const TensorSource> source;
+};
+std::optional<VisionCheckpoint> open_vision_checkpoint(const std::string& folder);
 
 // RoPE inverse frequencies as transformers computes them: 1 / theta^(2j / hd) in float32.
 std::vector<float> rope_inverse_frequencies(double theta, int64_t head_dim);

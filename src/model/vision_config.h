@@ -31,6 +31,9 @@ struct VisionConfig {
   bool projector_gelu_tanh = false;  // projector_hidden_act "gelu" (exact) by default
   int64_t text_hidden_size = 0;      // the language model's d: what an image token embeds to
   int32_t image_token_id = 396;
+  // The processor's normalisation as an mmproj GGUF records it (a checkpoint folder's processor
+  // config says it there).
+  float image_mean[3] = {0.5f, 0.5f, 0.5f}, image_std[3] = {0.5f, 0.5f, 0.5f};
 
   int64_t head_dim() const { return hidden_size / n_heads; }
   int64_t position_grid() const;  // √num_patches
