@@ -64,6 +64,7 @@ int run_generate(int argc, char** argv) {
   model = resolve_model_arg(model);
   apply_generation_config(app, generation_config, model, req.sampling);
   Runtime rt = open_runtime(model, threads, load, device);
+  check_images_supported(image_files, *rt.model);
   std::unique_ptr<Tokenizer> tok;
   auto grammar = load_grammar(grammar_args);
   if (!prompt_text.empty() || !stops.empty() || grammar || !image_files.empty()) tok = load_tokenizer(model);

@@ -48,6 +48,7 @@ int run_logits(int argc, char** argv) {
 
   model = resolve_model_arg(model);
   Runtime rt = open_runtime(model, threads, load, device);
+  check_images_supported(image_files, *rt.model);
   std::unique_ptr<Tokenizer> tok;
   if (!image_files.empty()) tok = load_tokenizer(model);
   const ImagePrompt prompt = prompt_with_images(parse_id_list(ids_arg, "--ids"), image_files, model, *rt.model, tok.get());

@@ -12,6 +12,11 @@ void add_image_option(CLI::App& app, std::vector<std::string>& files) {
       ->check(CLI::ExistingFile);
 }
 
+void check_images_supported(const std::vector<std::string>& files, const Model& model) {
+  LFM_CHECK(files.empty() || model.vision(), "--image: the model has no vision tower (images need an LFM2-VL "
+            "checkpoint folder, or a .gguf language model with --mmproj)");
+}
+
 ImagePrompt prompt_with_images(std::vector<int32_t> ids, const std::vector<std::string>& files,
                                const std::string& model_dir, const Model& model, const Tokenizer* tok) {
   if (files.empty()) return {std::move(ids), {}};

@@ -19,6 +19,9 @@ namespace lfm::cli {
 
 void add_image_option(CLI::App& app, std::vector<std::string>& files);
 
+// Throws when images are given to a model without a vision tower (before anything else is loaded).
+void check_images_supported(const std::vector<std::string>& files, const Model& model);
+
 // `ids` as they are when `files` is empty; else laid out with the images (see expand_images).
 ImagePrompt prompt_with_images(std::vector<int32_t> ids, const std::vector<std::string>& files,
                                const std::string& model_dir, const Model& model, const Tokenizer* tok);
