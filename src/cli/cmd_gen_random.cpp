@@ -40,9 +40,15 @@ int run_gen_random(int argc, char** argv) {
                  "confidently from the last token and falls into repetition, for speculative-decoding benchmarks")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  std::string vision;
+  app.add_option("--vision", vision,
+                 "LFM2-VL (folders only): add a vision tower and projector of this shape, siglip2-base "
+                 "(LFM2-VL-450M's) or siglip2-so400m (LFM2-VL-1.6B's); `lfm convert` then writes llama.cpp's "
+                 "GGUF pair");
   LFM_CLI_PARSE(app, argc, argv);
 
   const bool gguf_out = out.size() >= 5 && out.compare(out.size() - 5, 5, ".gguf") == 0;
+  LFM_CHECK(vision.empty() || (!gguf_out && !config_only), "gen-random: --vision writes a Hugging Face folder");
   if (config_only) {
     LFM_CHECK(!gguf_out, "gen-random: --config-only writes a folder, not a .gguf");
     gguf::write_random_config(out, shape);
@@ -54,6 +60,7 @@ int run_gen_random(int argc, char** argv) {
   opt.progress = !quiet;
   opt.threads = threads;
   opt.branch_scale = branch_scale;
+  opt.vision = vision;
   if (type.empty()) type = "bf16";
   if (gguf_out) {
     opt.gguf_type = gguf::parse_file_type(type);

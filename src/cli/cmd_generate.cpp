@@ -116,6 +116,10 @@ int run_generate(int argc, char** argv) {
     j["prefill_seconds"] = usage.first_token_seconds;
     j["decode_seconds"] = decode_s;
     j["cached_tokens"] = usage.cached_tokens;
+    if (!req.images.empty()) {
+      j["image_tiles"] = usage.image_tiles;
+      j["image_encode_seconds"] = usage.encode_seconds;
+    }
     if (req.drafter != Drafter::kNone || usage.verify_steps > 0) {  // drafts, or the grammar's jump-forward
       j["drafted_tokens"] = usage.drafted_tokens;
       j["accepted_tokens"] = usage.accepted_tokens;
@@ -130,6 +134,9 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr, "prompt %lld tokens in %.3f s; generated %lld tokens (%.2f tok/s decode); %s\n",
                  static_cast<long long>(req.prompt.size()), usage.first_token_seconds,
                  static_cast<long long>(generated.size()), tps, finish.c_str());
+    if (!req.images.empty())
+      std::fprintf(stderr, "images: %zu, %lld tiles encoded in %.3f s (inside the prompt's time)\n", req.images.size(),
+                   static_cast<long long>(usage.image_tiles), usage.encode_seconds);
     if (req.drafter != Drafter::kNone || usage.verify_steps > 0)
       std::fprintf(stderr, "speculative (%s): %lld drafted tokens, %lld accepted (%.0f%%)\n", drafter_name(req.drafter),
                    static_cast<long long>(usage.drafted_tokens), static_cast<long long>(usage.accepted_tokens),

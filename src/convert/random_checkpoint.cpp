@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "convert/quant.h"
 #include "formats/safetensors_writer.h"
+#include "model/vision_config.h"
 #include "model/weights.h"
 
 namespace lfm::gguf {
@@ -108,7 +109,8 @@ nlohmann::json random_shape_config(const std::string& shape) {
 void RandomRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t n_rows, float* out) {
   const int64_t cols = t.shape.back();
   const size_t n = static_cast<size_t>(n_rows * cols);
-  if (t.name.ends_with("norm.weight")) {  // RMSNorm weights: 1
+  if (t.name.ends_with("norm.weight") || t.name.ends_with("norm1.weight") || t.name.ends_with("norm2.weight")) {
+    // RMSNorm and LayerNorm weights: 1
     std::fill(out, out + n, 1.0f);
     return;
   }
@@ -133,6 +135,39 @@ void RandomRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t
   }
 }
 
+std::vector<std::string> random_vision_names() { return {"siglip2-base", "siglip2-so400m"}; }
+
+namespace {
+
+// LFM2-VL's config.json around a text shape: SigLIP2 NaFlex (patch 16, a 16×16 position table),
+// projector 2560 wide (LFM2-VL's), image token 396.
+json vl_config(const json& text, const std::string& vision) {
+  json v = {{"model_type", "siglip2_vision_model"}, {"hidden_act", "gelu_pytorch_tanh"}, {"layer_norm_eps", 1e-6},
+            {"num_channels", 3}, {"num_patches", 256}, {"patch_size", 16}, {"vision_use_head", false}};
+  if (vision == "siglip2-base") {
+    v.update({{"hidden_size", 768}, {"intermediate_size", 3072}, {"num_hidden_layers", 12}, {"num_attention_heads", 12}});
+  } else if (vision == "siglip2-so400m") {
+    v.update({{"hidden_size", 1152}, {"intermediate_size", 4304}, {"num_hidden_layers", 27}, {"num_attention_heads", 16}});
+  } else {
+    fail("gen-random: unknown vision shape '", vision, "' (siglip2-base or siglip2-so400m)");
+  }
+  json t = text;
+  t.erase("architectures");
+  return json{{"architectures", {"Lfm2VlForConditionalGeneration"}},
+              {"model_type", "lfm2_vl"},
+              {"downsample_factor", 2},
+              {"image_token_id", 396},
+              {"projector_bias", true},
+              {"projector_hidden_act", "gelu"},
+              {"projector_hidden_size", 2560},
+              {"projector_use_layernorm", true},
+              {"tie_word_embeddings", true},
+              {"text_config", t},
+              {"vision_config", v}};
+}
+
+}  // namespace
+
 void write_random_config(const std::string& dir, const std::string& shape) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
@@ -150,13 +185,25 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   json j = random_shape_config(opt.shape);
   j["torch_dtype"] = opt.hf_dtype == DType::F32 ? "float32" : opt.hf_dtype == DType::F16 ? "float16" : "bfloat16";
   const ModelConfig cfg = parse_model_config(j);
+  std::vector<ExpectedTensor> tensors = expected_tensors(cfg, !cfg.tie_embeddings);
+  if (!opt.vision.empty()) {
+    // LFM2-VL: the language model under transformers 5's names, then the vision tower and projector.
+    j = vl_config(j, opt.vision);
+    for (ExpectedTensor& t : tensors)
+      if (t.name.starts_with("model.")) t.name = "model.language_model." + t.name.substr(6);
+    for (const VisionTensor& v : vision_tensors(parse_vision_config(j))) {
+      const bool tower = v.name.starts_with("vision.");
+      tensors.push_back({(tower ? "model.vision_tower.vision_model." : "model.multi_modal_projector.") +
+                             v.name.substr(tower ? 7 : 10),
+                         v.shape, v.matrix});
+    }
+  }
   fs::create_directories(dir);
   {
     std::ofstream out(fs::path(dir) / "config.json");
     LFM_CHECK(out.good(), "gen-random: cannot write config.json in '", dir, "'");
     out << j.dump(2) << "\n";
   }
-  const std::vector<ExpectedTensor> tensors = expected_tensors(cfg, !cfg.tie_embeddings);
   std::vector<SafetensorsWriter::Entry> entries;
   uint64_t total = 0;
   for (const auto& t : tensors) {

@@ -48,7 +48,11 @@ struct RandomCheckpointOptions {
   // and a quantized copy agrees with the original, as speculative-decoding benchmarks need (plain
   // random weights never repeat and have near-flat logits).
   float branch_scale = 1.0f;
+  // LFM2-VL (Hugging Face folders only): a vision tower of this shape ("siglip2-base": LFM2-VL-450M's,
+  // "siglip2-so400m": LFM2-VL-1.6B's) and the projector, the text shape as the language model.
+  std::string vision;
 };
+std::vector<std::string> random_vision_names();
 
 // A Hugging Face folder: config.json + model.safetensors (streamed tensor by tensor; peak memory
 // is the largest tensor).

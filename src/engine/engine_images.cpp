@@ -3,6 +3,7 @@
 // cached prefix never encodes what the cache holds), and the state cache keys each image token by
 // its image's content so the prefix cache reuses a repeated image and never confuses two.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine.h"
 #include "engine/engine_active.h"
@@ -98,7 +99,11 @@ void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& co
       std::vector<VisionTile> tiles;
       for (const Active::TileRows* tr : need)
         tiles.push_back({tr->tile->grid_h, tr->tile->grid_w, tr->tile->patches});
+      const auto started = std::chrono::steady_clock::now();
       std::vector<std::vector<float>> out = model_.vision()->encode(backend_, tiles);
+      a.usage.image_tiles += static_cast<int64_t>(tiles.size());
+      a.usage.encode_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       for (size_t t = 0; t < need.size(); ++t) {
         auto embeds = std::make_shared<const std::vector<float>>(std::move(out[t]));
         need[t]->embeds = embeds;

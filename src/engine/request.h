@@ -74,6 +74,8 @@ struct Usage {
   int64_t drafted_tokens = 0;      // speculative decoding: tokens drafted and verified
   int64_t accepted_tokens = 0;     // of those, accepted (each one a token without its own step)
   int64_t verify_steps = 0;        // steps that verified drafts
+  int64_t image_tiles = 0;          // image tiles encoded for this request (not found already encoded)
+  double encode_seconds = 0;        // time the vision tower spent on them
 };
 
 struct Event {

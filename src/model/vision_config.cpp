@@ -85,6 +85,41 @@ VisionConfig parse_vision_config(const json& j) {
   return c;
 }
 
+std::vector<VisionTensor> vision_tensors(const VisionConfig& c) {
+  const int64_t D = c.hidden_size, I = c.intermediate_size, f2 = c.downsample_factor * c.downsample_factor;
+  std::vector<VisionTensor> t = {
+      {"vision.embeddings.patch_embedding.weight", {D, c.num_channels * c.patch_size * c.patch_size}, true},
+      {"vision.embeddings.patch_embedding.bias", {D}, false},
+      {"vision.embeddings.position_embedding.weight", {c.num_patches, D}, false},
+  };
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string p = "vision.encoder.layers." + std::to_string(i) + ".";
+    for (const char* n : {"layer_norm1", "layer_norm2"}) {
+      t.push_back({p + n + ".weight", {D}, false});
+      t.push_back({p + n + ".bias", {D}, false});
+    }
+    for (const char* n : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj"}) {
+      t.push_back({p + n + ".weight", {D, D}, true});
+      t.push_back({p + n + ".bias", {D}, false});
+    }
+    t.push_back({p + "mlp.fc1.weight", {I, D}, true});
+    t.push_back({p + "mlp.fc1.bias", {I}, false});
+    t.push_back({p + "mlp.fc2.weight", {D, I}, true});
+    t.push_back({p + "mlp.fc2.bias", {D}, false});
+  }
+  t.push_back({"vision.post_layernorm.weight", {D}, false});
+  t.push_back({"vision.post_layernorm.bias", {D}, false});
+  if (c.projector_layernorm) {
+    t.push_back({"projector.layer_norm.weight", {f2 * D}, false});
+    t.push_back({"projector.layer_norm.bias", {f2 * D}, false});
+  }
+  t.push_back({"projector.linear_1.weight", {c.projector_hidden_size, f2 * D}, true});
+  if (c.projector_bias) t.push_back({"projector.linear_1.bias", {c.projector_hidden_size}, false});
+  t.push_back({"projector.linear_2.weight", {c.text_hidden_size, c.projector_hidden_size}, true});
+  if (c.projector_bias) t.push_back({"projector.linear_2.bias", {c.text_hidden_size}, false});
+  return t;
+}
+
 std::vector<std::pair<std::string, std::string>> vl_text_prefixes() {
   return {{"model.language_model.", "model."}, {"language_model.model.", "model."}, {"lm_head.", "lm_head."},
           {"language_model.lm_head.", "lm_head."}};

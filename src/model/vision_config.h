@@ -47,6 +47,15 @@ nlohmann::json text_config_of(const nlohmann::json& j);
 // Throws lfm::Error naming the key and value on anything missing or out of range.
 VisionConfig parse_vision_config(const nlohmann::json& j);
 
+// Every tensor of the vision tower and projector a config implies, under lfm's names ("vision.…",
+// "projector.…") with PyTorch shapes (matrix: consumed by matmul).
+struct VisionTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool matrix;
+};
+std::vector<VisionTensor> vision_tensors(const VisionConfig& c);
+
 // Checkpoint name prefixes → the names lfm binds: the language model's tensors as an LFM2
 // checkpoint names them ("model.layers.0…", "lm_head.weight"), the vision tower's under
 // "vision.", the projector's under "projector.". transformers 5 writes the first set, older
