@@ -134,5 +134,46 @@ TEST_F(ChatCliTest, ChatParsesToolCallsWithSpecialMarkers) {
   EXPECT_EQ(r.out.find("[get_time("), std::string::npos) << r.out;
 }
 
+// Images in `lfm chat` (LFM2-VL): --image attaches to the first user turn, /image PATH to the
+// next; the first reply is transformers' greedy continuation (reference.json one_image: the
+// template renders [image, text] as its template_text), the second turn reuses the cached prefix
+// past the first image. A text-only model refuses --image.
+TEST_F(ChatCliTest, ChatTakesImages) {
+  const std::string vl = test::data_dir() + "/hf_vl/lfm2vl_a_tied_ln";
+  const std::string img = test::data_dir() + "/hf_vl/images/rgb_37x53.png";
+  const auto ref = test::read_json(vl + "/reference.json");
+  std::vector<int32_t> ids;
+  long n_tokens = 0;
+  for (const auto& c : ref["cases"])
+    if (c["name"] == "one_image") {
+      ids = c["greedy_ids"].get<std::vector<int32_t>>();
+      n_tokens = c["n_tokens"].get<long>();
+    }
+  ASSERT_EQ(ids.size(), 12u);
+  ASSERT_EQ(std::count(ids.begin(), ids.end(), 7), 0);  // no <|im_end|>: the reply runs to -n 12
+  const auto r = run_with_input("chat -m " + vl + " --image " + img + " -n 12 --temperature 0 --kv-block-size 4 --stats -t 2",
+                                "Describe this.\n/image " + img + "\nAnd this one?\n/image /no/such.png\n/exit\n");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), load_tokenizer(vl)->decode(ids, /*skip_special=*/true)) << r.out;
+  const auto s = run_with_input("chat -m " + vl + " --image " + img + " -n 12 --temperature 0 --kv-block-size 4 --stats -t 2",
+                                "Describe this.\n/image " + img + "\nAnd this one?\n/image /no/such.png\n/exit\n",
+                                /*with_stderr=*/true);
+  std::vector<std::pair<long, long>> turns;  // (prompt tokens, from cache)
+  for (size_t at = s.out.find("[prompt "); at != std::string::npos; at = s.out.find("[prompt ", at + 1)) {
+    long prompt = 0, cached = 0;
+    ASSERT_EQ(std::sscanf(s.out.c_str() + at, "[prompt %ld tokens (%ld from cache)", &prompt, &cached), 2);
+    turns.push_back({prompt, cached});
+  }
+  ASSERT_EQ(turns.size(), 2u) << s.out;
+  EXPECT_EQ(turns[0].first, n_tokens) << s.out;
+  EXPECT_GT(turns[1].first, turns[0].first + 6) << s.out;  // the second image's 6 tokens and more
+  EXPECT_GT(turns[1].second, 13) << s.out;                 // past the first image
+  EXPECT_NE(s.out.find("error: image '/no/such.png'"), std::string::npos) << s.out;
+  // A text-only model: --image is refused up front.
+  const auto t = run_with_input("chat -m " + dir_->str() + " --image " + img, "Hi\n", true);
+  EXPECT_NE(t.code, 0);
+  EXPECT_NE(t.out.find("no vision tower"), std::string::npos) << t.out;
+}
+
 }  // namespace
 }  // namespace lfm

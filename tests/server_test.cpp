@@ -377,8 +377,13 @@ TEST_F(ServerTest, OfficialOpenAiClient) {
   const std::string dir = std::string(LFM_SOURCE_DIR) + "/tools/server-tests";
   ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
       << "tools/server-tests/node_modules is missing: run scripts/setup.sh (npm ci --prefix tools/server-tests)";
+  // An LFM2-VL server (tests/data/hf_vl) for the image_url case.
+  const std::string vl_model = test::data_dir() + "/hf_vl/lfm2vl_a_tied_ln";
+  const std::string vl_png = test::data_dir() + "/hf_vl/images/rgb_37x53.png";
+  ServerProc vl(vl_model, {"--parallel", "1", "--ctx-size", "256"});
   const auto r = test::run_command("node '" + dir + "/openai_client.mjs' http://127.0.0.1:" + std::to_string(text_->port()) +
-                                   "/v1 http://127.0.0.1:" + std::to_string(scripted_->port()) + "/v1 2>&1");
+                                   "/v1 http://127.0.0.1:" + std::to_string(scripted_->port()) + "/v1 http://127.0.0.1:" +
+                                   std::to_string(vl.port()) + "/v1 '" + vl_png + "' 2>&1");
   ASSERT_EQ(r.code, 0) << r.out;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["models"], json::array({"text"}));
@@ -395,6 +400,17 @@ TEST_F(ServerTest, OfficialOpenAiClient) {
   EXPECT_EQ(j["tool_stream"]["calls"][0]["function"]["arguments"], "{\"tz\":1}");
   EXPECT_EQ(j["completion_stream"], j["completion"]["text"]);
   EXPECT_EQ(j["bad_request"]["status"], 400);
+  // The image_url part: transformers' greedy tokens (reference.json one_image) as text.
+  const json ref = test::read_json(vl_model + "/reference.json");
+  std::vector<int32_t> ids;
+  for (const json& c : ref["cases"])
+    if (c["name"] == "one_image") ids = c["greedy_ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(j["image"]["content"], load_tokenizer(vl_model)->decode(ids, /*skip_special=*/true)) << r.out;
+  EXPECT_EQ(j["image"]["finish"], "length");
+  EXPECT_EQ(j["image"]["usage"]["prompt_tokens"], 32);
+  EXPECT_EQ(j["image"]["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["image_error"]["status"], 400);
+  EXPECT_EQ(j["image_error"]["param"], "messages[0].content[0].image_url");
   // Structured output: the content is JSON valid under the schema; the strict tool's arguments
   // parse to the declared types.
   auto check_weather = [](const json& w) {

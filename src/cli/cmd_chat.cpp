@@ -16,6 +16,9 @@
 #include "core/error.h"
 #include "core/json_guard.h"
 #include "engine/engine.h"
+#include "engine/image_prompt.h"
+#include "image/image.h"
+#include "model/model.h"
 #include "server/chat_turn.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -25,7 +28,7 @@ namespace {
 int run_chat(int argc, char** argv) {
   CLI::App app{
       "Chat with a model interactively (reads user turns from stdin, one per line; /reset starts over, "
-      "/exit or end of input quits)."};
+      "/image PATH attaches an image to the next turn (LFM2-VL), /exit or end of input quits)."};
   configure_app(app);
   std::string model, system_prompt;
   SamplingParams sp;
@@ -64,6 +67,11 @@ int run_chat(int argc, char** argv) {
   add_draft_options(app, draft);
   GrammarArgs grammar_args;  // every reply follows it
   add_grammar_options(app, grammar_args);
+  std::vector<std::string> image_files;
+  app.add_option("--image", image_files,
+                 "Image file (JPEG, PNG, WebP; repeatable) attached to the first user turn (LFM2-VL models); "
+                 "/image PATH attaches one to the next turn")
+      ->check(CLI::ExistingFile);
   LFM_CLI_PARSE(app, argc, argv);
   finish_sampling_options(sp, seed);
 
@@ -91,7 +99,29 @@ int run_chat(int argc, char** argv) {
   LFM_CHECK(!tok->chat_template().empty(),
             "chat: the model ships no chat template (chat_template.jinja, "
             "tokenizer_config.json or GGUF tokenizer.chat_template)");
-  const server::ChatTurnBuilder turns(*tok);
+  std::shared_ptr<const ImagePromptSetup> image_setup;
+  std::string no_images;  // why the model takes none
+  if (rt.model->vision()) {
+    try {
+      image_setup = std::make_shared<const ImagePromptSetup>(load_image_prompt_setup(model, *rt.model, *tok));
+    } catch (const Error& e) {
+      no_images = e.what();
+    }
+  } else {
+    no_images = "the model has no vision tower (images need an LFM2-VL model)";
+  }
+  LFM_CHECK(image_files.empty() || image_setup, "chat: --image: ", no_images);
+  // The images waiting for the next user turn.
+  std::vector<image::Image> pending;
+  auto attach = [&](const std::string& path) {
+    try {
+      pending.push_back(image::load_image_file(path));
+    } catch (const Error& e) {
+      fail("image '", path, "': ", e.what());
+    }
+  };
+  for (const std::string& f : image_files) attach(f);
+  const server::ChatTurnBuilder turns(*tok, image_setup);
   EngineOptions eo = engine_options(state, *rt.model);
   apply_draft_options(draft, rt, load, eo);
   if (grammar_args.given() && eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;  // jump-forward
@@ -102,6 +132,7 @@ int run_chat(int argc, char** argv) {
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
+  std::vector<image::Image> images;  // the conversation's, in order: each turn re-sends them all
   const bool tty = isatty(fileno(stdout));
 
   std::string line;
@@ -110,10 +141,36 @@ int run_chat(int argc, char** argv) {
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
       messages.erase(messages.begin() + (system_prompt.empty() ? 0 : 1), messages.end());
+      images.clear();
+      pending.clear();
+      continue;
+    }
+    if (line.rfind("/image", 0) == 0 && (line.size() == 6 || line[6] == ' ')) {
+      std::string path = line.substr(std::min<size_t>(line.size(), 7));
+      while (!path.empty() && path.back() == ' ') path.pop_back();
+      try {
+        LFM_CHECK(image_setup, "/image: ", no_images);
+        LFM_CHECK(!path.empty(), "usage: /image PATH");
+        attach(path);
+        std::fprintf(stderr, "[image %s attached to the next turn]\n", path.c_str());
+      } catch (const Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+      }
       continue;
     }
     if (line.empty()) continue;
-    messages.push_back({{"role", "user"}, {"content", line}});
+    // Images first, then the text, as LFM2-VL's examples put them.
+    if (pending.empty()) {
+      messages.push_back({{"role", "user"}, {"content", line}});
+    } else {
+      nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < pending.size(); ++i) parts.push_back({{"type", "image"}});
+      parts.push_back({{"type", "text"}, {"text", line}});
+      messages.push_back({{"role", "user"}, {"content", std::move(parts)}});
+    }
+    const size_t images_before = images.size();
+    for (image::Image& im : pending) images.push_back(std::move(im));
+    pending.clear();
     Request req;
     req.sampling = sp;
     req.drafter = draft.kind();
@@ -129,6 +186,7 @@ int run_chat(int argc, char** argv) {
       in.template_kwargs = extra;
       if (!date.empty()) in.date = date;
       in.parse_tool_calls_without_tools = true;  // tools may be described in the system prompt
+      in.images = images;
       turn = turns.build(in);
       turn.apply(req);
       const int64_t room = ctx - static_cast<int64_t>(req.prompt.size());
@@ -139,6 +197,7 @@ int run_chat(int argc, char** argv) {
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       messages.erase(messages.end() - 1);
+      images.resize(images_before);  // the turn's images are dropped with it
       continue;
     }
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "cli/command.h"
@@ -11,6 +12,8 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/generation_config.h"
+#include "engine/image_prompt.h"
+#include "model/model.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -18,7 +21,9 @@ namespace lfm::cli {
 namespace {
 
 int run_serve(int argc, char** argv) {
-  CLI::App app{"Serve a model over an OpenAI-compatible HTTP API (chat, completions, models, tokenize, metrics)."};
+  CLI::App app{
+      "Serve a model over an OpenAI-compatible HTTP API (chat, completions, models, tokenize, metrics); an "
+      "LFM2-VL model also takes images in chat messages (image_url parts with data: URIs)."};
   configure_app(app);
   std::string model;
   server::ServerOptions so;
@@ -76,6 +81,21 @@ int run_serve(int argc, char** argv) {
       ->check(non_negative_number());
   DraftArgs draft;
   add_draft_options(app, draft);
+  app.add_option("--max-images", so.images.max_images,
+                 "Images one chat request may hold (image_url parts; LFM2-VL models only)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(1024)));
+  app.add_option("--max-image-bytes", so.images.max_image_bytes,
+                 "Largest image in encoded bytes (before base64); larger: 400. With a vision model and no --max-body, "
+                 "the body limit grows to hold one such image")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(1) << 30));
+  app.add_option("--image-dir", so.images.image_dir,
+                 "Let image_url parts name local files (file:///… or a path, relative ones from DIR) under DIR only "
+                 "(symlinks resolved; nothing outside). Without it only data: URIs are accepted; http(s) URLs "
+                 "never are")
+      ->check(CLI::ExistingDirectory);
+  auto* max_body_opt = app.get_option("--max-body");
   LFM_CLI_PARSE(app, argc, argv);
   so.access_log = !no_access_log;
   so.model_aliases.push_back(model);
@@ -113,6 +133,29 @@ int run_serve(int argc, char** argv) {
   if (eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;
   apply_draft_options(draft, rt, load, eo);
   Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
+  if (rt.model->vision()) {
+    if (!tok) {
+      so.no_images = "the model has a vision tower but no tokenizer was found: images cannot be laid out";
+    } else {
+      try {
+        so.image_setup = std::make_shared<const ImagePromptSetup>(load_image_prompt_setup(model, *rt.model, *tok));
+      } catch (const Error& e) {
+        so.no_images = std::string("this server cannot take images: ") + e.what();
+        std::fprintf(stderr, "lfm serve: images are refused: %s\n", e.what());
+      }
+    }
+  }
+  if (so.image_setup) {
+    if (!so.images.image_dir.empty()) {
+      so.images.image_dir = std::filesystem::canonical(so.images.image_dir).string();
+      std::fprintf(stderr, "lfm serve: image_url parts may name files under %s\n", so.images.image_dir.c_str());
+    }
+    // Room in a body for one image of the largest size, base64-encoded, and the rest of the request.
+    const size_t one_image = (so.images.max_image_bytes + 2) / 3 * 4 + (1u << 20);
+    if (max_body_opt->count() == 0 && so.max_body_bytes < one_image) so.max_body_bytes = one_image;
+    std::fprintf(stderr, "lfm serve: images: up to %zu per request, %zu bytes each (request bodies up to %zu bytes)\n",
+                 so.images.max_images, so.images.max_image_bytes, so.max_body_bytes);
+  }
   server::Server srv(engine, tok.get(), so);
   const int port = srv.bind();
   std::thread([&srv, stop_signals] {

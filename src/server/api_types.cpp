@@ -145,22 +145,56 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat, const Sa
   return g;
 }
 
-// A message's content as one string: a string, null, or text parts.
-std::string content_text(const json& content, const std::string& param) {
+// A message's content for the template: a string (a string, null, or text parts joined), or,
+// when it has image parts, the parts in order as {"type": "text", "text": …} and
+// {"type": "image"} (the model's template writes its placeholder; the URL goes to `images`).
+ojson message_content(const json& content, const std::string& param, bool images_allowed, std::vector<ImagePart>& images) {
   if (content.is_null()) return "";
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) bad(param, "must be a string or an array of content parts");
-  std::string out;
+  std::string text;
+  ojson parts = ojson::array();
+  bool any_image = false;
   for (size_t j = 0; j < content.size(); ++j) {
     const json& part = content[j];
     const std::string p = param + "[" + std::to_string(j) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) bad(p, "must be an object with a 'type'");
     const std::string type = part["type"].get<std::string>();
-    if (type != "text") bad(p + ".type", "'" + type + "' is not supported (text parts only)");
-    if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
-    out += part["text"].get<std::string>();
+    if (type == "text") {
+      if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
+      text += part["text"].get<std::string>();
+      parts.push_back({{"type", "text"}, {"text", part["text"].get<std::string>()}});
+      continue;
+    }
+    if (type != "image_url" && type != "image")
+      bad(p + ".type", "'" + type + "' is not supported (text, image_url)");
+    // OpenAI's {"type": "image_url", "image_url": {"url": …, "detail": …}}; also a bare string
+    // there, and {"type": "image", "url" | "image" | "image_url": …} as Hugging Face writes it.
+    std::string where;
+    const json* url = nullptr;
+    for (const char* key : {"image_url", "url", "image"}) {
+      auto it = part.find(key);
+      if (it == part.end() || it->is_null() || (type == "image_url" && std::string(key) != "image_url")) continue;
+      where = p + "." + key;
+      if (it->is_string()) {
+        url = &*it;
+      } else if (std::string(key) == "image_url" && it->is_object()) {
+        auto u = it->find("url");
+        if (u == it->end() || !u->is_string()) bad(where + ".url", "must be a string (a data:image/…;base64 URI)");
+        url = &*u;
+      } else {
+        bad(where, "must be an object {\"url\": …} or a URL string");
+      }
+      break;
+    }
+    if (!url) bad(p + ".image_url", "must be an object {\"url\": \"data:image/png;base64,…\"}");
+    if (!images_allowed) bad(p, "is an image part; images are accepted in user messages only");
+    images.push_back({url->get<std::string>(), where});
+    parts.push_back({{"type", "image"}});
+    any_image = true;
   }
-  return out;
+  if (any_image) return parts;
+  return text;
 }
 
 }  // namespace
@@ -200,7 +234,9 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       bad(p + ".role", "'" + role + "' is not one of system, developer, user, assistant, tool");
-    std::string text = content_text(m.contains("content") ? m["content"] : json(), p + ".content");
+    ojson content = message_content(m.contains("content") ? m["content"] : json(), p + ".content", role == "user",
+                                    c.images);
+    std::string text = content.is_string() ? content.get<std::string>() : std::string();
     if (role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null()) {
       const json& calls = m["tool_calls"];
       if (!calls.is_array()) bad(p + ".tool_calls", "must be an array");
@@ -238,7 +274,10 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
     }
     ojson out = ojson::object();
     out["role"] = role == "developer" ? "system" : role;
-    out["content"] = text;
+    if (content.is_array())
+      out["content"] = std::move(content);
+    else
+      out["content"] = text;
     if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) out["tool_call_id"] = m["tool_call_id"];
     if (m.contains("name") && m["name"].is_string()) out["name"] = m["name"];
     c.messages.push_back(std::move(out));

@@ -1,5 +1,6 @@
 #include "server/chat_turn.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "core/error.h"
@@ -13,7 +14,8 @@ std::optional<std::string> opt_str(const std::string& s) {
 }
 }  // namespace
 
-ChatTurnBuilder::ChatTurnBuilder(const Tokenizer& tok) : tok_(tok) {
+ChatTurnBuilder::ChatTurnBuilder(const Tokenizer& tok, std::shared_ptr<const ImagePromptSetup> images)
+    : tok_(tok), images_(std::move(images)) {
   if (!tok.chat_template().empty())
     tpl_ = std::make_unique<ChatTemplate>(tok.chat_template(), opt_str(tok.bos_token()), opt_str(tok.eos_token()),
                                           opt_str(tok.pad_token()));
@@ -42,6 +44,23 @@ ChatTurn ChatTurnBuilder::build(const ChatTurnInput& in) const {
     t.forced = std::string(chat::kToolCallStart) + "[";
   text += t.forced;
   t.prompt = tok_.encode(text, /*add_special=*/false);  // the template writes its own BOS
+  if (!images_) {
+    LFM_CHECK(in.images.empty(), "chat: the conversation has ", in.images.size(),
+              " images but the model has no vision tower (images need an LFM2-VL model)");
+  } else {
+    // Every placeholder must be an image part's: one typed in the text would take an image's
+    // place (or be left without one).
+    const size_t placeholders =
+        static_cast<size_t>(std::count(t.prompt.begin(), t.prompt.end(), images_->image_token_id));
+    LFM_CHECK(placeholders == in.images.size(), "chat: the rendered conversation has ", placeholders,
+              " image placeholders (<image>) for ", in.images.size(),
+              " images; each image part makes one, and the text may not contain the placeholder itself");
+    if (!in.images.empty()) {
+      ImagePrompt laid = expand_images(t.prompt, in.images, *images_);
+      t.prompt = std::move(laid.ids);
+      t.images = std::move(laid.images);
+    }
+  }
   t.stop_ids = stop_ids_;
   t.parser.parse_reasoning = true;
   t.parser.starts_in_reasoning = in_reasoning && t.forced.empty();
@@ -53,6 +72,7 @@ ChatTurn ChatTurnBuilder::build(const ChatTurnInput& in) const {
 
 void ChatTurn::apply(Request& r) const {
   r.prompt = prompt;
+  r.images = images;
   r.stop_ids.insert(r.stop_ids.end(), stop_ids.begin(), stop_ids.end());
   r.show_special = show_special;
 }

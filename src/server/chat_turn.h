@@ -14,7 +14,9 @@
 
 #include "chat/chat_template.h"
 #include "chat/output_parser.h"
+#include "engine/image_prompt.h"
 #include "engine/request.h"
+#include "image/image.h"
 
 namespace lfm {
 class Tokenizer;
@@ -32,6 +34,8 @@ struct ChatTurnInput {
   // Parse tool calls even when `tools` is null: `lfm chat` users describe tools in the system
   // prompt, as LFM2's model cards show.
   bool parse_tool_calls_without_tools = false;
+  // The images of the conversation's {"type": "image"} content parts, in order (LFM2-VL).
+  std::vector<image::Image> images;
 };
 
 struct ChatTurn {
@@ -44,23 +48,29 @@ struct ChatTurn {
   // Text the prompt ends with that the reply continues (tool_choice required / named): feed it
   // to the parser before the generated text.
   std::string forced;
+  // The images, their placeholders in `prompt` laid out (expand_images), for Request::images.
+  std::vector<std::shared_ptr<const ImageInput>> images;
 
-  // Sets the request's prompt, adds the stop ids and sets show_special.
+  // Sets the request's prompt and images, adds the stop ids and sets show_special.
   void apply(Request& r) const;
 };
 
 class ChatTurnBuilder {
  public:
-  // The tokenizer must outlive the builder.
-  explicit ChatTurnBuilder(const Tokenizer& tok);
+  // The tokenizer must outlive the builder. `images`: the model's vision side
+  // (load_image_prompt_setup); null for a model that takes no images.
+  explicit ChatTurnBuilder(const Tokenizer& tok, std::shared_ptr<const ImagePromptSetup> images = nullptr);
   ~ChatTurnBuilder();
   bool has_template() const { return tpl_ != nullptr; }
-  // Throws lfm::Error when the model has no template or rendering fails.
+  bool takes_images() const { return images_ != nullptr; }
+  // Throws lfm::Error when the model has no template, rendering fails, or the rendered
+  // conversation's image placeholders are not one per image (e.g. "<image>" typed in the text).
   ChatTurn build(const ChatTurnInput& in) const;
 
  private:
   const Tokenizer& tok_;
   std::unique_ptr<ChatTemplate> tpl_;
+  std::shared_ptr<const ImagePromptSetup> images_;
   std::vector<int32_t> stop_ids_;
   std::vector<int32_t> think_ids_, tool_call_ids_;  // the markers the tokenizer has as tokens
 };

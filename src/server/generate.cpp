@@ -250,6 +250,12 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     Request r = c.gen.req;
     r.prompt = prompt.text ? tok("a text prompt").encode(*prompt.text, /*add_special=*/true) : prompt.ids;
     if (r.prompt.empty()) throw ApiError(400, "'" + param + "' is empty", param);
+    if (opt.image_setup &&
+        std::find(r.prompt.begin(), r.prompt.end(), opt.image_setup->image_token_id) != r.prompt.end())
+      throw ApiError(400,
+                     "'" + param + "' holds the image placeholder <image>; /v1/completions takes no images: send "
+                     "them as image_url parts to /v1/chat/completions",
+                     param);
     apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), param.c_str());
     apply_speculation(r, c.gen, opt, engine);
     if (c.echo) echoes.push_back(prompt.text ? *prompt.text : tok("echo of token ids").decode(prompt.ids, false));

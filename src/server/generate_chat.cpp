@@ -1,5 +1,6 @@
-// POST /v1/chat/completions: messages → the model's chat turn (chat_turn.h) → engine → the
-// assistant message parsed into content, reasoning_content and tool_calls, whole or as SSE.
+// POST /v1/chat/completions: messages (and their images: chat_images.h) → the model's chat turn
+// (chat_turn.h) → engine → the assistant message parsed into content, reasoning_content and
+// tool_calls, whole or as SSE.
 #include <memory>
 
 #include "chat/output_parser.h"
@@ -35,7 +36,13 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   in.tool_choice = c.tool_choice;
   in.named_tool = c.named_tool;
   in.template_kwargs = std::move(c.template_kwargs);
-  const ChatTurn turn = chat->build(in);
+  in.images = load_image_parts(c.images, opt.images, opt.image_setup ? std::string() : opt.no_images);
+  ChatTurn turn;
+  try {
+    turn = chat->build(in);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
   Request r = c.gen.req;
   turn.apply(r);
   apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), "messages");

@@ -323,7 +323,7 @@ Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt)
     impl_->register_routes();
     return;
   }
-  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp);
+  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp, opt.image_setup);
   impl_->register_routes();
 }
 

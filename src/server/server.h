@@ -20,6 +20,8 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "engine/generation_config.h"
+#include "engine/image_prompt.h"
+#include "server/chat_images.h"
 #include "server/metrics.h"
 
 namespace httplib {
@@ -54,6 +56,12 @@ struct ServerOptions {
   // Speculative decoding for requests that do not say ("speculative": {...}).
   Drafter drafter = Drafter::kNone;
   int64_t max_drafts = 8;
+  // Images in chat messages (image_url parts; LFM2-VL): where from and how many, how big.
+  ImageOptions images;
+  // The model's vision side (load_image_prompt_setup); null: image parts are refused with
+  // `no_images` as the 400's message (set it to say why: no vision tower, …).
+  std::shared_ptr<const ImagePromptSetup> image_setup;
+  std::string no_images = "the model has no vision tower: it does not take images (serve an LFM2-VL model)";
 };
 
 class Server {

@@ -1,7 +1,9 @@
 // Exercises `lfm serve` through the official OpenAI client and prints one JSON object of what it
 // got, for tests/server_test.cpp to check.
-// Usage: node openai_client.mjs TEXT_MODEL_URL TOOL_MODEL_URL   (e.g. http://127.0.0.1:PORT/v1)
-// The second server runs a model scripted to answer with a get_time(tz=1) call.
+// Usage: node openai_client.mjs TEXT_MODEL_URL TOOL_MODEL_URL [VL_MODEL_URL IMAGE.png]
+// (e.g. http://127.0.0.1:PORT/v1). The second server runs a model scripted to answer with a
+// get_time(tz=1) call; the optional third serves an LFM2-VL model, sent IMAGE.png as an image_url.
+import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0 });
@@ -72,5 +74,22 @@ try {
   out.bad_request = "no error";
 } catch (e) {
   out.bad_request = { status: e.status, message: e.error?.message ?? String(e) };
+}
+if (process.argv[4]) {
+  const vl = new OpenAI({ baseURL: process.argv[4], apiKey: "unused", maxRetries: 0 });
+  const vlModel = (await vl.models.list()).data[0].id;
+  const url = "data:image/png;base64," + readFileSync(process.argv[5]).toString("base64");
+  const imageMessages = [{ role: "user", content: [{ type: "image_url", image_url: { url } },
+    { type: "text", text: "Describe this." }] }];
+  const ic = await vl.chat.completions.create({ model: vlModel, messages: imageMessages, temperature: 0,
+    max_tokens: 12, ignore_eos: true });
+  out.image = { content: ic.choices[0].message.content, finish: ic.choices[0].finish_reason, usage: ic.usage };
+  try {
+    await vl.chat.completions.create({ model: vlModel, max_tokens: 1, messages: [{ role: "user",
+      content: [{ type: "image_url", image_url: { url: "https://example.com/cat.png" } }] }] });
+    out.image_error = "no error";
+  } catch (e) {
+    out.image_error = { status: e.status, param: e.error?.param ?? null, message: e.error?.message ?? String(e) };
+  }
 }
 console.log(JSON.stringify(out));

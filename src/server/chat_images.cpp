@@ -1,0 +1,229 @@
+#include "server/chat_images.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <filesystem>
+
+#include "core/error.h"
+#include "server/api_types.h"
+
+namespace lfm::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void refuse(const ImagePart& part, const std::string& message) {
+  throw ApiError(400, "'" + part.param + "' " + message, part.param);
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// At most 200 bytes of what the client sent, for a message.
+std::string shown(std::string_view s) {
+  return s.size() <= 200 ? std::string(s) : std::string(s.substr(0, 200)) + "…";
+}
+
+std::string limit_text(size_t bytes) {
+  return std::to_string(bytes) + " bytes (lfm serve --max-image-bytes)";
+}
+
+image::Image decode(const ImagePart& part, std::span<const uint8_t> bytes, const ImageOptions& opt) {
+  image::DecodeLimits limits = opt.decode;
+  limits.max_file_bytes = opt.max_image_bytes;
+  try {
+    return image::decode_image(bytes, limits);
+  } catch (const Error& e) {
+    refuse(part, std::string("is not an image this server can use: ") + e.what());
+  }
+}
+
+image::Image from_data_uri(const ImagePart& part, std::string_view uri, const ImageOptions& opt) {
+  const std::string_view rest = uri.substr(5);  // after "data:"
+  const size_t comma = rest.find(',');
+  if (comma == std::string_view::npos) refuse(part, "is a data URI without the ',' that starts its data");
+  std::string_view meta = rest.substr(0, comma);
+  const std::string_view data = rest.substr(comma + 1);
+  bool base64 = false;
+  std::vector<std::string> fields;
+  for (size_t at = 0; at <= meta.size();) {
+    const size_t semi = std::min(meta.find(';', at), meta.size());
+    fields.push_back(lower(meta.substr(at, semi - at)));
+    at = semi + 1;
+  }
+  if (fields.size() > 1 && fields.back() == "base64") {
+    base64 = true;
+    fields.pop_back();
+  }
+  const std::string& media = fields[0];
+  if (media.rfind("image/", 0) != 0)
+    refuse(part, "is a data URI of media type '" + shown(media.empty() ? "text/plain" : media) +
+                     "', not an image (image/png, image/jpeg or image/webp)");
+  if (media != "image/png" && media != "image/jpeg" && media != "image/jpg" && media != "image/webp")
+    refuse(part, "is a data URI of type '" + shown(media) + "', which is not supported (image/png, image/jpeg, image/webp)");
+  if (!base64) refuse(part, "must be base64-encoded: data:" + media + ";base64,…");
+  // Refused from its length before anything is decoded.
+  if (data.size() / 4 * 3 > opt.max_image_bytes + 2)
+    refuse(part, "holds an image of about " + std::to_string(data.size() / 4 * 3) + " bytes, over this server's limit of " +
+                     limit_text(opt.max_image_bytes));
+  std::optional<std::vector<uint8_t>> bytes = decode_base64(data);
+  if (!bytes)
+    refuse(part, "holds invalid base64 (RFC 4648: A–Z a–z 0–9 + /, '=' padding to a multiple of 4, no whitespace)");
+  if (bytes->empty()) refuse(part, "holds no image data");
+  if (bytes->size() > opt.max_image_bytes)
+    refuse(part, "holds an image of " + std::to_string(bytes->size()) + " bytes, over this server's limit of " +
+                     limit_text(opt.max_image_bytes));
+  return decode(part, *bytes, opt);
+}
+
+// "%41" → "A"; nullopt for a bad escape or a NUL.
+std::optional<std::string> percent_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+      return std::nullopt;
+    const char c = static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+    if (c == '\0') return std::nullopt;
+    out += c;
+    i += 2;
+  }
+  return out;
+}
+
+// Whether `p` is inside `dir` (both canonical): dir's components are a proper prefix of p's.
+bool inside(const fs::path& p, const fs::path& dir) {
+  auto [d, q] = std::mismatch(dir.begin(), dir.end(), p.begin(), p.end());
+  return d == dir.end() && q != p.end();
+}
+
+image::Image from_file(const ImagePart& part, const std::string& given, const ImageOptions& opt) {
+  if (opt.image_dir.empty())
+    refuse(part, "names a local file; this server reads image files only when started with --image-dir DIR "
+                 "(send the image inline as a data:image/png;base64,… URI)");
+  std::string path = given;
+  if (lower(std::string_view(given).substr(0, std::min<size_t>(given.size(), 5))) == "file:") {
+    std::string_view rest = std::string_view(given).substr(5);
+    if (rest.rfind("//", 0) == 0) {
+      rest.remove_prefix(2);
+      if (rest.rfind("localhost/", 0) == 0) rest.remove_prefix(9);
+    }
+    if (rest.empty() || rest[0] != '/') refuse(part, "must be a file URL with an absolute path: file:///path/to/image.png");
+    auto decoded = percent_decode(rest);
+    if (!decoded) refuse(part, "is a file URL with a bad %-escape");
+    path = *decoded;
+  }
+  if (path.empty() || path.find('\0') != std::string::npos) refuse(part, "is an empty or malformed path");
+  // One answer for a file that does not exist, lies outside the folder (after symlinks), or is
+  // not a regular file: the client learns nothing about the rest of the file system.
+  const std::string not_there = "names '" + shown(given) + "', which is not an image file under this server's --image-dir";
+  std::error_code ec;
+  const fs::path dir = fs::canonical(opt.image_dir, ec);
+  if (ec) throw ApiError(500, "the server's --image-dir '" + opt.image_dir + "' cannot be read: " + ec.message());
+  fs::path p(path);
+  if (p.is_relative()) p = dir / p;
+  const fs::path canon = fs::canonical(p, ec);
+  if (ec || !inside(canon, dir)) refuse(part, not_there);
+  // O_NOFOLLOW: the last component must not have become a symlink since it was resolved.
+  const int fd = ::open(canon.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) refuse(part, not_there);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) refuse(part, not_there);
+  if (static_cast<uint64_t>(st.st_size) > opt.max_image_bytes)
+    refuse(part, "is a file of " + std::to_string(st.st_size) + " bytes, over this server's limit of " +
+                     limit_text(opt.max_image_bytes));
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n <= 0) refuse(part, "could not be read in full");
+    got += static_cast<size_t>(n);
+  }
+  return decode(part, bytes, opt);
+}
+
+}  // namespace
+
+std::optional<std::vector<uint8_t>> decode_base64(std::string_view s) {
+  static const std::array<int8_t, 256> value = [] {
+    std::array<int8_t, 256> v{};
+    v.fill(-1);
+    const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) v[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
+    return v;
+  }();
+  if (s.size() % 4 != 0) return std::nullopt;
+  size_t pad = 0;
+  if (!s.empty() && s.back() == '=') pad = s.size() >= 2 && s[s.size() - 2] == '=' ? 2 : 1;
+  std::vector<uint8_t> out;
+  out.reserve(s.size() / 4 * 3);
+  const size_t body = s.size() - pad;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < body; ++i) {
+    const int8_t v = value[static_cast<unsigned char>(s[i])];
+    if (v < 0) return std::nullopt;  // anything else, '=' in the middle included
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>(acc >> bits));
+      acc &= (1u << bits) - 1;
+    }
+  }
+  if (acc != 0) return std::nullopt;  // the unused bits of the last group must be zero
+  return out;
+}
+
+image::Image load_image_part(const ImagePart& part, const ImageOptions& opt) {
+  const std::string& url = part.url;
+  const std::string head = lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
+  if (head.rfind("data:", 0) == 0) return from_data_uri(part, url, opt);
+  if (head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0)
+    refuse(part, "is a remote URL; this server does not fetch images over the network (no option enables it): "
+                 "send the image inline as a data:image/png;base64,… URI");
+  // Any other scheme (letters, then digits + - . allowed, then ':') but file:.
+  size_t i = 0;
+  while (i < url.size() && (std::isalpha(static_cast<unsigned char>(url[i])) ||
+                            (i > 0 && (std::isdigit(static_cast<unsigned char>(url[i])) || url[i] == '+' ||
+                                       url[i] == '-' || url[i] == '.'))))
+    ++i;
+  if (i > 1 && i < url.size() && url[i] == ':' && head.rfind("file:", 0) != 0)
+    refuse(part, "has the URL scheme '" + shown(url.substr(0, i)) + "', which is not supported (data: URIs" +
+                     (opt.image_dir.empty() ? "" : ", file: URLs and paths under --image-dir") + ")");
+  return from_file(part, url, opt);
+}
+
+std::vector<image::Image> load_image_parts(const std::vector<ImagePart>& parts, const ImageOptions& opt,
+                                           const std::string& no_vision) {
+  std::vector<image::Image> out;
+  if (parts.empty()) return out;
+  if (!no_vision.empty()) throw ApiError(400, no_vision, parts[0].param);
+  if (parts.size() > opt.max_images)
+    throw ApiError(400,
+                   "the request has " + std::to_string(parts.size()) + " images; this server takes at most " +
+                       std::to_string(opt.max_images) + " per request (lfm serve --max-images)",
+                   parts[opt.max_images].param);
+  out.reserve(parts.size());
+  for (const ImagePart& p : parts) out.push_back(load_image_part(p, opt));
+  return out;
+}
+
+}  // namespace lfm::server

@@ -1,0 +1,48 @@
+// Images in chat requests (LFM2-VL): where an image part's URL may point, how big it may be,
+// and the bytes → decoded image step, each refusal a 400 naming the part. Accepted: data URIs
+// (data:image/png|jpeg|webp;base64,…), and files under the server's --image-dir (file:// URLs or
+// paths) when it has one. Remote http(s) URLs are never fetched.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "image/image.h"
+
+namespace lfm::server {
+
+struct ImageOptions {
+  size_t max_images = 8;               // per request (lfm serve --max-images)
+  size_t max_image_bytes = 20u << 20;  // encoded bytes of one image (--max-image-bytes)
+  // Local files: empty, none; else only regular files whose canonical path (symlinks resolved)
+  // lies under this folder's canonical path (--image-dir).
+  std::string image_dir;
+  image::DecodeLimits decode;  // max_file_bytes is taken from max_image_bytes
+};
+
+// One image part of a chat request, as parsed (api_types.cpp): its URL and the field it came from
+// ("messages[0].content[1].image_url"), for errors.
+struct ImagePart {
+  std::string url;
+  std::string param;
+};
+
+// RFC 4648 base64, strictly: the standard alphabet, '=' padding to a multiple of 4 characters,
+// no whitespace, zero unused bits. nullopt for anything else.
+std::optional<std::vector<uint8_t>> decode_base64(std::string_view s);
+
+// The decoded image behind `url`. Throws ApiError(400, …, param) for a URL it will not or cannot
+// use: bad base64, a media type other than an image, an image over max_image_bytes or the decode
+// limits, an undecodable image (the decoder's message), a remote URL, a file outside image_dir.
+image::Image load_image_part(const ImagePart& part, const ImageOptions& opt);
+
+// Every part's image, in order, after the checks that need no decoding: the model takes images
+// (`no_vision` empty; else it says why not), at most max_images of them.
+std::vector<image::Image> load_image_parts(const std::vector<ImagePart>& parts, const ImageOptions& opt,
+                                           const std::string& no_vision);
+
+}  // namespace lfm::server
