@@ -39,6 +39,7 @@ using V = simd::Avx512;
 #include "kernels/cpu/simd_matmul.inc"
 #include "kernels/cpu/simd_matmul_few.inc"
 #include "kernels/cpu/simd_ops.inc"
+#include "kernels/cpu/simd_encoder.inc"
 #include "kernels/cpu/simd_attention.inc"
 #include "kernels/cpu/simd_attention_drivers.inc"
 #include "kernels/cpu/simd_conv.inc"
