@@ -332,6 +332,32 @@ TEST_P(VisionModelTest, ADifferentImageWithTheSameLayoutNeverHitsTheCachedOne) {
   }
 }
 
+// Every case at once, twice over, in a pool too small for them: requests are preempted and
+// resumed (their images' embeddings kept, their tokens recomputed) and still give their tokens.
+TEST_P(VisionModelTest, ImageRequestsSurvivePreemption) {
+  EngineOptions o = engine_options(true);
+  o.state.parallel = 8;
+  StateCacheOptions one = plan_state_cache(model_->config(), o.state);
+  one.n_blocks = 1;
+  const StateBytes b = state_bytes(state_shape(model_->config()), one);
+  // Room for the largest request and a block more: every other request must wait or be preempted.
+  int64_t most = 0;
+  for (const VlCase& c : cases_)
+    most = std::max<int64_t>(most, (static_cast<int64_t>(c.ids.size() + c.greedy.size()) + 15) / 16);
+  o.state.ctx_size = most * 16;
+  o.state.memory_bytes = static_cast<int64_t>((most + 1) * (b.kv_per_block + b.snapshot_per_block));
+  Engine engine(*model_, *backend_, nullptr, o);
+  std::vector<std::pair<const VlCase*, std::shared_ptr<RequestStream>>> streams;
+  for (int round = 0; round < 2; ++round)
+    for (const VlCase& c : cases_) streams.emplace_back(&c, engine.submit(greedy_request(c, images_of(c))));
+  for (auto& [c, stream] : streams) {
+    const auto r = test::collect(*stream);
+    EXPECT_EQ(r.tokens, c->greedy) << c->name << ": " << r.error;
+  }
+  engine.wait_idle();
+  EXPECT_GT(engine.stats().preemptions, 0) << "the pool was meant to be too small";
+}
+
 TEST_P(VisionModelTest, ImageRequestsAreCheckedAtSubmit) {
   Engine engine(*model_, *backend_, nullptr, engine_options(true));
   const VlCase* c = nullptr;
