@@ -246,14 +246,17 @@ void Engine::loop() {
     // What was just admitted runs now, holding its blocks: published before the step, which may
     // be a long cold prefill.
     publish_stats();
+    // Encoding images is not the step's cost per token: kept out of the step cost model.
+    const auto encode_started = Clock::now();
     if (!batch.empty() && model_.vision()) encode_images(batch, counts);
+    const double encode_seconds = seconds_between(encode_started, Clock::now());
     if (!batch.empty() && draft_model_) run_drafts(batch, counts);
     if (!batch.empty()) {
       // The step's token counts before it runs (it may finish and free its requests).
       int64_t decode = 0, prompt = 0;
       for (size_t i = 0; i < batch.size(); ++i) (batch[i]->decoding() ? decode : prompt) += counts[i];
       run_step(batch, counts);
-      step_cost_.observe(decode, prompt, seconds_between(started, Clock::now()));
+      step_cost_.observe(decode, prompt, seconds_between(started, Clock::now()) - encode_seconds);
     }
     publish_stats();
   }
