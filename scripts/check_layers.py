@@ -18,6 +18,7 @@ The rule (also in README.md, "Layout"). Lowest first; each layer lists what it m
   convert    core image formats kernels model tokenizer   GGUF export, quantization, random checkpoints
   server     everything except cli and hub    the HTTP front end
   hub        core                    Hugging Face Hub references, downloads and cache
+  capi       everything except cli and server   the C API (include/lfm/lfm.h), liblfm
   cli        everything               the `lfm` executable
 Exit status 0 when every #include "folder/..." respects the rule, 1 otherwise (each offending
 line is printed), 2 on usage errors.
@@ -41,6 +42,7 @@ ALLOWED = {
     "convert": {"core", "image", "formats", "kernels", "model", "tokenizer"},
     "server": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert"},
     "hub": {"core"},
+    "capi": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "hub"},
     "cli": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "server", "hub"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')

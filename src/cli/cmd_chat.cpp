@@ -19,7 +19,7 @@
 #include "engine/image_prompt.h"
 #include "image/image.h"
 #include "model/model.h"
-#include "server/chat_turn.h"
+#include "engine/chat_turn.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace lfm::cli {
@@ -121,7 +121,7 @@ int run_chat(int argc, char** argv) {
     }
   };
   for (const std::string& f : image_files) attach(f);
-  const server::ChatTurnBuilder turns(*tok, image_setup);
+  const ChatTurnBuilder turns(*tok, image_setup);
   EngineOptions eo = engine_options(state, *rt.model);
   apply_draft_options(draft, rt, load, eo);
   if (grammar_args.given() && eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;  // jump-forward
@@ -178,9 +178,9 @@ int run_chat(int argc, char** argv) {
     req.grammar = reply_grammar;
     req.jump_forward = !grammar_args.no_jump_forward;
     std::shared_ptr<RequestStream> stream;
-    server::ChatTurn turn;
+    ChatTurn turn;
     try {
-      server::ChatTurnInput in;
+      ChatTurnInput in;
       in.messages = messages;
       in.tools = tools;
       in.template_kwargs = extra;

@@ -15,7 +15,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "server/api_types.h"
-#include "server/chat_turn.h"
+#include "engine/chat_turn.h"
 #include "server/guarded_http.h"
 #include "server/metrics.h"
 #include "server/server.h"

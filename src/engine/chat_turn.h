@@ -1,7 +1,7 @@
-// One chat turn, built the same way for every front end (`lfm serve`'s chat completions and
-// `lfm chat`): the model's template rendered with the generation prompt, the stop ids that end
-// the assistant turn, the special ids whose text the output parser needs to see, and the
-// parser's options. Keeping it in one place is what keeps the two from drifting apart (lfm chat
+// One chat turn, built the same way for every front end (`lfm serve`'s chat completions, `lfm
+// chat` and the C API): the model's template rendered with the generation prompt, the stop ids
+// that end the assistant turn, the special ids whose text the output parser needs to see, and the
+// parser's options. Keeping it in one place is what keeps them from drifting apart (lfm chat
 // once parsed with markers the detokenizer had already dropped).
 #pragma once
 
@@ -22,7 +22,7 @@ namespace lfm {
 class Tokenizer;
 }
 
-namespace lfm::server {
+namespace lfm {
 
 struct ChatTurnInput {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -75,4 +75,4 @@ class ChatTurnBuilder {
   std::vector<int32_t> think_ids_, tool_call_ids_;  // the markers the tokenizer has as tokens
 };
 
-}  // namespace lfm::server
+}  // namespace lfm

@@ -1,4 +1,4 @@
-#include "server/chat_turn.h"
+#include "engine/chat_turn.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
-namespace lfm::server {
+namespace lfm {
 
 namespace {
 std::optional<std::string> opt_str(const std::string& s) {
@@ -77,4 +77,4 @@ void ChatTurn::apply(Request& r) const {
   r.show_special = show_special;
 }
 
-}  // namespace lfm::server
+}  // namespace lfm

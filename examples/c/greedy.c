@@ -1,0 +1,58 @@
+/* Greedy generation through the C API: prints the generated token ids on one line.
+ * Usage: greedy MODEL [N_TOKENS] [ID ...]   (default prompt 1 23 54 200 7, 32 tokens) */
+#include <lfm/lfm.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check(lfm_status s, const char* what) {
+  if (s != LFM_OK) fprintf(stderr, "greedy: %s: %s (%s)\n", what, lfm_last_error(), lfm_status_name(s));
+  return s == LFM_OK;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: greedy MODEL [N_TOKENS] [ID ...]\n");
+    return 2;
+  }
+  int32_t ids[256] = {1, 23, 54, 200, 7};
+  size_t n_ids = 5;
+  if (argc > 3) {
+    n_ids = 0;
+    for (int i = 3; i < argc && n_ids < 256; ++i) ids[n_ids++] = (int32_t)atoi(argv[i]);
+  }
+  lfm_model* model = NULL;
+  lfm_engine* engine = NULL;
+  lfm_request* req = NULL;
+  int ok = check(lfm_model_load(argv[1], NULL, &model), "load") && check(lfm_engine_create(model, NULL, &engine), "engine");
+  if (ok) {
+    lfm_prompt prompt;
+    lfm_sampling_params params;
+    lfm_prompt_init(&prompt);
+    lfm_sampling_params_init(&params);
+    prompt.ids = ids;
+    prompt.n_ids = n_ids;
+    params.max_tokens = argc > 2 ? atoi(argv[2]) : 32;
+    params.ignore_eos = 1;
+    ok = check(lfm_request_submit(engine, &prompt, &params, &req), "submit");
+  }
+  while (ok) {
+    lfm_event ev;
+    ev.struct_size = sizeof(ev);
+    ok = check(lfm_request_next(req, &ev, -1), "next");
+    if (!ok) break;
+    if (ev.kind == LFM_EVENT_TOKEN) {
+      printf("%d ", ev.token);
+    } else {
+      printf("\n");
+      if (ev.finish_reason == LFM_FINISH_ERROR) {
+        fprintf(stderr, "greedy: %s\n", ev.error);
+        ok = 0;
+      }
+      break;
+    }
+  }
+  lfm_request_free(req);
+  lfm_engine_free(engine);
+  lfm_model_free(model);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,224 @@
+/* lfm — the C API of the LFM2 inference engine (C99; liblfm.so.0 / liblfm.a).
+ *
+ * ABI rules:
+ *   - Every symbol starts with lfm_ (types lfm_, constants LFM_); the shared library exports
+ *     nothing else (it is built with hidden visibility and a version script).
+ *   - Handles (lfm_model, lfm_engine, lfm_request) are opaque pointers.
+ *   - Every struct passed across the API begins with `size_t struct_size`, set by the caller to
+ *     sizeof(the struct it was compiled with) (the *_init functions do it). New fields are only
+ *     ever added at the end: the library reads or writes only the first struct_size bytes, and
+ *     fields a caller's older struct lacks take their defaults.
+ *   - Every function returns an lfm_status (LFM_OK is 0) and never aborts the process: a null
+ *     handle or argument, bad JSON, a missing model, a request that cannot run are errors, and
+ *     lfm_last_error() gives this thread's message for the last failing call.
+ *   - The SONAME changes (liblfm.so.N) only when a change breaks these rules.
+ *
+ * Threads: models and engines may be used from any thread. Requests may be submitted from many
+ * threads at once; one request's events are read by one thread at a time; lfm_request_cancel
+ * may be called from any thread at any time before lfm_request_free.
+ *
+ * Lifetimes: an engine keeps its model alive (lfm_model_free may come first); a request keeps
+ * its events after its engine is freed (lfm_engine_free cancels what is still running).
+ */
+#ifndef LFM_LFM_H
+#define LFM_LFM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define LFM_API
+#elif defined(LFM_BUILDING_LIBRARY)
+#define LFM_API __attribute__((visibility("default")))
+#else
+#define LFM_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LFM_API_VERSION 1 /* this header's API level (lfm_api_version() gives the library's) */
+
+typedef enum lfm_status {
+  LFM_OK = 0,
+  LFM_ERR_INVALID_ARGUMENT = 1, /* a null handle or pointer, a bad value, bad JSON */
+  LFM_ERR_LOAD = 2,             /* the model could not be found or loaded */
+  LFM_ERR_UNSUPPORTED = 3,      /* e.g. tokenize with a model that ships no tokenizer */
+  LFM_ERR_BUSY = 4,             /* the engine's queue is full: retry later */
+  LFM_ERR_TIMEOUT = 5,          /* lfm_request_next: no event within the timeout */
+  LFM_ERR_END = 6,              /* lfm_request_next: the stream's last event was already read */
+  LFM_ERR_BUFFER_TOO_SMALL = 7, /* the size needed was stored; call again with a larger buffer */
+  LFM_ERR_INTERNAL = 8          /* anything else (out of memory, a failure inside the engine) */
+} lfm_status;
+
+typedef struct lfm_model lfm_model;
+typedef struct lfm_engine lfm_engine;
+typedef struct lfm_request lfm_request;
+
+/* This thread's message for the last call that did not return LFM_OK ("" if none). Valid until
+ * this thread's next failing call. */
+LFM_API const char* lfm_last_error(void);
+/* A fixed name for a status ("ok", "invalid argument", ...). */
+LFM_API const char* lfm_status_name(lfm_status status);
+LFM_API int lfm_api_version(void);
+LFM_API const char* lfm_version(void); /* "0.1.0" */
+
+/* ---- Models ------------------------------------------------------------------------------ */
+
+typedef struct lfm_model_options {
+  size_t struct_size;
+  int32_t threads;        /* CPU threads; 0: one per core */
+  const char* device;     /* "cpu", "cuda" or "auto" (a GPU when there is one); NULL: "cpu" */
+  const char* mmproj;     /* LFM2-VL: llama.cpp's mmproj GGUF beside a .gguf model; NULL: none */
+  int32_t bf16_activations; /* nonzero: BF16 weights multiply bf16-rounded activations */
+} lfm_model_options;
+LFM_API lfm_status lfm_model_options_init(lfm_model_options* options);
+
+/* `path`: a Hugging Face folder, a .gguf file, or a Hub reference (owner/name[:QUANT][@rev],
+ * downloaded once into the Hugging Face cache). `options` may be NULL (the defaults). */
+LFM_API lfm_status lfm_model_load(const char* path, const lfm_model_options* options, lfm_model** out);
+/* NULL is a no-op (LFM_OK), as free(NULL) is. */
+LFM_API lfm_status lfm_model_free(lfm_model* model);
+
+typedef struct lfm_model_info {
+  size_t struct_size;
+  int64_t vocab_size;     /* valid token ids are 0 .. vocab_size - 1 */
+  int64_t n_layers;
+  int64_t parameters;
+  int32_t has_tokenizer;  /* tokenize / detokenize / text prompts work */
+  int32_t has_chat_template;
+  int32_t bos_token;      /* -1 when none */
+  int32_t eos_token;      /* -1 when none */
+} lfm_model_info;
+LFM_API lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out);
+
+/* Text → ids. Stores the count in *n_ids; when it exceeds `capacity` (ids may be NULL with
+ * capacity 0) returns LFM_ERR_BUFFER_TOO_SMALL and stores nothing else. `add_special`: the
+ * tokenizer's BOS as it specifies. */
+LFM_API lfm_status lfm_tokenize(const lfm_model* model, const char* text, int32_t add_special, int32_t* ids,
+                                size_t capacity, size_t* n_ids);
+/* Ids → UTF-8 text, NUL-terminated. Stores the length (without the NUL) in *length; when the
+ * text and its NUL do not fit in `capacity` bytes returns LFM_ERR_BUFFER_TOO_SMALL. */
+LFM_API lfm_status lfm_detokenize(const lfm_model* model, const int32_t* ids, size_t n_ids, int32_t skip_special,
+                                  char* text, size_t capacity, size_t* length);
+/* The model's chat template over `messages_json` (an OpenAI-style JSON array of messages) and
+ * `tools_json` (a JSON array of tools, or NULL), with the generation prompt: the text, as
+ * lfm_detokenize returns text. */
+LFM_API lfm_status lfm_apply_chat_template(const lfm_model* model, const char* messages_json, const char* tools_json,
+                                           char* text, size_t capacity, size_t* length);
+/* The same conversation as the token ids a chat request is prompted with. */
+LFM_API lfm_status lfm_chat_tokens(const lfm_model* model, const char* messages_json, const char* tools_json,
+                                   int32_t* ids, size_t capacity, size_t* n_ids);
+
+/* ---- Engines ----------------------------------------------------------------------------- */
+
+typedef struct lfm_engine_options {
+  size_t struct_size;
+  int64_t ctx_size;        /* most tokens per sequence; default 4096 */
+  int32_t parallel;        /* requests running at once; default 1 (more wait in the queue) */
+  const char* kv_type;     /* "f32", "f16", "bf16" or "auto" (NULL): the checkpoint's */
+  int32_t prefix_cache;    /* nonzero (default): reuse the state of earlier prompts */
+  int64_t batch_tokens;    /* most tokens per step; default 512 */
+  int64_t kv_memory_bytes; /* KV pool budget; 0 (default): ctx_size x parallel tokens */
+} lfm_engine_options;
+LFM_API lfm_status lfm_engine_options_init(lfm_engine_options* options);
+
+/* Starts an engine (its scheduler thread) on `model`; `options` may be NULL. */
+LFM_API lfm_status lfm_engine_create(lfm_model* model, const lfm_engine_options* options, lfm_engine** out);
+/* Cancels every request not finished, waits for the scheduler to stop. NULL: a no-op. */
+LFM_API lfm_status lfm_engine_free(lfm_engine* engine);
+
+typedef struct lfm_engine_stats {
+  size_t struct_size;
+  int64_t running, waiting;
+  int64_t finished, cancelled, failed, preemptions, steps;
+  int64_t prompt_tokens, generated_tokens, cached_tokens;
+} lfm_engine_stats;
+LFM_API lfm_status lfm_engine_get_stats(const lfm_engine* engine, lfm_engine_stats* out);
+
+/* ---- Requests ---------------------------------------------------------------------------- */
+
+typedef struct lfm_sampling_params {
+  size_t struct_size;
+  float temperature;        /* 0 (default): greedy */
+  int32_t top_k;            /* 0: off */
+  float top_p;              /* 1: off */
+  float min_p;              /* 0: off */
+  float repetition_penalty; /* 1: off */
+  float presence_penalty, frequency_penalty; /* 0: off */
+  int32_t has_seed;         /* nonzero: `seed` fixes the draws; zero: a random seed */
+  uint64_t seed;
+  int64_t max_tokens;       /* most tokens generated; -1 (default): until the context is full */
+  const char* const* stop;  /* stop strings (never part of the text); n_stop of them */
+  size_t n_stop;
+  int32_t ignore_eos;       /* nonzero: do not stop at end-of-sequence ids */
+  int32_t logprobs;         /* nonzero: each token event carries the chosen token's logprob */
+} lfm_sampling_params;
+LFM_API lfm_status lfm_sampling_params_init(lfm_sampling_params* params);
+
+/* What to generate from: exactly one of prompt ids, prompt text, or chat messages. */
+typedef struct lfm_prompt {
+  size_t struct_size;
+  const int32_t* ids;        /* token ids (n_ids of them) */
+  size_t n_ids;
+  const char* text;          /* text, tokenized with the model's tokenizer (BOS as it specifies) */
+  const char* messages_json; /* a chat: JSON array of messages, through the model's template; */
+  const char* tools_json;    /*   tools offered (JSON array) or NULL; the turn ends at <|im_end|> */
+} lfm_prompt;
+LFM_API lfm_status lfm_prompt_init(lfm_prompt* prompt);
+
+/* Queues a request; its events are read with lfm_request_next or lfm_request_run. `params` may
+ * be NULL (greedy until the context is full). */
+LFM_API lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, const lfm_sampling_params* params,
+                                      lfm_request** out);
+
+typedef enum lfm_event_kind { LFM_EVENT_TOKEN = 1, LFM_EVENT_DONE = 2 } lfm_event_kind;
+typedef enum lfm_finish_reason {
+  LFM_FINISH_NONE = 0,
+  LFM_FINISH_STOP = 1,      /* end-of-sequence, a stop id or a stop string */
+  LFM_FINISH_LENGTH = 2,    /* max_tokens or the context */
+  LFM_FINISH_CANCELLED = 3,
+  LFM_FINISH_ERROR = 4      /* `error` says why */
+} lfm_finish_reason;
+
+typedef struct lfm_event {
+  size_t struct_size;
+  int32_t kind;            /* lfm_event_kind */
+  /* LFM_EVENT_TOKEN: the id generated, the text that became final with it (may be empty), and
+   * its logprob (when asked for). LFM_EVENT_DONE: token is -1, text is any remaining text. The
+   * strings stay valid until the next lfm_request_next / lfm_request_free on this request. */
+  int32_t token;
+  const char* text;
+  size_t text_length;
+  float logprob;
+  /* LFM_EVENT_DONE only. */
+  int32_t finish_reason;   /* lfm_finish_reason */
+  const char* stop;        /* the stop string that ended it, or "" */
+  const char* error;       /* the error when finish_reason is LFM_FINISH_ERROR, or "" */
+  int64_t prompt_tokens, completion_tokens, cached_tokens;
+  double queue_seconds, first_token_seconds, total_seconds;
+} lfm_event;
+
+/* The next event: waits up to timeout_ms (-1: as long as it takes; 0: just looks). Returns
+ * LFM_ERR_TIMEOUT when none came, LFM_ERR_END once the LFM_EVENT_DONE event has been read. */
+LFM_API lfm_status lfm_request_next(lfm_request* request, lfm_event* event, int32_t timeout_ms);
+
+/* Called with each event in turn; a nonzero return cancels the request (its DONE event still
+ * follows). */
+typedef int32_t (*lfm_event_callback)(const lfm_event* event, void* user_data);
+/* Reads the request's events on the calling thread until its DONE event, passing each to
+ * `callback`. */
+LFM_API lfm_status lfm_request_run(lfm_request* request, lfm_event_callback callback, void* user_data);
+
+/* Asks the engine to stop the request (any thread); a DONE event with LFM_FINISH_CANCELLED
+ * follows unless it had already ended. */
+LFM_API lfm_status lfm_request_cancel(lfm_request* request);
+/* Cancels it if still running and releases it. NULL: a no-op. */
+LFM_API lfm_status lfm_request_free(lfm_request* request);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LFM_LFM_H */

@@ -1,0 +1,329 @@
+"""The Python API over liblfm: LLM, SamplingParams, outputs shaped like vLLM's offline API."""
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+
+from . import _capi
+
+_lib: Optional[ctypes.CDLL] = None
+_lib_lock = threading.Lock()
+
+
+def _library() -> ctypes.CDLL:
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            _lib = _capi.load_library()
+        return _lib
+
+
+class LfmError(RuntimeError):
+    """An error the C API reported: `status` is its lfm_status, `message` its text."""
+
+    def __init__(self, status: int, message: str):
+        name = _library().lfm_status_name(status).decode()
+        super().__init__(f"{message} ({name})")
+        self.status = status
+        self.message = message
+
+
+def _check(status: int) -> None:
+    if status != _capi.OK:
+        raise LfmError(status, _library().lfm_last_error().decode("utf-8", "replace"))
+
+
+@dataclass
+class SamplingParams:
+    """Sampling as in vLLM: temperature 0 is greedy. `logprobs` (any value but None) reports the
+    chosen token's logprob per token (no alternatives yet)."""
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: Optional[int] = None
+    max_tokens: Optional[int] = 16  # None: until the context is full
+    stop: Union[str, Sequence[str], None] = None
+    ignore_eos: bool = False
+    logprobs: Optional[int] = None
+
+    def _to_c(self) -> tuple[_capi.SamplingParamsC, Any]:
+        c = _capi.SamplingParamsC()
+        _check(_library().lfm_sampling_params_init(ctypes.byref(c)))
+        c.temperature, c.top_k, c.top_p, c.min_p = self.temperature, self.top_k, self.top_p, self.min_p
+        c.repetition_penalty = self.repetition_penalty
+        c.presence_penalty, c.frequency_penalty = self.presence_penalty, self.frequency_penalty
+        if self.seed is not None:
+            c.has_seed, c.seed = 1, self.seed
+        c.max_tokens = -1 if self.max_tokens is None else self.max_tokens
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        keep = (ctypes.c_char_p * max(1, len(stops)))(*[s.encode() for s in stops])
+        c.stop, c.n_stop = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char_p)), len(stops)
+        c.ignore_eos = int(self.ignore_eos)
+        c.logprobs = int(self.logprobs is not None)
+        return c, keep  # `keep` holds the strings while the call runs
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list[int]
+    logprobs: Optional[list[float]]  # the chosen tokens' logprobs, when asked for
+    finish_reason: Optional[str]     # "stop", "length", "cancelled"
+    stop_reason: Optional[str] = None  # the stop string that ended it
+
+    @property
+    def cumulative_logprob(self) -> Optional[float]:
+        return None if self.logprobs is None else float(sum(self.logprobs))
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: Optional[str]
+    prompt_token_ids: Optional[list[int]]
+    outputs: list[CompletionOutput]
+    finished: bool = True
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class TokenEvent:
+    """One streamed token: its id, the text that became final with it, its logprob (or None)."""
+    token_id: int
+    text: str
+    logprob: Optional[float]
+
+
+PromptType = Union[str, Sequence[int], Mapping[str, Any]]
+
+
+class Stream:
+    """The events of one request: iterate for TokenEvents; afterwards `output` holds the whole
+    CompletionOutput. cancel() may be called from any thread."""
+
+    def __init__(self, handle: ctypes.c_void_p, index: int, want_logprobs: bool):
+        self._h = handle
+        self._lock = threading.Lock()
+        self._index = index
+        self._want_logprobs = want_logprobs
+        self._text: list[str] = []
+        self._ids: list[int] = []
+        self._lps: list[float] = []
+        self.output: Optional[CompletionOutput] = None
+        self.usage: dict[str, float] = {}
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        lib = _library()
+        ev = _capi.Event()
+        ev.struct_size = ctypes.sizeof(ev)
+        while self.output is None:
+            # A short wait in a loop (the GIL is released during it) keeps Ctrl-C working.
+            status = lib.lfm_request_next(self._h, ctypes.byref(ev), 100)
+            if status == _capi.ERR_TIMEOUT:
+                continue
+            _check(status)
+            text = ctypes.string_at(ev.text, ev.text_length).decode("utf-8", "replace") if ev.text_length else ""
+            self._text.append(text)
+            if ev.kind == _capi.EVENT_TOKEN:
+                self._ids.append(ev.token)
+                self._lps.append(ev.logprob)
+                yield TokenEvent(ev.token, text, ev.logprob if self._want_logprobs else None)
+                continue
+            reason = _capi.FINISH_REASONS.get(ev.finish_reason)
+            self.usage = {"prompt_tokens": ev.prompt_tokens, "completion_tokens": ev.completion_tokens,
+                          "cached_tokens": ev.cached_tokens, "first_token_seconds": ev.first_token_seconds,
+                          "total_seconds": ev.total_seconds}
+            if reason == "error":
+                self.close()
+                raise LfmError(_capi.ERR_INTERNAL, (ev.error or b"").decode("utf-8", "replace"))
+            self.output = CompletionOutput(self._index, "".join(self._text), self._ids,
+                                           self._lps if self._want_logprobs else None, reason,
+                                           (ev.stop or b"").decode() or None)
+        self.close()
+
+    def result(self) -> CompletionOutput:
+        for _ in self:
+            pass
+        assert self.output is not None
+        return self.output
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._h:
+                _check(_library().lfm_request_cancel(self._h))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._h:
+                _library().lfm_request_free(self._h)
+                self._h = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class LLM:
+    """A model and an engine running it. `model`: a Hugging Face folder, a .gguf file or a Hub
+    reference. Options: threads, device ("cpu", "cuda", "auto"), mmproj, ctx_size, parallel,
+    kv_type, prefix_cache, batch_tokens, kv_memory_bytes."""
+
+    def __init__(self, model: str, *, threads: int = 0, device: str = "cpu", mmproj: Optional[str] = None,
+                 ctx_size: int = 4096, parallel: int = 4, kv_type: str = "auto", prefix_cache: bool = True,
+                 batch_tokens: int = 512, kv_memory_bytes: int = 0):
+        lib = _library()
+        self._model = ctypes.c_void_p()
+        self._engine = ctypes.c_void_p()
+        mo = _capi.ModelOptions()
+        _check(lib.lfm_model_options_init(ctypes.byref(mo)))
+        mo.threads, mo.device = threads, device.encode()
+        mo.mmproj = mmproj.encode() if mmproj else None
+        _check(lib.lfm_model_load(str(model).encode(), ctypes.byref(mo), ctypes.byref(self._model)))
+        eo = _capi.EngineOptions()
+        _check(lib.lfm_engine_options_init(ctypes.byref(eo)))
+        eo.ctx_size, eo.parallel, eo.kv_type = ctx_size, parallel, kv_type.encode()
+        eo.prefix_cache, eo.batch_tokens, eo.kv_memory_bytes = int(prefix_cache), batch_tokens, kv_memory_bytes
+        try:
+            _check(lib.lfm_engine_create(self._model, ctypes.byref(eo), ctypes.byref(self._engine)))
+        except LfmError:
+            self.close()
+            raise
+        info = _capi.ModelInfo()
+        info.struct_size = ctypes.sizeof(info)
+        _check(lib.lfm_model_get_info(self._model, ctypes.byref(info)))
+        self.vocab_size = info.vocab_size
+        self.has_tokenizer = bool(info.has_tokenizer)
+        self._next_id = 0
+
+    # ---- text -----------------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        return self._ids_call(lambda buf, cap, n: _library().lfm_tokenize(
+            self._model, text.encode(), int(add_special), buf, cap, n))
+
+    def detokenize(self, ids: Sequence[int], skip_special: bool = False) -> str:
+        arr = (ctypes.c_int32 * max(1, len(ids)))(*ids)
+        return self._text_call(lambda buf, cap, n: _library().lfm_detokenize(
+            self._model, arr, len(ids), int(skip_special), buf, cap, n))
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, Any]],
+                            tools: Optional[Sequence[Mapping[str, Any]]] = None) -> str:
+        m, t = json.dumps(list(messages)).encode(), json.dumps(list(tools)).encode() if tools else None
+        return self._text_call(lambda buf, cap, n: _library().lfm_apply_chat_template(self._model, m, t, buf, cap, n))
+
+    # ---- generation -----------------------------------------------------------------------
+
+    def stream(self, prompt: PromptType = None, sampling_params: Optional[SamplingParams] = None, *,
+               messages: Optional[Sequence[Mapping[str, Any]]] = None,
+               tools: Optional[Sequence[Mapping[str, Any]]] = None) -> Stream:
+        """Submits one request (a prompt, or chat `messages`) and returns its Stream."""
+        return self._submit(prompt, messages, tools, sampling_params or SamplingParams(), 0)
+
+    def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
+                 sampling_params: Optional[SamplingParams] = None) -> list[RequestOutput]:
+        """Prompts: a string, token ids, {"prompt_token_ids": [...]} / {"prompt": "..."}, or a
+        list of them. All are submitted at once and run batched."""
+        single = isinstance(prompts, (str, Mapping)) or (
+            isinstance(prompts, Sequence) and len(prompts) > 0 and isinstance(prompts[0], int))
+        items = [prompts] if single else list(prompts)
+        params = sampling_params or SamplingParams()
+        streams = [self._submit(p, None, None, params, 0) for p in items]
+        return [self._finish(s, p) for s, p in zip(streams, items)]
+
+    def chat(self, messages: Union[Sequence[Mapping[str, Any]], Sequence[Sequence[Mapping[str, Any]]]],
+             sampling_params: Optional[SamplingParams] = None,
+             tools: Optional[Sequence[Mapping[str, Any]]] = None) -> list[RequestOutput]:
+        """One conversation (a list of messages) or several, through the model's chat template."""
+        convs = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
+        params = sampling_params or SamplingParams()
+        streams = [self._submit(None, c, tools, params, 0) for c in convs]
+        return [self._finish(s, None) for s in streams]
+
+    def stats(self) -> dict[str, int]:
+        st = _capi.EngineStats()
+        st.struct_size = ctypes.sizeof(st)
+        _check(_library().lfm_engine_get_stats(self._engine, ctypes.byref(st)))
+        return {name: getattr(st, name) for name, _ in _capi.EngineStats._fields_[1:]}
+
+    def close(self) -> None:
+        lib = _library()
+        if self._engine:
+            lib.lfm_engine_free(self._engine)
+            self._engine = ctypes.c_void_p()
+        if self._model:
+            lib.lfm_model_free(self._model)
+            self._model = ctypes.c_void_p()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _submit(self, prompt: PromptType, messages, tools, params: SamplingParams, index: int) -> Stream:
+        if not self._engine:
+            raise LfmError(_capi.ERR_INVALID_ARGUMENT, "the LLM is closed")
+        p = _capi.Prompt()
+        _check(_library().lfm_prompt_init(ctypes.byref(p)))
+        keep: list[Any] = []
+        if messages is not None:
+            p.messages_json = json.dumps(list(messages)).encode()
+            p.tools_json = json.dumps(list(tools)).encode() if tools else None
+        else:
+            if isinstance(prompt, Mapping):
+                prompt = prompt["prompt_token_ids"] if "prompt_token_ids" in prompt else prompt["prompt"]
+            if isinstance(prompt, str):
+                p.text = prompt.encode()
+            else:
+                ids = (ctypes.c_int32 * max(1, len(prompt)))(*prompt)
+                keep.append(ids)
+                p.ids, p.n_ids = ctypes.cast(ids, _capi.c_int32_p), len(prompt)
+        c, strings = params._to_c()
+        handle = ctypes.c_void_p()
+        _check(_library().lfm_request_submit(self._engine, ctypes.byref(p), ctypes.byref(c), ctypes.byref(handle)))
+        return Stream(handle, index, params.logprobs is not None)
+
+    def _finish(self, s: Stream, prompt: PromptType) -> RequestOutput:
+        out = s.result()
+        self._next_id += 1
+        if isinstance(prompt, Mapping):
+            prompt = prompt.get("prompt_token_ids", prompt.get("prompt"))
+        text = prompt if isinstance(prompt, str) else None
+        ids = list(prompt) if prompt is not None and not isinstance(prompt, str) else None
+        return RequestOutput(str(self._next_id - 1), text, ids, [out], True, s.usage)
+
+    def _ids_call(self, call) -> list[int]:
+        n = ctypes.c_size_t()
+        status = call(None, 0, ctypes.byref(n))
+        if status not in (_capi.OK, _capi.ERR_BUFFER_TOO_SMALL):
+            _check(status)
+        buf = (ctypes.c_int32 * max(1, n.value))()
+        _check(call(buf, n.value, ctypes.byref(n)))
+        return list(buf[:n.value])
+
+    def _text_call(self, call) -> str:
+        n = ctypes.c_size_t()
+        status = call(None, 0, ctypes.byref(n))
+        if status != _capi.ERR_BUFFER_TOO_SMALL:
+            _check(status)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(call(buf, n.value + 1, ctypes.byref(n)))
+        return buf.raw[:n.value].decode("utf-8", "replace")
