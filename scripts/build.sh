@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Configures and builds lfm. Usage: scripts/build.sh [release|asan]  (default: release)
+# Configures and builds lfm. Usage: scripts/build.sh [release|asan] [TARGET...]  (default: release, everything)
 #   release → build/        asan → build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer)
 # LFM_BENCH=OFF leaves out the micro-benchmarks (the test command does). The CUDA backend is built
 # where nvcc is found (release only: the sanitizer build is the CPU engine's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
+shift || true
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
 case "$kind" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release -DLFM_NATIVE=OFF "-DLFM_BUILD_BENCH=${LFM_BENCH:-ON}") ;;
   # -O1 without debug info: quick to compile, still fast enough to run the suite.
@@ -20,4 +23,4 @@ if command -v ccache >/dev/null 2>&1; then
   flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
-cmake --build "$dir" -j"$(nproc)"
+cmake --build "$dir" -j"$(nproc)" "${targets[@]}"
