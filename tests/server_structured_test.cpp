@@ -65,7 +65,9 @@ void expect_person(const json& p) {
   EXPECT_TRUE(p.at("age").is_number_integer() && p["age"] >= 0 && p["age"] <= 99) << p.dump();
   ASSERT_TRUE(p.at("tags").is_array() && p["tags"].size() <= 2) << p.dump();
   for (const auto& t : p["tags"]) EXPECT_TRUE(t == "a" || t == "b") << p.dump();
-  if (p.contains("email")) EXPECT_TRUE(p["email"].is_null() || p["email"].is_string()) << p.dump();
+  if (p.contains("email")) {
+    EXPECT_TRUE(p["email"].is_null() || p["email"].is_string()) << p.dump();
+  }
   for (const auto& [k, v] : p.items()) EXPECT_TRUE(k == "name" || k == "age" || k == "tags" || k == "email") << k;
 }
 
@@ -87,8 +89,9 @@ TEST_F(ServerStructuredTest, JsonObjectGrammarAndRegexStreamedAndWhole) {
     json r = chat({{"response_format", {{"type", "json_object"}}}, {"max_tokens", 200}}, &st, seed);
     ASSERT_EQ(st, 200) << r.dump();
     const std::string text = r["choices"][0]["message"]["content"];
-    if (r["choices"][0]["finish_reason"] == "stop")
+    if (r["choices"][0]["finish_reason"] == "stop") {
       EXPECT_EQ(test::invalid_texts({{"type", "object"}}, {text}), "") << text;
+    }
     r = chat({{"regex", "(yes|no), [0-9]{1,3}!"}}, &st, seed);
     ASSERT_EQ(st, 200) << r.dump();
     EXPECT_TRUE(std::regex_match(r["choices"][0]["message"]["content"].get<std::string>(),
@@ -110,7 +113,9 @@ TEST_F(ServerStructuredTest, JsonObjectGrammarAndRegexStreamedAndWhole) {
     text += j["choices"][0]["text"].get<std::string>();
     if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
   }
-  if (finish == "stop") EXPECT_TRUE(std::regex_match(text, std::regex("\\([0-9]+([-+*][0-9]+)*\\)"))) << text;
+  if (finish == "stop") {
+    EXPECT_TRUE(std::regex_match(text, std::regex("\\([0-9]+([-+*][0-9]+)*\\)"))) << text;
+  }
   else EXPECT_TRUE(std::regex_match(text, std::regex("\\([0-9]+([-+*][0-9]+)*[-+*]?"))) << text;
 }
 
@@ -133,7 +138,9 @@ TEST_F(ServerStructuredTest, StrictToolsAndForcedChoicesGiveCallsThatParse) {
     ASSERT_EQ(name, "get_weather");
     EXPECT_TRUE(args.at("city").is_string()) << args.dump();
     EXPECT_TRUE(args.at("days").is_number_integer() && args["days"] >= 1 && args["days"] <= 7) << args.dump();
-    if (args.contains("units")) EXPECT_TRUE(args["units"] == "c" || args["units"] == "f") << args.dump();
+    if (args.contains("units")) {
+      EXPECT_TRUE(args["units"] == "c" || args["units"] == "f") << args.dump();
+    }
   };
   for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}) {
     for (int seed = 0; seed < 4; ++seed) {
@@ -144,7 +151,9 @@ TEST_F(ServerStructuredTest, StrictToolsAndForcedChoicesGiveCallsThatParse) {
       const json& calls = r["choices"][0]["message"]["tool_calls"];
       ASSERT_GE(calls.size(), 1u) << r.dump();
       for (const auto& call : calls) check_call(call);
-      if (choice.is_object()) EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+      if (choice.is_object()) {
+        EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+      }
     }
   }
   // auto with strict tools: either text or calls that parse.
