@@ -188,7 +188,7 @@ namespace lfm::image {
 namespace {
 
 // Every input in fuzz/regressions/image (first byte: the harness's config choice, then the file)
-// decodes or is refused with an lfm::Error, as fuzz_image.cpp requires.
+// decodes or is refused with an lfm::Error, as fuzz_image.cpp requires, in bounded memory.
 TEST(ImageHostile, FuzzRegressionsAreRefusedOrDecoded) {
   const std::filesystem::path dir = std::filesystem::path(LFM_SOURCE_DIR) / "fuzz/regressions/image";
   if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
@@ -198,11 +198,15 @@ TEST(ImageHostile, FuzzRegressionsAreRefusedOrDecoded) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string s = test::read_file(e.path());
     if (s.empty()) continue;
+    reset_peak_rss();
+    const int64_t before = current_rss_kb();
     try {
       const Image img = decode_image(std::span(reinterpret_cast<const uint8_t*>(s.data()) + 1, s.size() - 1), limits);
       EXPECT_EQ(img.rgb.size(), size_t(img.width) * img.height * 3) << e.path();
     } catch (const Error&) {
     }
+    // Bounded memory (png-itxt-length once made libpng allocate 2 GB from a chunk's claimed length).
+    EXPECT_LT(peak_rss_kb() - before, 64 * 1024) << e.path();
   }
 }
 

@@ -108,7 +108,24 @@ std::vector<uint8_t> raw_profile_exif(const std::string& text) {
 
 }  // namespace
 
+// Every chunk's length fits in what is left of the file: libpng otherwise sizes some buffers from
+// a chunk's claimed length before reading it (fuzzing found a 381-byte file that made it allocate
+// 2 GB). A file that ends inside a chunk is left to libpng (truncated).
+void check_chunk_lengths(std::span<const uint8_t> bytes) {
+  size_t at = 8;  // after the signature
+  while (at + 8 <= bytes.size()) {
+    const uint32_t len = uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 | uint32_t(bytes[at + 2]) << 8 |
+                         uint32_t(bytes[at + 3]);
+    const std::string type(reinterpret_cast<const char*>(bytes.data() + at + 4), 4);
+    LFM_CHECK(len <= bytes.size() - at - 8, "image: PNG chunk '", type, "' at byte ", at, " claims ", len,
+              " bytes, the file has ", bytes.size() - at - 8, " left (truncated or corrupt)");
+    if (type == "IEND") return;
+    at += size_t(12) + len;  // length, type, data, CRC
+  }
+}
+
 Decoded decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  check_chunk_lengths(bytes);
   State st;
   std::memset(&st, 0, sizeof st);
   st.data = bytes.data();
@@ -159,8 +176,9 @@ Decoded decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     const int n_text = png_get_text(st.png, st.info, &text, nullptr);
     for (int i = 0; i < n_text; ++i) {
       const std::string key = text[i].key ? text[i].key : "";
-      const size_t len = text[i].compression > 0 ? text[i].itxt_length : text[i].text_length;
-      const std::string value(text[i].text ? text[i].text : "", text[i].text ? len : 0);
+      // libpng NUL-terminates every text; its length fields are not to be trusted (a malformed
+      // iTXt chunk left itxt_length at 2 GB in fuzzing). No chunk is over the 8 MB cap.
+      const std::string value = text[i].text ? std::string(text[i].text, strnlen(text[i].text, size_t(8) << 20)) : "";
       if (key == "XML:com.adobe.xmp") d.xmp = value;
       // ImageMagick's "Raw profile type exif": a header of three lines, then hex (PIL's getexif
       // reads it when there is no eXIf chunk).
