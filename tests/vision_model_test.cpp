@@ -142,6 +142,21 @@ class VisionModelTest : public ::testing::TestWithParam<std::tuple<std::string, 
   std::vector<VlCase> cases_;
 };
 
+// One full-sequence step of a case on `seq`: its tiles encoded by `model`'s vision tower and
+// their embeddings in place of the image tokens; every position's logits.
+StepOutput full_step(const Model& model, Backend& be, Forward& fwd, Sequence* seq, const VlCase& c) {
+  std::vector<VisionTile> tiles;
+  for (const auto& t : c.tiles) tiles.push_back({t.grid_h, t.grid_w, t.patches});
+  const auto embeds = model.vision()->encode(be, tiles);
+  std::vector<BatchItem::Embeddings> rows;
+  for (size_t t = 0; t < c.tiles.size(); ++t) rows.push_back({c.tiles[t].position, c.tiles[t].tokens, embeds[t].data()});
+  BatchItem item{seq, c.ids, /*all_logits=*/true};
+  item.embeddings = rows;
+  StepOutput out;
+  fwd.step(std::span(&item, 1), out);
+  return out;
+}
+
 TEST_P(VisionModelTest, TowerAndProjectorMatchTransformersPerTile) {
   const VisionModel& vm = *model_->vision();
   for (const VlCase& c : cases_) {
@@ -177,16 +192,8 @@ TEST_P(VisionModelTest, LogitsMatchTransformersWithImageEmbeddings) {
   auto cache = make_state_cache(*model_, plan);
   Forward fwd(*model_, *backend_, *cache);
   for (const VlCase& c : cases_) {
-    std::vector<VisionTile> tiles;
-    for (const auto& t : c.tiles) tiles.push_back({t.grid_h, t.grid_w, t.patches});
-    const auto embeds = model_->vision()->encode(*backend_, tiles);
-    std::vector<BatchItem::Embeddings> rows;
-    for (size_t t = 0; t < c.tiles.size(); ++t) rows.push_back({c.tiles[t].position, c.tiles[t].tokens, embeds[t].data()});
     Sequence* seq = cache->open(plan.ctx_size);
-    BatchItem item{seq, c.ids, /*all_logits=*/true};
-    item.embeddings = rows;
-    StepOutput out;
-    fwd.step(std::span(&item, 1), out);
+    const StepOutput out = full_step(*model_, *backend_, fwd, seq, c);
     const auto want = tensor_floats(*tensors_, c.name + "/logits");
     ASSERT_EQ(out.logits.size(), want.size()) << c.name;
     expect_close(out.logits.data(), want, kTol, c.name + " logits");
@@ -244,16 +251,8 @@ TEST_P(VisionModelTest, TheGgufPairGivesTheSameLogits) {
   auto cache = make_state_cache(*pair, plan);
   Forward fwd(*pair, *backend_, *cache);
   for (const VlCase& c : cases_) {
-    std::vector<VisionTile> tiles;
-    for (const auto& t : c.tiles) tiles.push_back({t.grid_h, t.grid_w, t.patches});
-    const auto embeds = pair->vision()->encode(*backend_, tiles);
-    std::vector<BatchItem::Embeddings> rows;
-    for (size_t t = 0; t < c.tiles.size(); ++t) rows.push_back({c.tiles[t].position, c.tiles[t].tokens, embeds[t].data()});
     Sequence* seq = cache->open(plan.ctx_size);
-    BatchItem item{seq, c.ids, /*all_logits=*/true};
-    item.embeddings = rows;
-    StepOutput out;
-    fwd.step(std::span(&item, 1), out);
+    const StepOutput out = full_step(*pair, *backend_, fwd, seq, c);
     expect_close(out.logits.data(), tensor_floats(*tensors_, c.name + "/logits"), kTol, c.name + " logits (GGUF pair)");
     cache->close(seq);
   }
