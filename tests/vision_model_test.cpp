@@ -308,6 +308,40 @@ TEST_P(VisionModelTest, EngineGreedyMatchesAloneBatchedAndFromThePrefixCache) {
   }
 }
 
+// While another request decodes, an image is encoded in stages over several steps (one stage per
+// step with a tiny slice), so that stream goes on; with nothing decoding it is encoded at once.
+// The tokens of both are the same as alone.
+TEST_P(VisionModelTest, EncodingYieldsToADecodingStream) {
+  EngineOptions o = engine_options(false);
+  o.encode_slice_ms = 1e-6;
+  const int64_t stages = model_->vision()->config().n_layers + 2;
+  Request text;
+  text.prompt = {1, 6, 600, 601, 602};
+  text.max_tokens = 200;
+  text.ignore_eos = true;
+  const auto text_alone = test::collect(*Engine(*model_, *backend_, nullptr, o).submit(text));
+  for (const VlCase& c : cases_) {
+    if (c.tiles.empty()) continue;
+    SCOPED_TRACE(c.name);
+    // Fresh engines: no encoded tile kept from before.
+    Engine lone(*model_, *backend_, nullptr, o);
+    const auto alone = test::collect(*lone.submit(greedy_request(c, images_of(c))));
+    EXPECT_EQ(alone.tokens, c.greedy);
+    EXPECT_EQ(alone.usage.encode_steps, 1) << "nothing decoded beside it: the image is encoded at once";
+    Engine engine(*model_, *backend_, nullptr, o);
+    auto stream = engine.submit(text);
+    Event first;
+    ASSERT_TRUE(stream->next(first));  // the text request decodes from here on
+    const auto beside = test::collect(*engine.submit(greedy_request(c, images_of(c))));
+    auto rest = test::collect(*stream);
+    rest.tokens.insert(rest.tokens.begin(), first.token);
+    EXPECT_EQ(beside.tokens, c.greedy);
+    EXPECT_EQ(rest.tokens, text_alone.tokens);
+    EXPECT_GE(beside.usage.encode_steps, stages) << "the encoding was not spread over the stream's steps";
+    EXPECT_EQ(beside.usage.image_tiles, alone.usage.image_tiles);
+  }
+}
+
 TEST_P(VisionModelTest, ADifferentImageWithTheSameLayoutNeverHitsTheCachedOne) {
   Engine engine(*model_, *backend_, nullptr, engine_options(true));
   for (const VlCase& c : cases_) {

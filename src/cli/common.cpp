@@ -101,6 +101,11 @@ void add_schedule_options(CLI::App& app, StateArgs& a) {
                      " per step; 0: no target, prompts fill the step up to --batch-tokens")
       ->capture_default_str()
       ->check(non_negative_number());
+  app.add_option("--encode-slice-ms", a.encode_slice_ms,
+                 "Images: while other requests decode, encoding an image takes at most this long per step (at least "
+                 "one encoder layer), so their streams go on beside it; -1: --itl-target-ms; 0: whole images at once")
+      ->capture_default_str()
+      ->check(CLI::Range(-1.0, 1e9));
   app.add_option("--prefill-chunk", a.prefill_chunk,
                  "A fixed count instead of --itl-target-ms (wins when given): while requests decode, at most this "
                  "many prompt tokens per step next to their decode tokens (0: up to --batch-tokens)")
@@ -147,6 +152,7 @@ EngineOptions engine_options(const StateArgs& a, const Model& model) {
   e.state = state_plan(a, model.config(), &model);
   e.batch_tokens = a.batch_tokens;
   e.itl_target_ms = a.itl_target_ms;
+  e.encode_slice_ms = a.encode_slice_ms;
   e.prefill_chunk = a.prefill_chunk;
   return e;
 }

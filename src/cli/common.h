@@ -63,6 +63,7 @@ struct StateArgs {
   std::string kv_memory;
   int64_t batch_tokens = 512;
   double itl_target_ms = EngineOptions{}.itl_target_ms;
+  double encode_slice_ms = EngineOptions{}.encode_slice_ms;
   int64_t prefill_chunk = -1;  // unset: --itl-target-ms decides
   bool no_prefix_cache = false;
 };

@@ -64,6 +64,11 @@ struct EngineOptions {
   // that does not depend on timing, which tests and tools that count steps rely on; the front
   // ends (lfm serve, generate, chat) leave it unset, so the target decides there.
   int64_t prefill_chunk = kMinPromptTokens;
+  // Images (LFM2-VL): while other requests decode, encoding an image's tiles takes at most this
+  // long per step (at least one stage: the patch embedding, one encoder layer, or the projector),
+  // so their streams go on beside it; the request's prefill stops before a tile not yet encoded.
+  // -1: itl_target_ms; 0: whole images in one step. Nothing decoding: whole images at once.
+  double encode_slice_ms = -1;
   int64_t max_queued = 4096;   // submissions waiting beyond this are refused
 };
 

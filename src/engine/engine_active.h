@@ -11,6 +11,7 @@
 #include "grammar/grammar_matcher.h"
 #include "engine/ngram_drafter.h"
 #include "engine/stop_strings.h"
+#include "model/vision_model.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace lfm {
@@ -65,6 +66,10 @@ struct Engine::Active {
     std::shared_ptr<const std::vector<float>> embeds;  // [tile->tokens, hidden]
   };
   std::vector<TileRows> tiles;
+  // An encoding in progress (engine_images.cpp), possibly over several steps, and the tiles it
+  // covers (indices into `tiles`, in its order).
+  std::unique_ptr<VisionEncoding> encoding;
+  std::vector<size_t> encoding_tiles;
 };
 
 }  // namespace lfm

@@ -1,7 +1,8 @@
 // Images in the engine (LFM2-VL): a request's image tokens get their embeddings from the vision
-// tower, encoded tile by tile when a prefill chunk first reaches them (a chunk that starts past a
-// cached prefix never encodes what the cache holds), and the state cache keys each image token by
-// its image's content so the prefix cache reuses a repeated image and never confuses two.
+// tower, encoded when a prefill chunk first reaches their tile (a chunk that starts past a cached
+// prefix never encodes what the cache holds) — in stages over several steps while other requests
+// decode (EngineOptions::encode_slice_ms) — and the state cache keys each image token by its
+// image's content so the prefix cache reuses a repeated image and never confuses two.
 #include <algorithm>
 #include <chrono>
 
@@ -76,52 +77,88 @@ std::vector<int32_t> Engine::prefix_keys(const Active& a) const {
 }
 
 void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& counts) {
-  bool failed = false;
+  using Clock = std::chrono::steady_clock;
+  const double slice_ms = opt_.encode_slice_ms >= 0 ? opt_.encode_slice_ms : opt_.itl_target_ms;
+  const auto step_started = Clock::now();
+  int64_t stages_run = 0;  // this step, over every request
+  bool dropped = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     Active& a = *batch[i];
     if (a.tiles.empty() || !a.verify.empty()) continue;
     const int64_t from = a.n_fed, to = a.n_fed + counts[i];
-    std::vector<Active::TileRows*> need;
-    for (Active::TileRows& tr : a.tiles) {
-      if (tr.embeds || tr.tile->position >= to || tr.tile->position + tr.tile->tokens <= from) continue;
-      // An encoded tile kept from an earlier request (or an earlier run of this one).
-      const auto key = std::pair{tr.image_hash, tr.tile_index};
-      auto it = std::find_if(tile_cache_.begin(), tile_cache_.end(), [&](const auto& e) { return e.first == key; });
-      if (it != tile_cache_.end()) {
-        tile_cache_.splice(tile_cache_.end(), tile_cache_, it);  // now the most recently used
-        tr.embeds = it->second;
-      } else {
-        need.push_back(&tr);
-      }
-    }
-    if (need.empty()) continue;
+    // Streams beside it: encoding yields to them after its slice of the step.
+    bool others_decode = false;
+    for (const Active* b : batch) others_decode = others_decode || (b != &a && b->decoding());
+    auto out_of_time = [&] {
+      return others_decode && slice_ms > 0 && stages_run > 0 &&
+             std::chrono::duration<double, std::milli>(Clock::now() - step_started).count() >= slice_ms;
+    };
+    bool ran = false;
     try {
-      std::vector<VisionTile> tiles;
-      for (const Active::TileRows* tr : need)
-        tiles.push_back({tr->tile->grid_h, tr->tile->grid_w, tr->tile->patches});
-      const auto started = std::chrono::steady_clock::now();
-      std::vector<std::vector<float>> out = model_.vision()->encode(backend_, tiles);
-      a.usage.image_tiles += static_cast<int64_t>(tiles.size());
-      a.usage.encode_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      for (size_t t = 0; t < need.size(); ++t) {
-        auto embeds = std::make_shared<const std::vector<float>>(std::move(out[t]));
-        need[t]->embeds = embeds;
-        tile_cache_.emplace_back(std::pair{need[t]->image_hash, need[t]->tile_index}, embeds);
-        tile_cache_bytes_ += embeds->size() * sizeof(float);
+      while (true) {
+        if (!a.encoding) {
+          // The chunk's tiles without embeddings: from the cache of encoded tiles, else encoded.
+          std::vector<size_t> need;
+          for (size_t t = 0; t < a.tiles.size(); ++t) {
+            Active::TileRows& tr = a.tiles[t];
+            if (tr.embeds || tr.tile->position >= to || tr.tile->position + tr.tile->tokens <= from) continue;
+            const auto key = std::pair{tr.image_hash, tr.tile_index};
+            auto it = std::find_if(tile_cache_.begin(), tile_cache_.end(), [&](const auto& e) { return e.first == key; });
+            if (it != tile_cache_.end()) {
+              tile_cache_.splice(tile_cache_.end(), tile_cache_, it);  // now the most recently used
+              tr.embeds = it->second;
+            } else {
+              need.push_back(t);
+            }
+          }
+          if (need.empty()) break;
+          std::vector<VisionTile> tiles;
+          for (size_t t : need) tiles.push_back({a.tiles[t].tile->grid_h, a.tiles[t].tile->grid_w, a.tiles[t].tile->patches});
+          a.encoding = std::make_unique<VisionEncoding>(*model_.vision(), backend_, std::move(tiles));
+          a.encoding_tiles = std::move(need);
+        }
+        while (!a.encoding->done() && !out_of_time()) {
+          const auto started = Clock::now();
+          a.encoding->run_stage();
+          ++stages_run;
+          ran = true;
+          a.usage.encode_seconds += std::chrono::duration<double>(Clock::now() - started).count();
+        }
+        if (!a.encoding->done()) break;  // goes on next step
+        std::vector<std::vector<float>> out = a.encoding->take();
+        a.usage.image_tiles += static_cast<int64_t>(out.size());
+        for (size_t t = 0; t < out.size(); ++t) {
+          Active::TileRows& tr = a.tiles[a.encoding_tiles[t]];
+          auto embeds = std::make_shared<const std::vector<float>>(std::move(out[t]));
+          tr.embeds = embeds;
+          tile_cache_.emplace_back(std::pair{tr.image_hash, tr.tile_index}, embeds);
+          tile_cache_bytes_ += embeds->size() * sizeof(float);
+        }
+        a.encoding.reset();
+        a.encoding_tiles.clear();
+        while (tile_cache_bytes_ > kTileCacheBytes && !tile_cache_.empty()) {
+          tile_cache_bytes_ -= tile_cache_.front().second->size() * sizeof(float);
+          tile_cache_.pop_front();
+        }
       }
-      while (tile_cache_bytes_ > kTileCacheBytes && !tile_cache_.empty()) {
-        tile_cache_bytes_ -= tile_cache_.front().second->size() * sizeof(float);
-        tile_cache_.pop_front();
-      }
+      a.usage.encode_steps += ran ? 1 : 0;
     } catch (const std::exception& e) {
+      a.encoding.reset();
       finish(a, FinishReason::kError, std::string("engine: encoding the image failed: ") + e.what());
-      failed = true;
+      dropped = true;
+      continue;
     }
+    // The chunk stops before the first tile still without embeddings; it is fed in a later step.
+    int64_t stop = to;
+    for (const Active::TileRows& tr : a.tiles)
+      if (!tr.embeds && tr.tile->position < stop && tr.tile->position + tr.tile->tokens > from)
+        stop = std::max(from, tr.tile->position);
+    counts[i] = stop - from;
+    dropped = dropped || counts[i] == 0;
   }
-  if (!failed) return;
+  if (!dropped) return;
   for (size_t i = batch.size(); i-- > 0;)
-    if (batch[i]->finished) {
+    if (batch[i]->finished || counts[i] == 0) {
       batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(i));
       counts.erase(counts.begin() + static_cast<std::ptrdiff_t>(i));
     }

@@ -76,6 +76,7 @@ struct Usage {
   int64_t verify_steps = 0;        // steps that verified drafts
   int64_t image_tiles = 0;          // image tiles encoded for this request (not found already encoded)
   double encode_seconds = 0;        // time the vision tower spent on them
+  int64_t encode_steps = 0;         // scheduler steps that ran part of their encoding
 };
 
 struct Event {

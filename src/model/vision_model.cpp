@@ -160,56 +160,78 @@ std::vector<float> VisionModel::position_embeddings(int64_t grid_h, int64_t grid
 
 std::vector<std::vector<float>> VisionModel::encode(Backend& be, std::span<const VisionTile> tiles,
                                                     const ActivationObserver& observer) const {
-  const int64_t D = cfg_.hidden_size, I = cfg_.intermediate_size, H = cfg_.n_heads, hd = cfg_.head_dim();
-  const int64_t f = cfg_.downsample_factor, patch_in = cfg_.num_channels * cfg_.patch_size * cfg_.patch_size;
-  const int64_t dt = cfg_.text_hidden_size, P = cfg_.projector_hidden_size;
   if (tiles.empty()) return {};
-  // Packed rows: tile t's patches are rows [seg[t], seg[t+1]).
-  std::vector<int64_t> seg{0};
-  std::vector<int32_t> unshuffle;
-  for (const VisionTile& t : tiles) {
+  VisionEncoding enc(*this, be, std::vector<VisionTile>(tiles.begin(), tiles.end()), observer);
+  while (!enc.done()) enc.run_stage();
+  return enc.take();
+}
+
+VisionEncoding::VisionEncoding(const VisionModel& model, Backend& be, std::vector<VisionTile> tiles,
+                               ActivationObserver observer)
+    : model_(model), be_(be), tiles_(std::move(tiles)), observer_(std::move(observer)) {
+  const VisionConfig& c = model_.cfg_;
+  const int64_t f = c.downsample_factor, patch_in = c.num_channels * c.patch_size * c.patch_size;
+  LFM_CHECK(!tiles_.empty(), "vision: nothing to encode (no tiles)");
+  seg_.push_back(0);
+  for (const VisionTile& t : tiles_) {
     LFM_CHECK(t.grid_h > 0 && t.grid_w > 0 && t.grid_h % f == 0 && t.grid_w % f == 0, "vision: a tile of ",
               t.grid_h, "x", t.grid_w, " patches is not a positive multiple of the downsample factor ", f);
     LFM_CHECK(static_cast<int64_t>(t.patches.size()) == t.grid_h * t.grid_w * patch_in, "vision: a tile of ",
               t.grid_h, "x", t.grid_w, " patches has ", t.patches.size(), " values, expected ",
               t.grid_h * t.grid_w * patch_in);
-    unshuffle_rows(seg.back(), t.grid_h, t.grid_w, f, unshuffle);
-    seg.push_back(seg.back() + t.grid_h * t.grid_w);
+    unshuffle_rows(seg_.back(), t.grid_h, t.grid_w, f, unshuffle_);
+    seg_.push_back(seg_.back() + t.grid_h * t.grid_w);
   }
-  const int64_t T = seg.back(), T_out = static_cast<int64_t>(unshuffle.size()) / (f * f);
+  const int64_t T = seg_.back(), D = c.hidden_size;
+  auto buffer = [&](int64_t n) { return be_.allocate(static_cast<size_t>(n) * sizeof(float)); };
+  x_buf_ = buffer(T * std::max(patch_in, D));
+  h_buf_ = buffer(T * D);
+  a_buf_ = buffer(T * D);
+  q_buf_ = buffer(T * D);
+  k_buf_ = buffer(T * D);
+  v_buf_ = buffer(T * D);
+  o_buf_ = buffer(T * D);
+  f_buf_ = buffer(T * c.intermediate_size);
+}
 
-  std::vector<float> host_obs;
-  auto observe = [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
-    if (!observer) return;
-    if (!be.host_memory()) {
-      host_obs.resize(static_cast<size_t>(rows * cols));
-      be.download(host_obs.data(), data, host_obs.size() * sizeof(float));
-      data = host_obs.data();
+void VisionEncoding::observe(const std::string& name, const float* data, int64_t rows, int64_t cols) {
+  if (!observer_) return;
+  if (!be_.host_memory()) {
+    host_obs_.resize(static_cast<size_t>(rows * cols));
+    be_.download(host_obs_.data(), data, host_obs_.size() * sizeof(float));
+    data = host_obs_.data();
+  }
+  observer_(name, data, rows, cols);
+}
+
+void VisionEncoding::run_stage() {
+  if (done()) return;
+  const VisionConfig& c = model_.cfg_;
+  Backend& be = be_;
+  const int64_t D = c.hidden_size, I = c.intermediate_size, H = c.n_heads, hd = c.head_dim();
+  const int64_t f = c.downsample_factor, patch_in = c.num_channels * c.patch_size * c.patch_size;
+  const int64_t dt = c.text_hidden_size, P = c.projector_hidden_size;
+  const int64_t T = seg_.back(), T_out = static_cast<int64_t>(unshuffle_.size()) / (f * f);
+  const int64_t layers = static_cast<int64_t>(model_.layers_.size());
+  float *x = x_buf_.as<float>(), *h = h_buf_.as<float>(), *a = a_buf_.as<float>(), *q = q_buf_.as<float>(),
+        *k = k_buf_.as<float>(), *v = v_buf_.as<float>(), *o = o_buf_.as<float>(), *ff = f_buf_.as<float>();
+  const float eps = static_cast<float>(c.layer_norm_eps);
+  const int64_t stage = next_;
+
+  if (stage == 0) {  // patch embedding plus each tile's resized position embeddings
+    for (size_t t = 0; t < tiles_.size(); ++t)
+      be.upload(x + seg_[t] * patch_in, tiles_[t].patches.data(), tiles_[t].patches.size() * sizeof(float));
+    be.matmul(x, T, model_.patch_w_, h);
+    be.add_bias(h, model_.patch_b_.ptr(), T, D);
+    for (size_t t = 0; t < tiles_.size(); ++t) {
+      const std::vector<float> pos = model_.position_embeddings(tiles_[t].grid_h, tiles_[t].grid_w);
+      be.upload(x + seg_[t] * D, pos.data(), pos.size() * sizeof(float));
     }
-    observer(name, data, rows, cols);
-  };
-  auto buffer = [&](int64_t n) { return be.allocate(static_cast<size_t>(n) * sizeof(float)); };
-  DeviceBuffer x_buf = buffer(T * std::max(patch_in, D)), h_buf = buffer(T * D), a_buf = buffer(T * D),
-               q_buf = buffer(T * D), k_buf = buffer(T * D), v_buf = buffer(T * D), o_buf = buffer(T * D),
-               f_buf = buffer(T * I);
-  float *x = x_buf.as<float>(), *h = h_buf.as<float>(), *a = a_buf.as<float>(), *q = q_buf.as<float>(),
-        *k = k_buf.as<float>(), *v = v_buf.as<float>(), *o = o_buf.as<float>(), *ff = f_buf.as<float>();
-
-  // Patch embedding plus each tile's resized position embeddings.
-  for (size_t t = 0; t < tiles.size(); ++t)
-    be.upload(x + seg[t] * patch_in, tiles[t].patches.data(), tiles[t].patches.size() * sizeof(float));
-  be.matmul(x, T, patch_w_, h);
-  be.add_bias(h, patch_b_.ptr(), T, D);
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    const std::vector<float> pos = position_embeddings(tiles[t].grid_h, tiles[t].grid_w);
-    be.upload(x + seg[t] * D, pos.data(), pos.size() * sizeof(float));
-  }
-  be.add(h, x, T * D);
-  observe("vision.embeddings", h, T, D);
-
-  const float eps = static_cast<float>(cfg_.layer_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const VisionLayerWeights& l = layers_[i];
+    be.add(h, x, T * D);
+    observe("vision.embeddings", h, T, D);
+  } else if (stage <= layers) {
+    const VisionLayerWeights& l = model_.layers_[static_cast<size_t>(stage - 1)];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // h = h + out_proj(attention(LN1(h)))
     be.layer_norm(h, l.ln1_w.ptr(), l.ln1_b.ptr(), T, D, eps, a);
     const TensorView* qkv[] = {&l.q, &l.k, &l.v};
@@ -218,7 +240,7 @@ std::vector<std::vector<float>> VisionModel::encode(Backend& be, std::span<const
     be.add_bias(q, l.q_b.ptr(), T, D);
     be.add_bias(k, l.k_b.ptr(), T, D);
     be.add_bias(v, l.v_b.ptr(), T, D);
-    be.segment_attention(q, k, v, seg, H, hd, scale, a);
+    be.segment_attention(q, k, v, seg_, H, hd, scale, a);
     be.matmul(a, T, l.out, o);
     be.add_bias(o, l.out_b.ptr(), T, D);
     be.add(h, o, T * D);
@@ -226,38 +248,46 @@ std::vector<std::vector<float>> VisionModel::encode(Backend& be, std::span<const
     be.layer_norm(h, l.ln2_w.ptr(), l.ln2_b.ptr(), T, D, eps, a);
     be.matmul(a, T, l.fc1, ff);
     be.add_bias(ff, l.fc1_b.ptr(), T, I);
-    be.gelu(ff, T * I, cfg_.gelu_tanh, ff);
+    be.gelu(ff, T * I, c.gelu_tanh, ff);
     be.matmul(ff, T, l.fc2, o);
     be.add_bias(o, l.fc2_b.ptr(), T, D);
     be.add(h, o, T * D);
-    observe("vision.layers." + std::to_string(i), h, T, D);
+    observe("vision.layers." + std::to_string(stage - 1), h, T, D);
+  } else {
+    be.layer_norm(h, model_.post_ln_w_.ptr(), model_.post_ln_b_.ptr(), T, D, eps, h);
+    observe("vision.post_layernorm", h, T, D);
+    // Projector over every tile's unshuffled tokens at once: [T_out, f²·D] → [T_out, d_text].
+    DeviceBuffer idx_buf = be.allocate(unshuffle_.size() * sizeof(int32_t));
+    be.upload(idx_buf.data(), unshuffle_.data(), unshuffle_.size() * sizeof(int32_t));
+    DeviceBuffer g_buf = be.allocate(static_cast<size_t>(T_out * f * f * D) * sizeof(float));
+    DeviceBuffer p_buf = be.allocate(static_cast<size_t>(T_out * P) * sizeof(float));
+    DeviceBuffer e_buf = be.allocate(static_cast<size_t>(T_out * dt) * sizeof(float));
+    float *g = g_buf.as<float>(), *p = p_buf.as<float>(), *e = e_buf.as<float>();
+    be.gather_rows(h, D, idx_buf.as<int32_t>(), T_out * f * f, g);
+    if (c.projector_layernorm)
+      be.layer_norm(g, model_.proj_ln_w_.ptr(), model_.proj_ln_b_.ptr(), T_out, f * f * D, 1e-5f, g);
+    be.matmul(g, T_out, model_.proj1_, p);
+    if (!model_.proj1_b_.empty()) be.add_bias(p, model_.proj1_b_.ptr(), T_out, P);
+    be.gelu(p, T_out * P, c.projector_gelu_tanh, p);
+    be.matmul(p, T_out, model_.proj2_, e);
+    if (!model_.proj2_b_.empty()) be.add_bias(e, model_.proj2_b_.ptr(), T_out, dt);
+    observe("projector", e, T_out, dt);
+    int64_t row = 0;
+    for (const VisionTile& t : tiles_) {
+      const int64_t n = model_.tokens_for(t.grid_h, t.grid_w);
+      out_.emplace_back(static_cast<size_t>(n * dt));
+      be.download(out_.back().data(), e + row * dt, out_.back().size() * sizeof(float));
+      row += n;
+    }
+    // The activations are of no more use: give their memory back now.
+    for (DeviceBuffer* b : {&x_buf_, &h_buf_, &a_buf_, &q_buf_, &k_buf_, &v_buf_, &o_buf_, &f_buf_}) *b = DeviceBuffer();
   }
-  be.layer_norm(h, post_ln_w_.ptr(), post_ln_b_.ptr(), T, D, eps, h);
-  observe("vision.post_layernorm", h, T, D);
+  ++next_;
+}
 
-  // Projector over every tile's unshuffled tokens at once: [T_out, f²·D] → [T_out, d_text].
-  DeviceBuffer idx_buf = be.allocate(unshuffle.size() * sizeof(int32_t));
-  be.upload(idx_buf.data(), unshuffle.data(), unshuffle.size() * sizeof(int32_t));
-  DeviceBuffer g_buf = buffer(T_out * f * f * D), p_buf = buffer(T_out * P), e_buf = buffer(T_out * dt);
-  float *g = g_buf.as<float>(), *p = p_buf.as<float>(), *e = e_buf.as<float>();
-  be.gather_rows(h, D, idx_buf.as<int32_t>(), T_out * f * f, g);
-  if (cfg_.projector_layernorm) be.layer_norm(g, proj_ln_w_.ptr(), proj_ln_b_.ptr(), T_out, f * f * D, 1e-5f, g);
-  be.matmul(g, T_out, proj1_, p);
-  if (!proj1_b_.empty()) be.add_bias(p, proj1_b_.ptr(), T_out, P);
-  be.gelu(p, T_out * P, cfg_.projector_gelu_tanh, p);
-  be.matmul(p, T_out, proj2_, e);
-  if (!proj2_b_.empty()) be.add_bias(e, proj2_b_.ptr(), T_out, dt);
-  observe("projector", e, T_out, dt);
-
-  std::vector<std::vector<float>> out;
-  int64_t row = 0;
-  for (const VisionTile& t : tiles) {
-    const int64_t n = tokens_for(t.grid_h, t.grid_w);
-    out.emplace_back(static_cast<size_t>(n * dt));
-    be.download(out.back().data(), e + row * dt, out.back().size() * sizeof(float));
-    row += n;
-  }
-  return out;
+std::vector<std::vector<float>> VisionEncoding::take() {
+  LFM_CHECK(done(), "vision: the encoding's results were asked for after ", next_, " of its ", stages(), " stages");
+  return std::move(out_);
 }
 
 }  // namespace lfm

@@ -47,6 +47,7 @@ class VisionModel {
   // Each tile's image-token embeddings [tokens_for(tile), text hidden], on the host. Tiles must have
   // grids divisible by the downsample factor. `observer` sees "vision.embeddings",
   // "vision.layers.<i>", "vision.post_layernorm" and "projector" of the packed batch.
+  // VisionEncoding below does the same in stages.
   std::vector<std::vector<float>> encode(Backend& be, std::span<const VisionTile> tiles,
                                          const ActivationObserver& observer = {}) const;
   // The position embeddings resized to a grid [grid_h · grid_w, D] (bilinear, antialiased, as
@@ -55,6 +56,7 @@ class VisionModel {
   size_t weight_bytes() const;
 
  private:
+  friend class VisionEncoding;
   VisionConfig cfg_;
   std::shared_ptr<const TensorSource> source_;
   TensorView patch_w_;
@@ -68,6 +70,37 @@ class VisionModel {
   std::unique_ptr<PreparedWeights> prepared_;
   mutable std::mutex pos_mu_;
   mutable std::map<std::pair<int64_t, int64_t>, std::vector<float>> pos_cache_;
+};
+
+// One encode() call split into stages that can run in different scheduler steps, so that requests
+// decoding beside an image are not held up for the whole encoding: the patch embedding, each
+// encoder layer, then the post-LayerNorm, projector and download. The packed activations stay in
+// the backend's buffers between stages. The tiles' patches (and the model) must outlive it.
+class VisionEncoding {
+ public:
+  VisionEncoding(const VisionModel& model, Backend& be, std::vector<VisionTile> tiles,
+                 ActivationObserver observer = {});
+  int64_t stages() const { return static_cast<int64_t>(model_.layers_.size()) + 2; }
+  int64_t stages_done() const { return next_; }
+  bool done() const { return next_ == stages(); }
+  // Runs the next stage (none when done). Throws lfm::Error as encode() does.
+  void run_stage();
+  // Once done: each tile's embeddings [tokens_for(tile), text hidden] (moved out).
+  std::vector<std::vector<float>> take();
+
+ private:
+  void observe(const std::string& name, const float* data, int64_t rows, int64_t cols);
+
+  const VisionModel& model_;
+  Backend& be_;
+  std::vector<VisionTile> tiles_;
+  ActivationObserver observer_;
+  std::vector<int64_t> seg_;         // packed rows: tile t's patches are rows [seg[t], seg[t+1])
+  std::vector<int32_t> unshuffle_;   // the projector's gather of rows
+  int64_t next_ = 0;
+  DeviceBuffer x_buf_, h_buf_, a_buf_, q_buf_, k_buf_, v_buf_, o_buf_, f_buf_;
+  std::vector<float> host_obs_;
+  std::vector<std::vector<float>> out_;
 };
 
 }  // namespace lfm
