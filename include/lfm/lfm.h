@@ -94,7 +94,7 @@ typedef struct lfm_model_info {
   int32_t has_chat_template;
   int32_t bos_token;      /* -1 when none */
   int32_t eos_token;      /* -1 when none */
-  int32_t has_vision;     /* [2] an LFM2-VL model whose prompts take images (lfm_prompt.images) */
+  int32_t has_vision;     /* [2] an LFM2-VL model whose prompts take images (lfm_prompt.n_images) */
   int32_t image_token;    /* [2] the image placeholder's id ("<image>"), -1 when none */
 } lfm_model_info;
 LFM_API lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out);
@@ -172,9 +172,9 @@ typedef struct lfm_sampling_params {
   int32_t logprobs;         /* nonzero: each token event carries the chosen token's logprob */
   /* [2] Structured output: at most one of json_schema, json_object, grammar and regex. Every
    * token keeps the text a prefix of what the constraint accepts (in every sampling mode), and
-   * the request stops when nothing can follow. They need the model's tokenizer; a schema,
-   * grammar or regex that cannot be used is refused at submit (LFM_ERR_INVALID_ARGUMENT, the
-   * message naming the field and the problem). As lfm serve's response_format / grammar / regex:
+   * the request stops when nothing can follow. They need the model's tokenizer (else
+   * LFM_ERR_UNSUPPORTED); a schema, grammar or regex that cannot be used is refused at submit
+   * (LFM_ERR_INVALID_ARGUMENT, the message naming the field and the problem). As lfm serve's response_format / grammar / regex:
    *   json_schema  a JSON Schema (JSON text): JSON valid under it, properties in the schema's
    *                order (response_format {"type": "json_schema"}; docs/STATUS.md lists the
    *                keywords); schema_strict: OpenAI's strict mode (additionalProperties false by
@@ -231,8 +231,9 @@ typedef struct lfm_prompt {
    * order: {"type": "image"} takes the next of these images, while an OpenAI part
    * {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}} (or
    * {"type": "image", "url" | "image": "data:..."}) carries its own (data URIs only: paths go
-   * through image_paths). A model without a vision tower, an image that cannot be read or decoded,
-   * or placeholders that do not match the images are refused at submit. */
+   * through image_paths). Refused at submit: any image for a model without a vision tower
+   * (LFM_ERR_UNSUPPORTED); an image that cannot be read or decoded, or placeholders that do not
+   * match the images (LFM_ERR_INVALID_ARGUMENT, the message naming the image or the counts). */
   size_t n_images;
   const char* const* image_paths;
   const void* const* image_data;
