@@ -1,8 +1,12 @@
 /* Greedy generation through the C API: prints the generated token ids on one line.
- * Usage: greedy MODEL [N_TOKENS] [ID ...]   (default prompt 1 23 54 200 7, 32 tokens) */
+ * Usage: greedy [--draft ngram|DRAFT_MODEL] MODEL [N_TOKENS] [ID ...]
+ *   (default prompt 1 23 54 200 7, 32 tokens). --draft: speculative decoding, by prompt lookup or
+ *   with a draft model (same tokenizer): the same tokens, and the drafted / accepted counts on
+ *   stderr. */
 #include <lfm/lfm.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int check(lfm_status s, const char* what) {
   if (s != LFM_OK) fprintf(stderr, "greedy: %s: %s (%s)\n", what, lfm_last_error(), lfm_status_name(s));
@@ -10,8 +14,14 @@ static int check(lfm_status s, const char* what) {
 }
 
 int main(int argc, char** argv) {
+  const char* draft = NULL;
+  if (argc > 2 && strcmp(argv[1], "--draft") == 0) {
+    draft = argv[2];
+    argc -= 2;
+    argv += 2;
+  }
   if (argc < 2) {
-    fprintf(stderr, "usage: greedy MODEL [N_TOKENS] [ID ...]\n");
+    fprintf(stderr, "usage: greedy [--draft ngram|DRAFT_MODEL] MODEL [N_TOKENS] [ID ...]\n");
     return 2;
   }
   int32_t ids[256] = {1, 23, 54, 200, 7};
@@ -23,7 +33,10 @@ int main(int argc, char** argv) {
   lfm_model* model = NULL;
   lfm_engine* engine = NULL;
   lfm_request* req = NULL;
-  int ok = check(lfm_model_load(argv[1], NULL, &model), "load") && check(lfm_engine_create(model, NULL, &engine), "engine");
+  lfm_engine_options options;
+  lfm_engine_options_init(&options);
+  if (draft && strcmp(draft, "ngram") != 0) options.draft_model = draft;
+  int ok = check(lfm_model_load(argv[1], NULL, &model), "load") && check(lfm_engine_create(model, &options, &engine), "engine");
   if (ok) {
     lfm_prompt prompt;
     lfm_sampling_params params;
@@ -33,6 +46,7 @@ int main(int argc, char** argv) {
     prompt.n_ids = n_ids;
     params.max_tokens = argc > 2 ? atoi(argv[2]) : 32;
     params.ignore_eos = 1;
+    if (draft) params.drafter = options.draft_model ? LFM_DRAFTER_MODEL : LFM_DRAFTER_NGRAM;
     ok = check(lfm_request_submit(engine, &prompt, &params, &req), "submit");
   }
   while (ok) {
@@ -44,6 +58,8 @@ int main(int argc, char** argv) {
       printf("%d ", ev.token);
     } else {
       printf("\n");
+      if (draft) fprintf(stderr, "greedy: %lld drafted, %lld accepted\n", (long long)ev.drafted_tokens,
+                         (long long)ev.accepted_tokens);
       if (ev.finish_reason == LFM_FINISH_ERROR) {
         fprintf(stderr, "greedy: %s\n", ev.error);
         ok = 0;

@@ -7,7 +7,11 @@
  *   - Every struct passed across the API begins with `size_t struct_size`, set by the caller to
  *     sizeof(the struct it was compiled with) (the *_init functions do it). New fields are only
  *     ever added at the end: the library reads or writes only the first struct_size bytes, and
- *     fields a caller's older struct lacks take their defaults.
+ *     fields a caller's older struct lacks take their defaults. A field added later starts at
+ *     or after the older sizeof, never in its tail padding (which an older caller's struct_size
+ *     covers but does not set): the structs end without padding (4-byte fields come in pairs),
+ *     except lfm_model_options, whose last 4 bytes stay unused. Fields marked [2] came with API
+ *     level 2 (LFM_API_VERSION 2).
  *   - Every function returns an lfm_status (LFM_OK is 0) and never aborts the process: a null
  *     handle or argument, bad JSON, a missing model, a request that cannot run are errors, and
  *     lfm_last_error() gives this thread's message for the last failing call.
@@ -38,7 +42,7 @@
 extern "C" {
 #endif
 
-#define LFM_API_VERSION 1 /* this header's API level (lfm_api_version() gives the library's) */
+#define LFM_API_VERSION 2 /* this header's API level (lfm_api_version() gives the library's) */
 
 typedef enum lfm_status {
   LFM_OK = 0,
@@ -90,6 +94,8 @@ typedef struct lfm_model_info {
   int32_t has_chat_template;
   int32_t bos_token;      /* -1 when none */
   int32_t eos_token;      /* -1 when none */
+  int32_t has_vision;     /* [2] an LFM2-VL model whose prompts take images (lfm_prompt.n_images) */
+  int32_t image_token;    /* [2] the image placeholder's id ("<image>"), -1 when none */
 } lfm_model_info;
 LFM_API lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out);
 
@@ -104,10 +110,12 @@ LFM_API lfm_status lfm_detokenize(const lfm_model* model, const int32_t* ids, si
                                   char* text, size_t capacity, size_t* length);
 /* The model's chat template over `messages_json` (an OpenAI-style JSON array of messages) and
  * `tools_json` (a JSON array of tools, or NULL), with the generation prompt: the text, as
- * lfm_detokenize returns text. */
+ * lfm_detokenize returns text. Image parts of user messages ({"type": "image"}, or
+ * {"type": "image_url", ...}) render as the model's placeholder, once per image. */
 LFM_API lfm_status lfm_apply_chat_template(const lfm_model* model, const char* messages_json, const char* tools_json,
                                            char* text, size_t capacity, size_t* length);
-/* The same conversation as the token ids a chat request is prompted with. */
+/* The same conversation as token ids: a chat request's prompt, except that each image part
+ * stands as the image token once (submit these ids with the images to get the chat request). */
 LFM_API lfm_status lfm_chat_tokens(const lfm_model* model, const char* messages_json, const char* tools_json,
                                    int32_t* ids, size_t capacity, size_t* n_ids);
 
@@ -121,6 +129,13 @@ typedef struct lfm_engine_options {
   int32_t prefix_cache;    /* nonzero (default): reuse the state of earlier prompts */
   int64_t batch_tokens;    /* most tokens per step; default 512 */
   int64_t kv_memory_bytes; /* KV pool budget; 0 (default): ctx_size x parallel tokens */
+  /* [2] Speculative decoding. `draft_model`: a smaller (or quantized) model with the model's
+   * tokenizer (folder, .gguf or Hub reference), loaded by the engine on the model's device, for
+   * requests whose drafter is LFM_DRAFTER_MODEL; NULL (default): none. `draft_tokens`: the room
+   * for drafted tokens a step verifies (0 to 256, default 8; each request's max_drafts is capped
+   * by it): drafting and a grammar's jump-forward need it, a draft model needs at least 1. */
+  const char* draft_model;
+  int64_t draft_tokens;
 } lfm_engine_options;
 LFM_API lfm_status lfm_engine_options_init(lfm_engine_options* options);
 
@@ -134,6 +149,7 @@ typedef struct lfm_engine_stats {
   int64_t running, waiting;
   int64_t finished, cancelled, failed, preemptions, steps;
   int64_t prompt_tokens, generated_tokens, cached_tokens;
+  int64_t drafted_tokens, accepted_tokens; /* [2] speculative decoding, over finished steps */
 } lfm_engine_stats;
 LFM_API lfm_status lfm_engine_get_stats(const lfm_engine* engine, lfm_engine_stats* out);
 
@@ -154,8 +170,50 @@ typedef struct lfm_sampling_params {
   size_t n_stop;
   int32_t ignore_eos;       /* nonzero: do not stop at end-of-sequence ids */
   int32_t logprobs;         /* nonzero: each token event carries the chosen token's logprob */
+  /* [2] Structured output: at most one of json_schema, json_object, grammar and regex. Every
+   * token keeps the text a prefix of what the constraint accepts (in every sampling mode), and
+   * the request stops when nothing can follow. They need the model's tokenizer (else
+   * LFM_ERR_UNSUPPORTED); a schema, grammar or regex that cannot be used is refused at submit
+   * (LFM_ERR_INVALID_ARGUMENT, the message naming the field and the problem). As lfm serve's response_format / grammar / regex:
+   *   json_schema  a JSON Schema (JSON text): JSON valid under it, properties in the schema's
+   *                order (response_format {"type": "json_schema"}; docs/STATUS.md lists the
+   *                keywords); schema_strict: OpenAI's strict mode (additionalProperties false by
+   *                default, keywords that cannot be honoured are errors);
+   *   json_object  nonzero: any JSON object (response_format {"type": "json_object"});
+   *   grammar      GBNF text (llama.cpp's syntax, start rule `root`);
+   *   regex        the whole output matches this regular expression.
+   * schema_whitespace: with json_schema / json_object, (bounded) whitespace may appear between
+   * tokens (default: compact JSON). no_jump_forward: the text the grammar forces is not drafted
+   * (by default it is, verified in one step, within the engine's draft_tokens). */
+  const char* json_schema;
+  const char* grammar;
+  const char* regex;
+  int32_t json_object;
+  int32_t schema_strict;
+  int32_t schema_whitespace;
+  int32_t no_jump_forward;
+  /* [2] Speculative decoding: who drafts (lfm_drafter; LFM_DRAFTER_MODEL needs an engine with a
+   * draft_model) and at most how many tokens per step (default 8, capped by the engine's
+   * draft_tokens; it adapts to what is accepted). Greedy output is the same token for token as
+   * without drafting; sampled output keeps its distribution. */
+  int32_t drafter;
+  int32_t max_drafts;
+  /* [2] Added to the logits of these ids before sampling (n_logit_bias pairs; each value in
+   * [-100, 100], as OpenAI's logit_bias). */
+  const int32_t* logit_bias_ids;
+  const float* logit_bias_values;
+  size_t n_logit_bias;
+  /* [2] 0 to 20: each token event also carries this many most likely alternatives and their
+   * logprobs (the chosen token's logprob is then reported too). */
+  int64_t top_logprobs;
 } lfm_sampling_params;
 LFM_API lfm_status lfm_sampling_params_init(lfm_sampling_params* params);
+
+typedef enum lfm_drafter {
+  LFM_DRAFTER_NONE = 0,
+  LFM_DRAFTER_NGRAM = 1, /* prompt lookup: what followed the last tokens earlier in the request */
+  LFM_DRAFTER_MODEL = 2  /* the engine's draft model (lfm_engine_options.draft_model) */
+} lfm_drafter;
 
 /* What to generate from: exactly one of prompt ids, prompt text, or chat messages. */
 typedef struct lfm_prompt {
@@ -165,6 +223,25 @@ typedef struct lfm_prompt {
   const char* text;          /* text, tokenized with the model's tokenizer (BOS as it specifies) */
   const char* messages_json; /* a chat: JSON array of messages, through the model's template; */
   const char* tools_json;    /*   tools offered (JSON array) or NULL; the turn ends at <|im_end|> */
+  /* [2] Images for an LFM2-VL model (JPEG, PNG or WebP), n_images of them, in order: image i is
+   * the file image_paths[i] when image_paths is not NULL and that entry is not NULL, else the
+   * encoded bytes image_data[i] (image_sizes[i] of them, read during the call only). Each image
+   * stands where its placeholder is: in ids the image token (lfm_model_info.image_token) once per
+   * image, in text "<image>" once per image; in messages the user messages' image parts, in
+   * order: {"type": "image"} takes the next of these images, while an OpenAI part
+   * {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}} (or
+   * {"type": "image", "url" | "image": "data:..."}) carries its own (data URIs only: paths go
+   * through image_paths). Refused at submit: any image for a model without a vision tower
+   * (LFM_ERR_UNSUPPORTED); an image that cannot be read or decoded, or placeholders that do not
+   * match the images (LFM_ERR_INVALID_ARGUMENT, the message naming the image or the counts). */
+  size_t n_images;
+  const char* const* image_paths;
+  const void* const* image_data;
+  const size_t* image_sizes;
+  /* [2] Chat only: "auto" (NULL, default), "none" (tools are not offered), "required" (the reply
+   * starts with a tool call) or a function's name in tools_json (a call to it), as OpenAI's
+   * tool_choice. */
+  const char* tool_choice;
 } lfm_prompt;
 LFM_API lfm_status lfm_prompt_init(lfm_prompt* prompt);
 
@@ -198,6 +275,23 @@ typedef struct lfm_event {
   const char* error;       /* the error when finish_reason is LFM_FINISH_ERROR, or "" */
   int64_t prompt_tokens, completion_tokens, cached_tokens;
   double queue_seconds, first_token_seconds, total_seconds;
+  /* [2] LFM_EVENT_DONE: speculative decoding's drafted tokens and, of those, accepted ones (also
+   * a grammar's jump-forward drafts), and the image tiles the vision tower encoded. */
+  int64_t drafted_tokens, accepted_tokens;
+  int64_t image_tiles;
+  /* [2] LFM_EVENT_DONE of a chat request: the reply parsed as lfm serve's /v1/chat/completions
+   * parses it, an OpenAI assistant message as JSON text: {"role": "assistant", "content": ...,
+   * "reasoning_content": ... (the <think> block, when there is one), "tool_calls": [{"id",
+   * "type": "function", "function": {"name", "arguments": "<JSON text>"}}] (when the model called
+   * tools)}; content is null when there are tool calls and no text. "" for other requests and
+   * other events. Valid as `text` is. */
+  const char* message_json;
+  size_t message_json_length;
+  /* [2] LFM_EVENT_TOKEN with top_logprobs asked for: the most likely ids and their logprobs,
+   * n_top of each, most likely first. Valid as `text` is. */
+  const int32_t* top_tokens;
+  const float* top_logprobs;
+  size_t n_top;
 } lfm_event;
 
 /* The next event: waits up to timeout_ms (-1: as long as it takes; 0: just looks). Returns

@@ -13,6 +13,10 @@ import os
 from pathlib import Path
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
+c_float_p = ctypes.POINTER(ctypes.c_float)
+
+# Each class lists the C struct's fields in the header's order with the same types (fields added
+# at API level 2 last, as in lfm.h); python/tests checks them against include/lfm/lfm.h.
 
 
 class ModelOptions(ctypes.Structure):
@@ -23,19 +27,20 @@ class ModelOptions(ctypes.Structure):
 class ModelInfo(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("vocab_size", ctypes.c_int64), ("n_layers", ctypes.c_int64),
                 ("parameters", ctypes.c_int64), ("has_tokenizer", ctypes.c_int32),
-                ("has_chat_template", ctypes.c_int32), ("bos_token", ctypes.c_int32), ("eos_token", ctypes.c_int32)]
+                ("has_chat_template", ctypes.c_int32), ("bos_token", ctypes.c_int32), ("eos_token", ctypes.c_int32),
+                ("has_vision", ctypes.c_int32), ("image_token", ctypes.c_int32)]
 
 
 class EngineOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("ctx_size", ctypes.c_int64), ("parallel", ctypes.c_int32),
                 ("kv_type", ctypes.c_char_p), ("prefix_cache", ctypes.c_int32), ("batch_tokens", ctypes.c_int64),
-                ("kv_memory_bytes", ctypes.c_int64)]
+                ("kv_memory_bytes", ctypes.c_int64), ("draft_model", ctypes.c_char_p), ("draft_tokens", ctypes.c_int64)]
 
 
 class EngineStats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t)] + [(n, ctypes.c_int64) for n in (
         "running", "waiting", "finished", "cancelled", "failed", "preemptions", "steps", "prompt_tokens",
-        "generated_tokens", "cached_tokens")]
+        "generated_tokens", "cached_tokens", "drafted_tokens", "accepted_tokens")]
 
 
 class SamplingParamsC(ctypes.Structure):
@@ -44,12 +49,21 @@ class SamplingParamsC(ctypes.Structure):
                 ("presence_penalty", ctypes.c_float), ("frequency_penalty", ctypes.c_float),
                 ("has_seed", ctypes.c_int32), ("seed", ctypes.c_uint64), ("max_tokens", ctypes.c_int64),
                 ("stop", ctypes.POINTER(ctypes.c_char_p)), ("n_stop", ctypes.c_size_t),
-                ("ignore_eos", ctypes.c_int32), ("logprobs", ctypes.c_int32)]
+                ("ignore_eos", ctypes.c_int32), ("logprobs", ctypes.c_int32),
+                ("json_schema", ctypes.c_char_p), ("grammar", ctypes.c_char_p), ("regex", ctypes.c_char_p),
+                ("json_object", ctypes.c_int32), ("schema_strict", ctypes.c_int32),
+                ("schema_whitespace", ctypes.c_int32), ("no_jump_forward", ctypes.c_int32),
+                ("drafter", ctypes.c_int32), ("max_drafts", ctypes.c_int32),
+                ("logit_bias_ids", c_int32_p), ("logit_bias_values", c_float_p), ("n_logit_bias", ctypes.c_size_t),
+                ("top_logprobs", ctypes.c_int64)]
 
 
 class Prompt(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("ids", c_int32_p), ("n_ids", ctypes.c_size_t),
-                ("text", ctypes.c_char_p), ("messages_json", ctypes.c_char_p), ("tools_json", ctypes.c_char_p)]
+                ("text", ctypes.c_char_p), ("messages_json", ctypes.c_char_p), ("tools_json", ctypes.c_char_p),
+                ("n_images", ctypes.c_size_t), ("image_paths", ctypes.POINTER(ctypes.c_char_p)),
+                ("image_data", ctypes.POINTER(ctypes.c_void_p)), ("image_sizes", ctypes.POINTER(ctypes.c_size_t)),
+                ("tool_choice", ctypes.c_char_p)]
 
 
 class Event(ctypes.Structure):
@@ -58,12 +72,16 @@ class Event(ctypes.Structure):
                 ("finish_reason", ctypes.c_int32), ("stop", ctypes.c_char_p), ("error", ctypes.c_char_p),
                 ("prompt_tokens", ctypes.c_int64), ("completion_tokens", ctypes.c_int64),
                 ("cached_tokens", ctypes.c_int64), ("queue_seconds", ctypes.c_double),
-                ("first_token_seconds", ctypes.c_double), ("total_seconds", ctypes.c_double)]
+                ("first_token_seconds", ctypes.c_double), ("total_seconds", ctypes.c_double),
+                ("drafted_tokens", ctypes.c_int64), ("accepted_tokens", ctypes.c_int64), ("image_tiles", ctypes.c_int64),
+                ("message_json", ctypes.c_void_p), ("message_json_length", ctypes.c_size_t),
+                ("top_tokens", c_int32_p), ("top_logprobs", c_float_p), ("n_top", ctypes.c_size_t)]
 
 
 OK, ERR_INVALID_ARGUMENT, ERR_LOAD, ERR_UNSUPPORTED, ERR_BUSY, ERR_TIMEOUT, ERR_END, ERR_BUFFER_TOO_SMALL, ERR_INTERNAL = range(9)
 EVENT_TOKEN, EVENT_DONE = 1, 2
 FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "cancelled", 4: "error"}
+DRAFTERS = {"none": 0, "ngram": 1, "model": 2}
 
 _P = ctypes.c_void_p
 _SIGNATURES = {

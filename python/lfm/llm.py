@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
@@ -39,7 +40,13 @@ def _check(status: int) -> None:
 @dataclass
 class SamplingParams:
     """Sampling as in vLLM: temperature 0 is greedy. `logprobs` (any value but None) reports the
-    chosen token's logprob per token (no alternatives yet)."""
+    chosen token's logprob per token; N > 0 also the N most likely alternatives (`top_logprobs`).
+
+    Structured output (at most one): `json_schema` (a dict or JSON text), `json_object`, `grammar`
+    (GBNF), `regex`; `schema_strict` (OpenAI's strict mode), `schema_whitespace` (allow whitespace in
+    the JSON), `jump_forward` (draft the text the grammar forces). `logit_bias`: {token id: bias}.
+    Speculative decoding: `drafter` "ngram" (prompt lookup) or "model" (the LLM's draft_model), at
+    most `max_drafts` tokens per step; greedy output is unchanged."""
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
@@ -52,6 +59,16 @@ class SamplingParams:
     stop: Union[str, Sequence[str], None] = None
     ignore_eos: bool = False
     logprobs: Optional[int] = None
+    json_schema: Union[str, Mapping[str, Any], None] = None
+    json_object: bool = False
+    grammar: Optional[str] = None
+    regex: Optional[str] = None
+    schema_strict: bool = False
+    schema_whitespace: bool = False
+    jump_forward: bool = True
+    logit_bias: Optional[Mapping[int, float]] = None
+    drafter: Optional[str] = None
+    max_drafts: int = 8
 
     def _to_c(self) -> tuple[_capi.SamplingParamsC, Any]:
         c = _capi.SamplingParamsC()
@@ -67,7 +84,28 @@ class SamplingParams:
         c.stop, c.n_stop = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char_p)), len(stops)
         c.ignore_eos = int(self.ignore_eos)
         c.logprobs = int(self.logprobs is not None)
-        return c, keep  # `keep` holds the strings while the call runs
+        c.top_logprobs = max(0, self.logprobs or 0)
+        held: list[Any] = [keep]
+        if self.json_schema is not None:
+            schema = self.json_schema if isinstance(self.json_schema, str) else json.dumps(self.json_schema)
+            c.json_schema = schema.encode()
+        c.json_object = int(self.json_object)
+        c.grammar = self.grammar.encode() if self.grammar is not None else None
+        c.regex = self.regex.encode() if self.regex is not None else None
+        c.schema_strict, c.schema_whitespace = int(self.schema_strict), int(self.schema_whitespace)
+        c.no_jump_forward = int(not self.jump_forward)
+        if self.logit_bias:
+            ids = (ctypes.c_int32 * len(self.logit_bias))(*[int(k) for k in self.logit_bias])
+            vals = (ctypes.c_float * len(self.logit_bias))(*[float(v) for v in self.logit_bias.values()])
+            held += [ids, vals]
+            c.logit_bias_ids = ctypes.cast(ids, _capi.c_int32_p)
+            c.logit_bias_values = ctypes.cast(vals, _capi.c_float_p)
+            c.n_logit_bias = len(self.logit_bias)
+        drafter = self.drafter or "none"
+        if drafter not in _capi.DRAFTERS:
+            raise ValueError(f"drafter must be 'none', 'ngram' or 'model', got {self.drafter!r}")
+        c.drafter, c.max_drafts = _capi.DRAFTERS[drafter], self.max_drafts
+        return c, held  # `held` keeps the strings and arrays alive while the call runs
 
 
 @dataclass
@@ -78,6 +116,11 @@ class CompletionOutput:
     logprobs: Optional[list[float]]  # the chosen tokens' logprobs, when asked for
     finish_reason: Optional[str]     # "stop", "length", "cancelled"
     stop_reason: Optional[str] = None  # the stop string that ended it
+    # logprobs=N > 0: per token, the N most likely ids and their logprobs.
+    top_logprobs: Optional[list[dict[int, float]]] = None
+    # Chat requests: the reply parsed as lfm serve's /v1/chat/completions parses it: {"role",
+    # "content", "reasoning_content" (when the model reasoned), "tool_calls" (when it called tools)}.
+    message: Optional[dict[str, Any]] = None
 
     @property
     def cumulative_logprob(self) -> Optional[float]:
@@ -117,6 +160,7 @@ class Stream:
         self._text: list[str] = []
         self._ids: list[int] = []
         self._lps: list[float] = []
+        self._tops: list[dict[int, float]] = []
         self.output: Optional[CompletionOutput] = None
         self.usage: dict[str, float] = {}
 
@@ -135,18 +179,24 @@ class Stream:
             if ev.kind == _capi.EVENT_TOKEN:
                 self._ids.append(ev.token)
                 self._lps.append(ev.logprob)
+                if ev.n_top:
+                    self._tops.append({ev.top_tokens[i]: ev.top_logprobs[i] for i in range(ev.n_top)})
                 yield TokenEvent(ev.token, text, ev.logprob if self._want_logprobs else None)
                 continue
             reason = _capi.FINISH_REASONS.get(ev.finish_reason)
             self.usage = {"prompt_tokens": ev.prompt_tokens, "completion_tokens": ev.completion_tokens,
                           "cached_tokens": ev.cached_tokens, "first_token_seconds": ev.first_token_seconds,
-                          "total_seconds": ev.total_seconds}
+                          "total_seconds": ev.total_seconds, "drafted_tokens": ev.drafted_tokens,
+                          "accepted_tokens": ev.accepted_tokens, "image_tiles": ev.image_tiles}
+            message = None
+            if ev.message_json_length:
+                message = json.loads(ctypes.string_at(ev.message_json, ev.message_json_length).decode("utf-8", "replace"))
             if reason == "error":
                 self.close()
                 raise LfmError(_capi.ERR_INTERNAL, (ev.error or b"").decode("utf-8", "replace"))
             self.output = CompletionOutput(self._index, "".join(self._text), self._ids,
                                            self._lps if self._want_logprobs else None, reason,
-                                           (ev.stop or b"").decode() or None)
+                                           (ev.stop or b"").decode() or None, self._tops or None, message)
         self.close()
 
     def result(self) -> CompletionOutput:
@@ -173,14 +223,20 @@ class Stream:
             pass
 
 
+ImageType = Union[str, "os.PathLike[str]", bytes]
+
+
 class LLM:
     """A model and an engine running it. `model`: a Hugging Face folder, a .gguf file or a Hub
     reference. Options: threads, device ("cpu", "cuda", "auto"), mmproj, ctx_size, parallel,
-    kv_type, prefix_cache, batch_tokens, kv_memory_bytes."""
+    kv_type, prefix_cache, batch_tokens, kv_memory_bytes; draft_model (speculative decoding: a
+    smaller model with the same tokenizer, for SamplingParams(drafter="model")) and draft_tokens
+    (the room for drafts per step)."""
 
     def __init__(self, model: str, *, threads: int = 0, device: str = "cpu", mmproj: Optional[str] = None,
                  ctx_size: int = 4096, parallel: int = 4, kv_type: str = "auto", prefix_cache: bool = True,
-                 batch_tokens: int = 512, kv_memory_bytes: int = 0):
+                 batch_tokens: int = 512, kv_memory_bytes: int = 0, draft_model: Optional[str] = None,
+                 draft_tokens: int = 8):
         lib = _library()
         self._model = ctypes.c_void_p()
         self._engine = ctypes.c_void_p()
@@ -193,6 +249,8 @@ class LLM:
         _check(lib.lfm_engine_options_init(ctypes.byref(eo)))
         eo.ctx_size, eo.parallel, eo.kv_type = ctx_size, parallel, kv_type.encode()
         eo.prefix_cache, eo.batch_tokens, eo.kv_memory_bytes = int(prefix_cache), batch_tokens, kv_memory_bytes
+        eo.draft_model = str(draft_model).encode() if draft_model else None
+        eo.draft_tokens = draft_tokens
         try:
             _check(lib.lfm_engine_create(self._model, ctypes.byref(eo), ctypes.byref(self._engine)))
         except LfmError:
@@ -203,6 +261,8 @@ class LLM:
         _check(lib.lfm_model_get_info(self._model, ctypes.byref(info)))
         self.vocab_size = info.vocab_size
         self.has_tokenizer = bool(info.has_tokenizer)
+        self.has_vision = bool(info.has_vision)
+        self.image_token = info.image_token if info.image_token >= 0 else None
         self._next_id = 0
 
     # ---- text -----------------------------------------------------------------------------
@@ -225,14 +285,18 @@ class LLM:
 
     def stream(self, prompt: PromptType = None, sampling_params: Optional[SamplingParams] = None, *,
                messages: Optional[Sequence[Mapping[str, Any]]] = None,
-               tools: Optional[Sequence[Mapping[str, Any]]] = None) -> Stream:
+               tools: Optional[Sequence[Mapping[str, Any]]] = None, tool_choice: Optional[str] = None,
+               images: Optional[Sequence[ImageType]] = None) -> Stream:
         """Submits one request (a prompt, or chat `messages`) and returns its Stream."""
-        return self._submit(prompt, messages, tools, sampling_params or SamplingParams(), 0)
+        return self._submit(prompt, messages, tools, sampling_params or SamplingParams(), 0, tool_choice, images)
 
     def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
                  sampling_params: Optional[SamplingParams] = None) -> list[RequestOutput]:
         """Prompts: a string, token ids, {"prompt_token_ids": [...]} / {"prompt": "..."}, or a
-        list of them. All are submitted at once and run batched."""
+        list of them. All are submitted at once and run batched. An LFM2-VL model takes images as
+        vLLM's {"prompt": ..., "multi_modal_data": {"image": IMAGE or [IMAGE, ...]}}, an image a
+        path or the encoded bytes (JPEG, PNG, WebP), standing where the prompt has "<image>" (or
+        the image token id, LLM.image_token) once per image."""
         single = isinstance(prompts, (str, Mapping)) or (
             isinstance(prompts, Sequence) and len(prompts) > 0 and isinstance(prompts[0], int))
         items = [prompts] if single else list(prompts)
@@ -242,11 +306,16 @@ class LLM:
 
     def chat(self, messages: Union[Sequence[Mapping[str, Any]], Sequence[Sequence[Mapping[str, Any]]]],
              sampling_params: Optional[SamplingParams] = None,
-             tools: Optional[Sequence[Mapping[str, Any]]] = None) -> list[RequestOutput]:
-        """One conversation (a list of messages) or several, through the model's chat template."""
+             tools: Optional[Sequence[Mapping[str, Any]]] = None, *, tool_choice: Optional[str] = None,
+             images: Optional[Sequence[ImageType]] = None) -> list[RequestOutput]:
+        """One conversation (a list of messages) or several, through the model's chat template.
+        Each output's `message` is the reply parsed (content, reasoning_content, tool_calls).
+        tool_choice: "auto", "none", "required" or a function's name. Images: user messages'
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}} parts, or
+        {"type": "image"} parts taking `images` (paths or bytes) in order."""
         convs = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
         params = sampling_params or SamplingParams()
-        streams = [self._submit(None, c, tools, params, 0) for c in convs]
+        streams = [self._submit(None, c, tools, params, 0, tool_choice, images) for c in convs]
         return [self._finish(s, None) for s in streams]
 
     def stats(self) -> dict[str, int]:
@@ -278,7 +347,8 @@ class LLM:
 
     # ---- internals ------------------------------------------------------------------------
 
-    def _submit(self, prompt: PromptType, messages, tools, params: SamplingParams, index: int) -> Stream:
+    def _submit(self, prompt: PromptType, messages, tools, params: SamplingParams, index: int,
+                tool_choice: Optional[str] = None, images: Optional[Sequence[ImageType]] = None) -> Stream:
         if not self._engine:
             raise LfmError(_capi.ERR_INVALID_ARGUMENT, "the LLM is closed")
         p = _capi.Prompt()
@@ -287,8 +357,12 @@ class LLM:
         if messages is not None:
             p.messages_json = json.dumps(list(messages)).encode()
             p.tools_json = json.dumps(list(tools)).encode() if tools else None
+            p.tool_choice = tool_choice.encode() if tool_choice else None
         else:
             if isinstance(prompt, Mapping):
+                media = prompt.get("multi_modal_data") or {}
+                if media.get("image") is not None:
+                    images = media["image"] if isinstance(media["image"], (list, tuple)) else [media["image"]]
                 prompt = prompt["prompt_token_ids"] if "prompt_token_ids" in prompt else prompt["prompt"]
             if isinstance(prompt, str):
                 p.text = prompt.encode()
@@ -296,16 +370,38 @@ class LLM:
                 ids = (ctypes.c_int32 * max(1, len(prompt)))(*prompt)
                 keep.append(ids)
                 p.ids, p.n_ids = ctypes.cast(ids, _capi.c_int32_p), len(prompt)
+        if images:
+            self._attach_images(p, list(images), keep)
         c, strings = params._to_c()
         handle = ctypes.c_void_p()
         _check(_library().lfm_request_submit(self._engine, ctypes.byref(p), ctypes.byref(c), ctypes.byref(handle)))
         return Stream(handle, index, params.logprobs is not None)
 
+    @staticmethod
+    def _attach_images(p: _capi.Prompt, images: list[ImageType], keep: list[Any]) -> None:
+        """Each image a path (image_paths) or bytes (image_data); the arrays held in `keep`."""
+        n = len(images)
+        paths = (ctypes.c_char_p * n)()
+        data = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_size_t * n)()
+        for i, im in enumerate(images):
+            if isinstance(im, (bytes, bytearray, memoryview)):
+                buf = ctypes.create_string_buffer(bytes(im), len(im))
+                keep.append(buf)
+                data[i], sizes[i] = ctypes.cast(buf, ctypes.c_void_p), len(im)
+            else:
+                paths[i] = os.fsencode(im)
+        keep += [paths, data, sizes]
+        p.n_images = n
+        p.image_paths = ctypes.cast(paths, ctypes.POINTER(ctypes.c_char_p))
+        p.image_data = ctypes.cast(data, ctypes.POINTER(ctypes.c_void_p))
+        p.image_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_size_t))
+
     def _finish(self, s: Stream, prompt: PromptType) -> RequestOutput:
         out = s.result()
         self._next_id += 1
         if isinstance(prompt, Mapping):
-            prompt = prompt.get("prompt_token_ids", prompt.get("prompt"))
+            prompt = prompt["prompt_token_ids"] if "prompt_token_ids" in prompt else prompt.get("prompt")
         text = prompt if isinstance(prompt, str) else None
         ids = list(prompt) if prompt is not None and not isinstance(prompt, str) else None
         return RequestOutput(str(self._next_id - 1), text, ids, [out], True, s.usage)

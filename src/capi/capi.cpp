@@ -71,13 +71,6 @@ const Tokenizer& tokenizer_of(const lfm_model_state& s) {
   return *s.tokenizer;
 }
 
-nlohmann::ordered_json parse_json(const char* text, const char* what, bool array) {
-  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(LFM_ERR_INVALID_ARGUMENT, std::string(what) + ": not valid JSON");
-  if (array && !j.is_array()) fail(LFM_ERR_INVALID_ARGUMENT, std::string(what) + ": expected a JSON array");
-  return j;
-}
-
 // Copies ids or text out under the size-query convention of lfm.h.
 void copy_ids(const std::vector<int32_t>& ids, int32_t* out, size_t capacity, size_t* n) {
   require(n != nullptr, "the count output pointer is NULL");
@@ -104,16 +97,34 @@ std::optional<std::string> opt_str(const std::string& s) {
 
 }  // namespace
 
-ChatTurn chat_turn(const lfm_model_state& s, const char* messages_json, const char* tools_json) {
-  require(messages_json != nullptr, "chat: messages_json is NULL");
-  tokenizer_of(s);
-  ChatTurnInput in;
-  in.messages = parse_json(messages_json, "chat: messages_json", true);
-  if (tools_json) in.tools = parse_json(tools_json, "chat: tools_json", true);
-  return s.chat->build(in);
+nlohmann::ordered_json parse_json(const char* text, const char* what, bool array) {
+  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(LFM_ERR_INVALID_ARGUMENT, std::string(what) + ": not valid JSON");
+  if (array && !j.is_array()) fail(LFM_ERR_INVALID_ARGUMENT, std::string(what) + ": expected a JSON array");
+  return j;
 }
 
 const Tokenizer& model_tokenizer(const lfm_model_state& s) { return tokenizer_of(s); }
+
+namespace {
+
+// The model's vision side (load_image_prompt_setup), or why it takes no images.
+void load_image_setup(lfm_model_state& s, const std::string& local) {
+  if (!s.model->vision()) {
+    s.image_error = "the model has no vision tower (images need an LFM2-VL model: a checkpoint folder, or a .gguf "
+                    "language model with lfm_model_options.mmproj)";
+  } else if (!s.tokenizer) {
+    s.image_error = "the model has a vision tower but no tokenizer: images cannot be laid out (" + s.tokenizer_error + ")";
+  } else {
+    try {
+      s.image_setup = std::make_shared<const ImagePromptSetup>(load_image_prompt_setup(local, *s.model, *s.tokenizer));
+    } catch (const Error& e) {
+      s.image_error = std::string("the model cannot take images: ") + e.what();
+    }
+  }
+}
+
+}  // namespace
 
 }  // namespace lfm::capi
 
@@ -168,6 +179,7 @@ lfm_status lfm_model_load(const char* path, const lfm_model_options* options, lf
     load.bf16_activations = o.bf16_activations != 0;
     if (o.mmproj) load.mmproj = o.mmproj;
     s->model = load_model(local, load);
+    s->bf16_activations = load.bf16_activations;
     try {
       s->tokenizer = load_tokenizer(local);
     } catch (const std::exception& e) {
@@ -178,7 +190,11 @@ lfm_status lfm_model_load(const char* path, const lfm_model_options* options, lf
       if (!t.chat_template().empty())
         s->chat_template = std::make_unique<ChatTemplate>(t.chat_template(), capi::opt_str(t.bos_token()),
                                                           capi::opt_str(t.eos_token()), capi::opt_str(t.pad_token()));
-      s->chat = std::make_unique<ChatTurnBuilder>(t);
+    }
+    capi::load_image_setup(*s, local);
+    if (s->tokenizer) {
+      s->chat = std::make_unique<ChatTurnBuilder>(*s->tokenizer, s->image_setup);
+      s->chat_text = std::make_unique<ChatTurnBuilder>(*s->tokenizer);
     }
     *out = new lfm_model{std::move(s)};
   });
@@ -202,6 +218,8 @@ lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out) {
     i.has_chat_template = s.chat_template != nullptr;
     i.bos_token = s.tokenizer ? s.tokenizer->bos_id() : -1;
     i.eos_token = s.tokenizer ? s.tokenizer->eos_id() : (c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0]);
+    i.has_vision = s.image_setup != nullptr;
+    i.image_token = s.image_setup ? s.image_setup->image_token_id : -1;
     lfm::capi::write_struct(out, i, "lfm_model_info");
   });
 }
@@ -232,9 +250,8 @@ lfm_status lfm_apply_chat_template(const lfm_model* model, const char* messages_
     require(messages_json != nullptr, "lfm_apply_chat_template: messages_json is NULL");
     model_tokenizer(s);
     if (!s.chat_template) fail(LFM_ERR_UNSUPPORTED, "model ships no chat template");
-    const auto messages = parse_json(messages_json, "messages_json", true);
-    const auto tools = tools_json ? parse_json(tools_json, "tools_json", true) : nlohmann::ordered_json();
-    copy_text(s.chat_template->render(messages, tools, true), text, capacity, length);
+    const lfm::ChatTurnInput in = chat_input(s, messages_json, tools_json, nullptr, nullptr);
+    copy_text(s.chat_template->render(in.messages, in.tools, true), text, capacity, length);
   });
 }
 
@@ -242,7 +259,9 @@ lfm_status lfm_chat_tokens(const lfm_model* model, const char* messages_json, co
                            size_t capacity, size_t* n_ids) {
   using namespace lfm::capi;
   return guard(LFM_ERR_INVALID_ARGUMENT, [&] {
-    copy_ids(chat_turn(model_state(model), messages_json, tools_json).prompt, ids, capacity, n_ids);
+    const auto& s = model_state(model);
+    copy_ids(chat_turn(s, chat_input(s, messages_json, tools_json, nullptr, nullptr), false).prompt, ids, capacity,
+             n_ids);
   });
 }
 

@@ -5,13 +5,18 @@
 
 #include <cstring>
 #include <exception>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
+#include "chat/output_parser.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/chat_turn.h"
+#include "engine/engine.h"
+#include "engine/image_prompt.h"
 #include "kernels/backend.h"
 #include <lfm/lfm.h>
 #include "model/model.h"
@@ -19,7 +24,10 @@
 
 namespace lfm {
 class ChatTemplate;
+namespace grammar {
+class TokenGrammar;
 }
+}  // namespace lfm
 
 // One loaded model: what runs it and what reads its text. Shared with the engines made on it.
 struct lfm_model_state {
@@ -29,12 +37,40 @@ struct lfm_model_state {
   std::unique_ptr<lfm::Tokenizer> tokenizer;    // null when the model ships none
   std::string tokenizer_error;                  // why there is none
   std::unique_ptr<lfm::ChatTemplate> chat_template;   // null without one
-  std::unique_ptr<lfm::ChatTurnBuilder> chat;  // with a tokenizer
+  // The vision side (LFM2-VL with a tokenizer); null: images are refused with image_error.
+  std::shared_ptr<const lfm::ImagePromptSetup> image_setup;
+  std::string image_error;
+  std::unique_ptr<lfm::ChatTurnBuilder> chat;       // with a tokenizer; lays out images
+  std::unique_ptr<lfm::ChatTurnBuilder> chat_text;  // the same, leaving each image token as it is
+  bool bf16_activations = false;                    // as loaded (a draft model is loaded alike)
   ~lfm_model_state();
 };
 
 struct lfm_model {
   std::shared_ptr<lfm_model_state> state;
+};
+
+struct lfm_engine {
+  std::shared_ptr<lfm_model_state> model;  // outlives the engine
+  std::unique_ptr<lfm::Model> draft;       // the draft model (on the model's backend), or null
+  std::unique_ptr<lfm::Engine> engine;     // destroyed first: it uses both
+  // Compiled grammars by their GBNF text, most recently used first: a schema used again keeps
+  // its mask cache (as lfm serve's GrammarCache).
+  std::mutex grammar_mu;
+  std::list<std::pair<std::string, std::shared_ptr<const lfm::grammar::TokenGrammar>>> grammars;
+};
+
+struct lfm_request {
+  std::shared_ptr<lfm::RequestStream> stream;
+  std::mutex mu;      // one reader at a time; the strings of the last event
+  lfm::Event last;    // what the last lfm_event's pointers point into
+  bool done = false;  // the DONE event was read
+  // Chat requests: the reply parsed as it streams; the assistant message at DONE.
+  std::unique_ptr<lfm::chat::StreamingOutputParser> parser;
+  lfm::chat::ParsedOutput parsed;
+  std::string message_json;
+  std::vector<int32_t> top_ids;  // the last event's alternatives, as lfm_event points at them
+  std::vector<float> top_lps;
 };
 
 namespace lfm::capi {
@@ -91,7 +127,33 @@ void write_struct(T* out, const T& full, const char* name) {
 const lfm_model_state& model_state(const lfm_model* m);
 // The model's tokenizer (LFM_ERR_UNSUPPORTED when it has none).
 const Tokenizer& model_tokenizer(const lfm_model_state& s);
-// A chat turn over JSON messages and tools (tools_json may be NULL).
-ChatTurn chat_turn(const lfm_model_state& s, const char* messages_json, const char* tools_json);
+// `text` parsed as JSON (LFM_ERR_INVALID_ARGUMENT naming `what` when it is not; `array`: it must
+// be an array).
+nlohmann::ordered_json parse_json(const char* text, const char* what, bool array);
+
+// Chat (capi_chat.cpp). The turn's input from JSON messages and tools (tools_json may be NULL),
+// tool_choice (NULL: auto) and the prompt's images: image parts become {"type": "image"} and,
+// with `images` (else they are left out), their images in order: data URIs decoded, the others
+// taken from `images` in turn (all of which must be used).
+ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, const char* tools_json,
+                         const char* tool_choice, std::vector<image::Image>* images);
+// A chat turn over JSON messages and tools, images laid out (`laid_out`) or each left as the
+// image token once.
+ChatTurn chat_turn(const lfm_model_state& s, const ChatTurnInput& in, bool laid_out);
+// The chat reply's parser (the turn's options, the forced prefix fed) for a request's stream.
+void start_chat_parser(lfm_request& r, const ChatTurn& turn);
+// Feeds one event's text to the request's parser; at DONE, writes r.message_json.
+void parse_chat_event(lfm_request& r);
+
+// Images (capi_images.cpp): the prompt's images decoded, in order (LFM_ERR_UNSUPPORTED when the
+// model takes none, LFM_ERR_INVALID_ARGUMENT naming an image that cannot be read or decoded).
+std::vector<image::Image> prompt_images(const lfm_model_state& s, const lfm_prompt& p);
+// The model's vision side (LFM_ERR_UNSUPPORTED saying why when it has none).
+const ImagePromptSetup& image_setup(const lfm_model_state& s);
+// The image behind a chat image part's URL: a data:image/...;base64 URI (`where` names the part).
+image::Image image_from_data_uri(const std::string& url, const std::string& where);
+
+// Structured output (capi_structured.cpp): the compiled grammar the params ask for, or null.
+std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp);
 
 }  // namespace lfm::capi

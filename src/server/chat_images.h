@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base64.h"
 #include "image/image.h"
 
 namespace lfm::server {
@@ -31,9 +32,7 @@ struct ImagePart {
   std::string param;
 };
 
-// RFC 4648 base64, strictly: the standard alphabet, '=' padding to a multiple of 4 characters,
-// no whitespace, zero unused bits. nullopt for anything else.
-std::optional<std::vector<uint8_t>> decode_base64(std::string_view s);
+// decode_base64 (strict RFC 4648): core/base64.h.
 
 // The decoded image behind `url`. Throws ApiError(400, …, param) for a URL it will not or cannot
 // use: bad base64, a media type other than an image, an image over max_image_bytes or the decode

@@ -2,6 +2,7 @@
 """Checks of liblfm that run programs (registered with ctest by tests/capi/CMakeLists.txt).
 
   capi_checks.py greedy GREEDY_EXE FIXTURE     greedy's tokens are reference.json's greedy.runs[0]
+                                               (also with --draft ngram and --draft FIXTURE)
   capi_checks.py exports LIBLFM_SO             `nm -D --defined-only` lists only lfm_* symbols
   capi_checks.py install BUILD_DIR SOURCE_DIR FIXTURE
       `cmake --install` into a temporary prefix; the examples configured there with
@@ -21,14 +22,17 @@ def reference_tokens(fixture):
 
 
 def check_greedy(exe, fixture):
+    """The reference's tokens, also with speculative decoding (prompt lookup, and the fixture
+    drafting for itself)."""
     prompt, expected = reference_tokens(fixture)
-    out = subprocess.run([exe, fixture, str(len(expected))] + [str(i) for i in prompt],
-                         check=True, capture_output=True, text=True).stdout
-    got = [int(t) for t in out.split()]
-    if got != expected:
-        print(f"greedy: got {got}\n     expected {expected}")
-        return 1
-    print(f"greedy: {len(got)} tokens match the reference")
+    for draft in ([], ["--draft", "ngram"], ["--draft", fixture]):
+        out = subprocess.run([exe] + draft + [fixture, str(len(expected))] + [str(i) for i in prompt],
+                             check=True, capture_output=True, text=True).stdout
+        got = [int(t) for t in out.split()]
+        if got != expected:
+            print(f"greedy {' '.join(draft)}: got {got}\n     expected {expected}")
+            return 1
+        print(f"greedy {' '.join(draft)}: {len(got)} tokens match the reference")
     return 0
 
 

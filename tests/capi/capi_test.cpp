@@ -6,76 +6,16 @@
 
 #include <cstddef>
 #include <cstring>
-#include <filesystem>
-#include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "capi_test_util.h"
+
 namespace {
 
-const std::string kData = LFM_TEST_DATA;
-const std::string kFixture = kData + "/hf/lfm2_c_layertypes_untied_convbias_f32";  // no tokenizer
-
-// A model with a tokenizer and LFM2-350M's chat template (tools included): the LFM2-VL fixture's
-// files, linked into a temporary folder, with that template in place of its own.
-std::string text_model() {
-  namespace fs = std::filesystem;
-  static const std::string dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("lfm_capi_text_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    const fs::path src = kData + "/hf_vl/lfm2vl_a_tied_ln";
-    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                          "preprocessor_config.json", "processor_config.json"})
-      if (!fs::exists(d / f)) fs::create_symlink(src / f, d / f);
-    fs::copy_file(kData + "/assets/lfm2/LFM2-350M/chat_template.jinja", d / "chat_template.jinja",
-                  fs::copy_options::overwrite_existing);
-    return d.string();
-  }();
-  return dir;
-}
-struct RemoveTextModel {
-  ~RemoveTextModel() {
-    std::error_code ec;
-    std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("lfm_capi_text_" + std::to_string(::getpid())), ec);
-  }
-} remove_text_model;
-
-struct Model {
-  lfm_model* m = nullptr;
-  explicit Model(const std::string& path) {
-    EXPECT_EQ(lfm_model_load(path.c_str(), nullptr, &m), LFM_OK) << lfm_last_error();
-  }
-  ~Model() { lfm_model_free(m); }
-};
-
-struct Engine {
-  lfm_engine* e = nullptr;
-  explicit Engine(lfm_model* m, int parallel = 2) {
-    lfm_engine_options o;
-    lfm_engine_options_init(&o);
-    o.ctx_size = 512;
-    o.parallel = parallel;
-    EXPECT_EQ(lfm_engine_create(m, &o, &e), LFM_OK) << lfm_last_error();
-  }
-  ~Engine() { lfm_engine_free(e); }
-};
-
-lfm_request* submit_ids(lfm_engine* e, const std::vector<int32_t>& ids, int64_t max_tokens) {
-  lfm_prompt p;
-  lfm_prompt_init(&p);
-  p.ids = ids.data();
-  p.n_ids = ids.size();
-  lfm_sampling_params sp;
-  lfm_sampling_params_init(&sp);
-  sp.max_tokens = max_tokens;
-  sp.ignore_eos = 1;
-  sp.logprobs = 1;
-  lfm_request* r = nullptr;
-  EXPECT_EQ(lfm_request_submit(e, &p, &sp, &r), LFM_OK) << lfm_last_error();
-  return r;
-}
+using namespace lfm_capi_test;
 
 std::string chat_json() {
   return R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the weather?"}])";

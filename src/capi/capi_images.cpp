@@ -1,0 +1,92 @@
+// The C API's images (LFM2-VL): a prompt's files and in-memory bytes, and a chat image part's data
+// URI, decoded as `lfm generate --image` and lfm serve's image_url parts decode them.
+#include <algorithm>
+#include <cctype>
+#include <span>
+
+#include "capi/capi_internal.h"
+#include "core/base64.h"
+
+using lfm::capi::fail;
+using lfm::capi::require;
+
+namespace lfm::capi {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// At most 100 bytes of what the caller gave, for a message.
+std::string shown(std::string_view s) { return s.size() <= 100 ? std::string(s) : std::string(s.substr(0, 100)) + "..."; }
+
+}  // namespace
+
+const ImagePromptSetup& image_setup(const lfm_model_state& s) {
+  if (!s.image_setup) fail(LFM_ERR_UNSUPPORTED, "images: " + s.image_error);
+  return *s.image_setup;
+}
+
+std::vector<image::Image> prompt_images(const lfm_model_state& s, const lfm_prompt& p) {
+  std::vector<image::Image> out;
+  if (p.n_images == 0) return out;
+  image_setup(s);
+  require(p.image_paths != nullptr || p.image_data != nullptr,
+          "lfm_prompt: n_images is set but image_paths and image_data are both NULL");
+  for (size_t i = 0; i < p.n_images; ++i) {
+    const std::string which = "lfm_prompt: image " + std::to_string(i);
+    if (p.image_paths && p.image_paths[i]) {
+      try {
+        out.push_back(image::load_image_file(p.image_paths[i]));
+      } catch (const Error& e) {
+        fail(LFM_ERR_INVALID_ARGUMENT, which + " ('" + p.image_paths[i] + "'): " + e.what());
+      }
+      continue;
+    }
+    if (!p.image_data || !p.image_data[i] || !p.image_sizes)
+      fail(LFM_ERR_INVALID_ARGUMENT, which + " has neither a path (image_paths) nor bytes (image_data, image_sizes)");
+    try {
+      out.push_back(image::decode_image(
+          std::span<const uint8_t>(static_cast<const uint8_t*>(p.image_data[i]), p.image_sizes[i])));
+    } catch (const Error& e) {
+      fail(LFM_ERR_INVALID_ARGUMENT, which + " (" + std::to_string(p.image_sizes[i]) + " bytes in memory): " + e.what());
+    }
+  }
+  return out;
+}
+
+image::Image image_from_data_uri(const std::string& url, const std::string& where) {
+  const std::string head = lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
+  if (head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0)
+    fail(LFM_ERR_INVALID_ARGUMENT, where + ": '" + shown(url) + "' is a remote URL; images are not fetched (send the "
+                                               "bytes as a data:image/png;base64,... URI, or in lfm_prompt.image_data)");
+  if (head.rfind("data:", 0) != 0)
+    fail(LFM_ERR_INVALID_ARGUMENT, where + ": '" + shown(url) + "' is not a data: URI; a message's image part reads "
+                                               "only data:image/...;base64 URIs (give files in lfm_prompt.image_paths "
+                                               "and a {\"type\": \"image\"} part where each goes)");
+  const std::string_view rest = std::string_view(url).substr(5);
+  const size_t comma = rest.find(',');
+  if (comma == std::string_view::npos) fail(LFM_ERR_INVALID_ARGUMENT, where + ": a data URI without the ',' before its data");
+  const std::string meta = lower(rest.substr(0, comma));
+  const std::string_view data = rest.substr(comma + 1);
+  const size_t semi = meta.find(';');
+  const std::string media = meta.substr(0, semi);
+  if (media != "image/png" && media != "image/jpeg" && media != "image/jpg" && media != "image/webp")
+    fail(LFM_ERR_INVALID_ARGUMENT, where + ": a data URI of media type '" + shown(media) +
+                                       "'; images are image/png, image/jpeg or image/webp");
+  if (semi == std::string::npos || meta.substr(meta.rfind(';') + 1) != "base64")
+    fail(LFM_ERR_INVALID_ARGUMENT, where + ": the data URI must be base64-encoded: data:" + media + ";base64,...");
+  const std::optional<std::vector<uint8_t>> bytes = decode_base64(data);
+  if (!bytes) fail(LFM_ERR_INVALID_ARGUMENT, where + ": the data URI holds invalid base64 (RFC 4648, '=' padding, no "
+                                                     "whitespace)");
+  try {
+    return image::decode_image(*bytes);
+  } catch (const Error& e) {
+    fail(LFM_ERR_INVALID_ARGUMENT, where + ": not an image that can be used: " + e.what());
+  }
+}
+
+}  // namespace lfm::capi

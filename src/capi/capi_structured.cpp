@@ -1,0 +1,78 @@
+// The C API's structured output: the sampling params' json_schema / json_object / grammar / regex
+// turned into GBNF by the converters lfm serve's response_format uses (grammar/json_schema.h,
+// grammar/regex_to_gbnf.h), compiled for the engine (Engine::compile_grammar) and kept by their
+// text, so a schema used again keeps its mask cache.
+#include "capi/capi_internal.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex_to_gbnf.h"
+#include "grammar/token_grammar.h"
+
+using lfm::capi::fail;
+using lfm::capi::require;
+
+namespace lfm::capi {
+
+namespace {
+
+constexpr size_t kGrammarCacheSize = 32;
+
+// The converter's result, or LFM_ERR_INVALID_ARGUMENT naming the field and the problem.
+template <class F>
+std::string converted(const char* field, F&& convert) {
+  try {
+    return convert();
+  } catch (const Error& e) {
+    fail(LFM_ERR_INVALID_ARGUMENT, std::string("lfm_sampling_params.") + field + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp) {
+  const int given = (sp.json_schema != nullptr) + (sp.json_object != 0) + (sp.grammar != nullptr) + (sp.regex != nullptr);
+  if (given == 0) return nullptr;
+  require(given == 1, "lfm_sampling_params: at most one of json_schema, json_object, grammar and regex may be set");
+  if (!e.model->tokenizer)
+    fail(LFM_ERR_UNSUPPORTED, "structured output needs the model's tokenizer: " + e.model->tokenizer_error);
+  const char* field = sp.json_schema ? "json_schema" : sp.json_object ? "json_object" : sp.grammar ? "grammar" : "regex";
+  std::string gbnf;
+  grammar::JsonSchemaOptions opt;
+  opt.strict = sp.schema_strict != 0;
+  opt.any_whitespace = sp.schema_whitespace != 0;
+  if (sp.json_schema) {
+    nlohmann::ordered_json schema;  // ordered: properties keep the schema's order
+    try {
+      schema = nlohmann::ordered_json::parse(sp.json_schema);
+    } catch (const nlohmann::json::exception& x) {
+      fail(LFM_ERR_INVALID_ARGUMENT, std::string("lfm_sampling_params.json_schema: not valid JSON: ") + x.what());
+    }
+    gbnf = converted(field, [&] { return grammar::json_schema_to_gbnf(schema, opt); });
+  } else if (sp.json_object) {
+    gbnf = grammar::any_json_gbnf(opt.any_whitespace);
+  } else if (sp.grammar) {
+    gbnf = sp.grammar;
+  } else {
+    gbnf = converted(field, [&] { return grammar::regex_to_gbnf(sp.regex); });
+  }
+  {
+    std::lock_guard lock(e.grammar_mu);
+    for (auto it = e.grammars.begin(); it != e.grammars.end(); ++it)
+      if (it->first == gbnf) {
+        e.grammars.splice(e.grammars.begin(), e.grammars, it);
+        return it->second;
+      }
+  }
+  std::shared_ptr<const grammar::TokenGrammar> tg;
+  try {
+    tg = e.engine->compile_grammar(grammar::parse_gbnf(gbnf));
+  } catch (const Error& x) {
+    fail(LFM_ERR_INVALID_ARGUMENT, std::string("lfm_sampling_params.") + field + ": " + x.what());
+  }
+  std::lock_guard lock(e.grammar_mu);
+  e.grammars.emplace_front(std::move(gbnf), tg);
+  if (e.grammars.size() > kGrammarCacheSize) e.grammars.pop_back();
+  return tg;
+}
+
+}  // namespace lfm::capi
