@@ -437,6 +437,50 @@ void EngineTest::check_second_turn(DType type) {
   }
 }
 
+// Four requests with one 51-token prompt submitted at once (n candidates, or users sharing a
+// system prompt): the first prefills it, the others wait for its 3 whole blocks to be cached and
+// compute only the rest; a request with another prompt does not wait. Outputs as alone.
+TEST_P(EngineTest, RequestsSharingAPromptPrefillItOnce) {
+  std::vector<int32_t> prompt = prompts_[7];
+  prompt.insert(prompt.end(), prompts_[6].begin(), prompts_[6].end());
+  const int64_t P = static_cast<int64_t>(prompt.size()), blocks = (P - 1) / 16 * 16;
+  ASSERT_EQ(P, 51);
+  EngineOptions o = options(8);
+  o.state.ctx_size = 128;
+  o.prefill_chunk = 0;  // prompts fill the step: nothing stops the copies from running together
+  Engine cold(*model_, *backend_, nullptr, o);
+  const Result want = collect(*cold.submit(test::greedy_request(prompt, 8)));
+  const Result other_alone = collect(*cold.submit(greedy(9)));
+
+  Engine warm(*model_, *backend_, nullptr, o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(warm.submit(test::greedy_request(prompt, 8)));
+  auto other = warm.submit(greedy(9));
+  int64_t cached = 0;
+  for (auto& s : streams) {
+    const Result r = collect(*s);
+    EXPECT_EQ(r.tokens, want.tokens);
+    cached += r.usage.cached_tokens;
+  }
+  const Result o2 = collect(*other);
+  EXPECT_EQ(o2.tokens, other_alone.tokens);
+  EXPECT_EQ(o2.usage.cached_tokens, 0);
+  EXPECT_EQ(cached, 3 * blocks) << "three copies should take the first one's whole blocks";
+  warm.wait_idle();
+  // Computed: the prompt once, its last partial block for each copy, the other prompt, and every
+  // generated token but each request's last.
+  const EngineStats st = warm.stats();
+  EXPECT_EQ(st.computed_tokens,
+            P + 3 * (P - blocks) + static_cast<int64_t>(prompts_[9].size()) + st.generated_tokens - 5);
+  expect_all_free(warm);
+
+  // Without the prefix cache they all compute it.
+  o.state.prefix_cache = false;
+  Engine plain(*model_, *backend_, nullptr, o);
+  for (int i = 0; i < 4; ++i) streams[static_cast<size_t>(i)] = plain.submit(test::greedy_request(prompt, 8));
+  for (auto& s : streams) EXPECT_EQ(collect(*s).tokens, want.tokens);
+}
+
 TEST_P(EngineTest, EvictedPrefixIsRecomputedCorrectly) {
   EngineOptions o = options(1);
   o.state.ctx_size = 64;

@@ -338,11 +338,19 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     budget -= n;
     if (!decode) prefill_left -= n;
   }
-  // Then waiting requests, first come first served, while slots, blocks and budget allow.
-  while (!preempted && std::min(budget, prefill_left) > 0 && !waiting_.empty() && cache_->can_open()) {
-    Active* a = waiting_.front().get();
+  // Then waiting requests, first come first served, while slots, blocks and budget allow. One
+  // whose prompt starts with blocks that a running request is prefilling now waits for them (they
+  // enter the prefix cache as they fill) rather than computing them beside it, so n candidates of
+  // one prompt, or users sharing a system prompt, prefill it once; those after it go ahead.
+  for (size_t w = 0; !preempted && std::min(budget, prefill_left) > 0 && w < waiting_.size() && cache_->can_open();) {
+    Active* a = waiting_[w].get();
+    const std::vector<int32_t> keys = prefix_keys(*a);
+    if (awaits_shared_prefill(keys)) {
+      ++w;
+      continue;
+    }
     Sequence* seq = cache_->open(opt_.state.ctx_size);
-    const int64_t reused = cache_->attach_prefix(*seq, prefix_keys(*a));
+    const int64_t reused = cache_->attach_prefix(*seq, keys);
     const int64_t n = std::min({static_cast<int64_t>(a->tokens.size()) - reused, budget, prefill_left});
     if (!cache_->reserve(*seq, n)) {
       cache_->close(seq);
@@ -360,14 +368,33 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
       a->usage.queue_seconds = seconds_between(a->submitted, Clock::now());
       totals_.cached_tokens += reused;
     }
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(waiting_[w]));
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     batch.push_back(a);
     counts.push_back(n);
     budget -= n;
     prefill_left -= n;
   }
   return !batch.empty();
+}
+
+bool Engine::awaits_shared_prefill(std::span<const int32_t> keys) const {
+  if (!opt_.state.prefix_cache) return false;
+  const int64_t bt = opt_.state.block_tokens;
+  // What it would take from the cache now (whole blocks, at least one token left to compute).
+  const int64_t cached = cache_->cached_prefix(keys);
+  const int64_t most = (static_cast<int64_t>(keys.size()) - 1) / bt * bt;
+  if (most <= cached) return false;
+  for (const auto& r : running_) {
+    if (r->decoding() || !r->seq) continue;
+    const std::vector<int32_t> rk = prefix_keys(*r);
+    const size_t lim = static_cast<size_t>(std::min<int64_t>(most, static_cast<int64_t>(rk.size())));
+    size_t common = 0;
+    while (common < lim && keys[common] == rk[common]) ++common;
+    const int64_t shared = static_cast<int64_t>(common) / bt * bt;  // whole blocks it will index
+    if (shared > cached && r->n_fed < shared) return true;
+  }
+  return false;
 }
 
 void Engine::preempt(Active* victim) {

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <list>
 #include <map>
 #include <thread>
@@ -156,6 +157,9 @@ class Engine {
   // batch); and an item's embedding rows and cache keys for its chunk.
   void prepare_images(Active& a);
   std::vector<int32_t> prefix_keys(const Active& a) const;
+  // Whether a waiting request with these keys should wait for a running request that is
+  // prefilling the same leading blocks (they will be in the prefix cache), not compute them too.
+  bool awaits_shared_prefill(std::span<const int32_t> keys) const;
   void encode_images(std::vector<Active*>& batch, std::vector<int64_t>& counts);
   void image_rows(const Active& a, int64_t from, int64_t n, std::vector<BatchItem::Embeddings>& rows,
                   std::vector<int32_t>& keys) const;
