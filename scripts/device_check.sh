@@ -75,6 +75,9 @@ if [ $? -ge 128 ] && [ -x devcarry/bin/lfm_tests ] && command -v cuda-gdb > /dev
     --gtest_filter='Fixtures/EngineTest.BatchedSubmissionsMatchRequestsAlone/2'
 fi
 
+say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of transformers, logits, engine greedy, staged encoding)"
+run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*cuda*'
+
 models=/tmp/lfm_device_models
 mkdir -p $models
 say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"

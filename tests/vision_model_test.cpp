@@ -7,6 +7,7 @@
 // recorded step wins its argmax by at least 5e-3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -23,6 +24,7 @@
 #include "model/vision_model.h"
 #include "engine_test_util.h"
 #include "model_test_util.h"
+#include "test_backends.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -87,10 +89,18 @@ struct VlCase {
 class VisionModelTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
-    const auto& [fixture, isa] = GetParam();
-    if (!isa_supported(parse_isa(isa))) GTEST_SKIP() << "CPU lacks " << isa;
-    backend_ = make_backend_for(parse_isa(isa), pool_);
-    model_ = load_model(vl_dir(fixture));
+    const auto& [fixture, backend] = GetParam();
+    if (backend == "fake-device" || backend == "cuda") {
+      // A backend whose memory the host may not read (every op checks it gets only backend
+      // memory: the vision path is device-neutral), or the GPU (skipped without one).
+      std::string why;
+      backend_ = test::make_named_backend(backend, pool_, load_, &why);
+      if (!backend_) GTEST_SKIP() << why;
+    } else {
+      if (!isa_supported(parse_isa(backend))) GTEST_SKIP() << "CPU lacks " << backend;
+      backend_ = make_backend_for(parse_isa(backend), pool_);
+    }
+    model_ = load_model(vl_dir(fixture), load_);
     ASSERT_NE(model_->vision(), nullptr);
     ref_ = test::read_json(vl_dir(fixture) + "/reference.json");
     tensors_ = std::make_unique<SafetensorsFile>(vl_dir(fixture) + "/reference.safetensors");
@@ -134,7 +144,8 @@ class VisionModelTest : public ::testing::TestWithParam<std::tuple<std::string, 
   }
 
   ThreadPool pool_{2};
-  std::unique_ptr<Backend> backend_;
+  LoadOptions load_;                  // the backend that prepares the weights, for the named ones
+  std::unique_ptr<Backend> backend_;  // outlives the models whose weights it prepared
   std::unique_ptr<Model> model_;
   json ref_;
   std::unique_ptr<SafetensorsFile> tensors_;
@@ -189,7 +200,7 @@ TEST_P(VisionModelTest, LogitsMatchTransformersWithImageEmbeddings) {
   plan.ctx_size = 256;
   plan.block_tokens = 16;
   plan.type = DType::F32;
-  auto cache = make_state_cache(*model_, plan);
+  auto cache = make_state_cache(*model_, plan, *backend_);
   Forward fwd(*model_, *backend_, *cache);
   for (const VlCase& c : cases_) {
     Sequence* seq = cache->open(plan.ctx_size);
@@ -240,7 +251,7 @@ TEST_P(VisionModelTest, TheGgufPairGivesTheSameLogits) {
     }
     gguf::write_mmproj_gguf(mmproj, vision->config, *vision->source, /*f32=*/true, "test");
   }
-  LoadOptions lo;
+  LoadOptions lo = load_;
   lo.mmproj = mmproj;
   auto pair = load_model(text, lo);
   ASSERT_NE(pair->vision(), nullptr);
@@ -248,7 +259,7 @@ TEST_P(VisionModelTest, TheGgufPairGivesTheSameLogits) {
   StatePlanOptions plan;
   plan.ctx_size = 256;
   plan.type = DType::F32;
-  auto cache = make_state_cache(*pair, plan);
+  auto cache = make_state_cache(*pair, plan, *backend_);
   Forward fwd(*pair, *backend_, *cache);
   for (const VlCase& c : cases_) {
     Sequence* seq = cache->open(plan.ctx_size);
@@ -409,11 +420,22 @@ TEST_P(VisionModelTest, ImageRequestsAreCheckedAtSubmit) {
   EXPECT_THROW(engine.submit(greedy_request(*c, truncated)), Error);
 }
 
+// Every CPU backend the build has, the fake device, and the GPU (skipped without one).
+std::vector<std::string> vision_backends() {
+  std::vector<std::string> out;
+  for (const auto& isa : test::all_isas()) out.push_back(isa);
+  out.push_back("fake-device");
+  out.push_back("cuda");
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Vl, VisionModelTest,
                          ::testing::Combine(::testing::Values("lfm2vl_a_tied_ln", "lfm2vl_b_untied_noln"),
-                                            ::testing::ValuesIn(test::all_isas())),
+                                            ::testing::ValuesIn(vision_backends())),
                          [](const auto& info) {
-                           return std::get<0>(info.param).substr(0, 8) + "_" + std::get<1>(info.param);
+                           std::string b = std::get<1>(info.param);
+                           std::replace(b.begin(), b.end(), '-', '_');
+                           return std::get<0>(info.param).substr(0, 8) + "_" + b;
                          });
 
 TEST(VisionModel, TextOnlyModelsHaveNoVisionTowerAndRefuseImages) {
