@@ -240,7 +240,9 @@ typedef struct lfm_prompt {
   const size_t* image_sizes;
   /* [2] Chat only: "auto" (NULL, default), "none" (tools are not offered), "required" (the reply
    * starts with a tool call) or a function's name in tools_json (a call to it), as OpenAI's
-   * tool_choice. */
+   * tool_choice. With "required", a named function, or a tool whose function has "strict": true,
+   * the calls' arguments are constrained to the parameters' JSON Schemas (as lfm serve does); a
+   * schema that cannot be used is refused (LFM_ERR_INVALID_ARGUMENT naming tools[i]...). */
   const char* tool_choice;
 } lfm_prompt;
 LFM_API lfm_status lfm_prompt_init(lfm_prompt* prompt);

@@ -153,7 +153,10 @@ const ImagePromptSetup& image_setup(const lfm_model_state& s);
 // The image behind a chat image part's URL: a data:image/...;base64 URI (`where` names the part).
 image::Image image_from_data_uri(const std::string& url, const std::string& where);
 
-// Structured output (capi_structured.cpp): the compiled grammar the params ask for, or null.
-std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp);
+// Structured output (capi_structured.cpp): the compiled grammar the params ask for, or null. With
+// `turn` (a chat request), strict tools and a required or named tool_choice constrain the tool
+// calls too (engine/tool_grammar.h).
+std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp,
+                                                             const ChatTurnInput* turn = nullptr);
 
 }  // namespace lfm::capi

@@ -179,10 +179,12 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     Request r;
     std::vector<image::Image> images = capi::prompt_images(ms, p);
     std::optional<ChatTurn> turn;
+    std::optional<ChatTurnInput> chat;
     if (p.n_ids > 0) r.prompt.assign(p.ids, p.ids + p.n_ids);
     if (p.text) r.prompt = capi::model_tokenizer(ms).encode(p.text, true);
     if (p.messages_json) {
-      turn = capi::chat_turn(ms, capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &images), true);
+      chat = capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &images);
+      turn = capi::chat_turn(ms, *chat, true);
       turn->apply(r);
     } else if (!images.empty()) {
       ImagePrompt laid = expand_images(r.prompt, images, capi::image_setup(ms));
@@ -199,7 +201,7 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     }
     if (!r.stop.empty()) capi::model_tokenizer(ms);  // stop strings are matched in text
     apply_drafter(r, sp, eng);
-    r.grammar = capi::request_grammar(*engine, sp);
+    r.grammar = capi::request_grammar(*engine, sp, chat ? &*chat : nullptr);
     r.jump_forward = sp.no_jump_forward == 0;
     auto req = std::make_unique<lfm_request>();
     req->stream = eng.submit(std::move(r));

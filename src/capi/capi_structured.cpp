@@ -3,6 +3,7 @@
 // grammar/regex_to_gbnf.h), compiled for the engine (Engine::compile_grammar) and kept by their
 // text, so a schema used again keeps its mask cache.
 #include "capi/capi_internal.h"
+#include "engine/tool_grammar.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
@@ -29,13 +30,15 @@ std::string converted(const char* field, F&& convert) {
 
 }  // namespace
 
-std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp) {
+namespace {
+
+// The GBNF of the params' json_schema / json_object / grammar / regex ("" for none); `field`: which.
+std::string content_gbnf(const lfm_sampling_params& sp, const char*& field) {
   const int given = (sp.json_schema != nullptr) + (sp.json_object != 0) + (sp.grammar != nullptr) + (sp.regex != nullptr);
-  if (given == 0) return nullptr;
+  field = "tools";
+  if (given == 0) return "";
   require(given == 1, "lfm_sampling_params: at most one of json_schema, json_object, grammar and regex may be set");
-  if (!e.model->tokenizer)
-    fail(LFM_ERR_UNSUPPORTED, "structured output needs the model's tokenizer: " + e.model->tokenizer_error);
-  const char* field = sp.json_schema ? "json_schema" : sp.json_object ? "json_object" : sp.grammar ? "grammar" : "regex";
+  field = sp.json_schema ? "json_schema" : sp.json_object ? "json_object" : sp.grammar ? "grammar" : "regex";
   std::string gbnf;
   grammar::JsonSchemaOptions opt;
   opt.strict = sp.schema_strict != 0;
@@ -54,6 +57,27 @@ std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, cons
     gbnf = sp.grammar;
   } else {
     gbnf = converted(field, [&] { return grammar::regex_to_gbnf(sp.regex); });
+  }
+  return gbnf;
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp,
+                                                             const ChatTurnInput* turn) {
+  const char* field = nullptr;
+  std::string gbnf = content_gbnf(sp, field);
+  const bool tools = turn && !turn->tools.is_null();
+  if (gbnf.empty() && !tools) return nullptr;
+  if (!e.model->tokenizer)
+    fail(LFM_ERR_UNSUPPORTED, "structured output needs the model's tokenizer: " + e.model->tokenizer_error);
+  if (tools) {
+    try {
+      gbnf = tool_call_grammar(turn->tools, turn->tool_choice, turn->named_tool, gbnf, *e.model->tokenizer);
+    } catch (const FieldError& x) {
+      fail(LFM_ERR_INVALID_ARGUMENT, std::string("tools_json: ") + x.what());
+    }
+    if (gbnf.empty()) return nullptr;
   }
   {
     std::lock_guard lock(e.grammar_mu);

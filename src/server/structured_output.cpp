@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "chat/output_parser.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/tool_grammar.h"
 #include "grammar/gbnf_compose.h"
 #include "grammar/gbnf_writer.h"
 #include "grammar/grammar.h"
@@ -29,72 +29,6 @@ std::string converted(const std::string& param, F&& convert) {
   } catch (const Error& e) {
     bad(param, std::string(param) + ": " + e.what());
   }
-}
-
-// The marker as a token element when the tokenizer has it as a token, else its text.
-std::string marker(const Tokenizer& tok, std::string_view text) {
-  return tok.token_to_id(text) ? std::string(text) : grammar::gbnf_literal(text);
-}
-
-// The JSON-schema document for one tool parameter: its schema with the parameters' $defs /
-// definitions alongside, so that its $refs resolve.
-ojson parameter_document(const ojson& params, const ojson& schema) {
-  ojson doc = schema.is_object() ? schema : ojson::object();
-  if (!schema.is_object() && schema.is_boolean()) return schema;
-  for (const char* k : {"$defs", "definitions"})
-    if (params.contains(k) && !doc.contains(k)) doc[k] = params[k];
-  return doc;
-}
-
-// Rules for tool i's call: call-i ::= "name(" args ")", the arguments in the parameters' order.
-// Returns the name of the rule for the arguments.
-std::string tool_rules(const ojson& tool, size_t i, bool strict, std::string& out) {
-  const ojson& f = tool["function"];
-  const std::string name = f["name"].get<std::string>();
-  const std::string param = "tools[" + std::to_string(i) + "].function.parameters";
-  const std::string t = "tool" + std::to_string(i) + "-";
-  const ojson params = f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : ojson::object();
-  std::vector<std::string> names;
-  std::vector<bool> required;
-  if (params.contains("properties")) {
-    if (!params["properties"].is_object()) bad(param + ".properties", param + ".properties must be an object");
-    std::vector<std::string> req;
-    if (params.contains("required") && params["required"].is_array())
-      for (const auto& r : params["required"])
-        if (r.is_string()) req.push_back(r.get<std::string>());
-    grammar::JsonSchemaOptions opt;
-    opt.strict = strict;
-    size_t j = 0;
-    for (const auto& item : params["properties"].items()) {
-      const std::string k = item.key();
-      const ojson& schema = item.value();  // (a structured binding cannot be captured by clang 14)
-      const std::string prefix = t + "a" + std::to_string(j) + "-";
-      const std::string gbnf = converted(param + ".properties." + k, [&] {
-        return grammar::json_schema_to_gbnf(parameter_document(params, schema), opt);
-      });
-      out += grammar::prefix_gbnf_rules(gbnf, prefix) + "\n";
-      out += t + "pair" + std::to_string(j) + " ::= " + grammar::gbnf_literal(k + "=") + " " + prefix + "root\n";
-      names.push_back(k);
-      required.push_back(std::find(req.begin(), req.end(), k) != req.end());
-      ++j;
-    }
-  }
-  // first-j: the arguments from j on, the first without a separator; more-j: each with ", ".
-  const size_t n = names.size();
-  for (size_t j = n + 1; j-- > 0;) {
-    const std::string js = std::to_string(j), next = std::to_string(j + 1);
-    if (j == n) {
-      out += t + "first" + js + " ::= \"\"\n" + t + "more" + js + " ::= \"\"\n";
-      continue;
-    }
-    const std::string pair = t + "pair" + js;
-    out += t + "more" + js + " ::= \", \" " + pair + " " + t + "more" + next +
-           (required[j] ? "" : " | " + t + "more" + next) + "\n";
-    out += t + "first" + js + " ::= " + pair + " " + t + "more" + next + (required[j] ? "" : " | " + t + "first" + next) +
-           "\n";
-  }
-  out += t + "call ::= " + grammar::gbnf_literal(name + "(") + " " + t + "first0 \")\"\n";
-  return t + "first0";
 }
 
 }  // namespace
@@ -147,35 +81,11 @@ std::string grammar_param(const json& body) {
 }
 
 std::string chat_grammar(const ChatParams& c, const std::string& content, const Tokenizer& tok) {
-  bool strict_tools = false;
-  if (!c.tools.is_null())
-    for (const auto& t : c.tools)
-      strict_tools = strict_tools || (t["function"].contains("strict") && t["function"]["strict"] == true);
-  const bool forced = c.named_tool || c.tool_choice == "required";
-  if (c.tools.is_null() || (!strict_tools && !forced)) return content;
-  std::string out, calls;
-  for (size_t i = 0; i < c.tools.size(); ++i) {
-    const ojson& t = c.tools[i];
-    const bool strict = t["function"].contains("strict") && t["function"]["strict"] == true;
-    const std::string args = tool_rules(t, i, strict, out);
-    if (c.named_tool && t["function"]["name"] == c.tool_choice) {
-      // The prompt ends with "<|tool_call_start|>[name(": the grammar continues the arguments.
-      out += "root ::= " + args + " \")\" ( \", \" tool" + std::to_string(i) + "-call )* \"]\" " +
-             marker(tok, chat::kToolCallEnd) + "\n";
-    }
-    calls += (calls.empty() ? "" : " | ") + std::string("tool") + std::to_string(i) + "-call";
+  try {
+    return tool_call_grammar(c.tools, c.tool_choice, c.named_tool, content, tok);
+  } catch (const FieldError& e) {
+    bad(e.field(), e.what());
   }
-  out += "call ::= " + calls + "\n";
-  const std::string list_rest = "call ( \", \" call )* \"]\" " + marker(tok, chat::kToolCallEnd);
-  if (c.named_tool) return out;
-  if (c.tool_choice == "required") return out + "root ::= " + list_rest + "\n";
-  // auto with strict tools: free text (or the requested content), or a call block.
-  out += "block ::= " + marker(tok, chat::kToolCallStart) + " \"[\" " + list_rest + "\n";
-  if (!content.empty()) return out + grammar::prefix_gbnf_rules(content, "content-") + "\nroot ::= content-root | block\n";
-  std::string free_alts = ".";
-  for (std::string_view m : {chat::kThinkOpen, chat::kThinkClose})
-    if (tok.token_to_id(m)) free_alts += " | " + std::string(m);
-  return out + "free ::= ( " + free_alts + " )*\nroot ::= free ( block free )?\n";
 }
 
 std::shared_ptr<const grammar::TokenGrammar> GrammarCache::get(const std::string& gbnf, const Engine& engine,

@@ -3,6 +3,7 @@
 // draft model: greedy tokens unchanged, usage counted), the chat reply parsed into an OpenAI
 // assistant message (reasoning, content, tool calls, tool_choice), logit bias, top logprobs, and
 // callers compiled against the level 1 header (smaller structs) still served.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <lfm/lfm.h>
 
@@ -238,15 +239,45 @@ TEST(CApiChat, ReplyIsParsedIntoReasoningContentAndToolCalls) {
   EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
   EXPECT_EQ(msg["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
 
-  // tool_choice naming the function: the prompt ends inside the call, the parser starts there.
-  p.tool_choice = "get_weather";
-  sp.grammar = R"(root ::= "city=\"Oslo\")]" <|tool_call_end|>)";
-  o = run(eng.e, p, &sp);
-  ASSERT_EQ(o.status, LFM_OK) << o.error;
-  msg = json::parse(o.message);
-  EXPECT_TRUE(msg["content"].is_null()) << o.message;
-  ASSERT_EQ(msg["tool_calls"].size(), 1u) << o.message;
-  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Oslo"}}));
+  // tool_choice naming the function: the prompt ends inside the call, the parser starts there,
+  // and the arguments follow the function's parameters (as lfm serve constrains them; a content
+  // grammar has no say in a forced call). Then "required" with a strict tool: the reply is calls.
+  const std::string bounded = R"([{"type": "function", "function": {"name": "get_weather", "strict": true,
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8},
+      "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"]}}}])";
+  for (const char* choice : {"get_weather", "required"})
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+    SCOPED_TRACE(std::string(choice) + " seed " + std::to_string(seed));
+    lfm_prompt forced = chat_prompt(R"([{"role": "user", "content": "Weather in Paris?"}])", bounded.c_str());
+    forced.tool_choice = choice;
+    sp = greedy_params(256, false);
+    sp.temperature = 1.0f;  // sampled, so that the call list ends (greedy random weights repeat calls)
+    sp.has_seed = 1;
+    sp.seed = seed;
+    o = run(eng.e, forced, &sp);
+    ASSERT_EQ(o.status, LFM_OK) << o.error;
+    EXPECT_EQ(o.done.finish_reason, LFM_FINISH_STOP) << o.text;
+    msg = json::parse(o.message);
+    EXPECT_TRUE(msg["content"].is_null()) << o.message;
+    ASSERT_GE(msg["tool_calls"].size(), 1u) << o.message;
+    for (const auto& call : msg["tool_calls"]) {
+      EXPECT_EQ(call["function"]["name"], "get_weather") << o.message;
+      const json args = json::parse(call["function"]["arguments"].get<std::string>());
+      ASSERT_TRUE(args.contains("city") && args.contains("days")) << o.message;
+      const std::string city = args["city"].get<std::string>();  // maxLength counts code points
+      EXPECT_LE(std::count_if(city.begin(), city.end(), [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; }), 8);
+      EXPECT_GE(args["days"].get<int64_t>(), 1);
+      EXPECT_LE(args["days"].get<int64_t>(), 7);
+    }
+  }
+  // A tool whose parameters are not a JSON Schema object is refused naming it.
+  const std::string broken = R"([{"type": "function", "function": {"name": "f", "strict": true,
+      "parameters": {"type": "object", "properties": 3}}}])";
+  lfm_prompt bad_tools = chat_prompt(R"([{"role": "user", "content": "Hi"}])", broken.c_str());
+  bad_tools.tool_choice = "required";
+  o = run(eng.e, bad_tools, &sp);
+  EXPECT_EQ(o.status, LFM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(o.error.find("tools[0].function.parameters.properties"), std::string::npos) << o.error;
   // tool_choice "none": no tools offered, the markers stay text; unknown names are refused.
   p.tool_choice = "none";
   sp = greedy_params(4);
