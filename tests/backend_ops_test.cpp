@@ -285,6 +285,62 @@ TEST(BackendFactory, CliRefusesCudaWithoutAGpuAndBadDevices) {
   EXPECT_EQ(cpu.code, 0) << cpu.out;
 }
 
+// Decode steps of a steady batch allocate no backend memory and move a fixed number of buffers
+// (ids, positions, step descriptors up; ids or logits down): what a GPU needs to replay a captured
+// step, and what keeps allocation out of the per-token path. Dense and MoE, greedy ids and logits.
+TEST(DeviceNeutralForward, SteadyDecodeStepsAllocateNothing) {
+  for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
+    SCOPED_TRACE(name);
+    ThreadPool pool(2);
+    test::FakeDeviceBackend dev(pool);
+    LoadOptions opt;
+    opt.backend = &dev;
+    auto model = load_model(test::fixture_dir(name), opt);
+    StatePlanOptions plan = test::f32_plan();
+    plan.parallel = 4;
+    auto cache = make_state_cache(*model, plan, dev);
+    Forward fwd(*model, dev, *cache);
+    std::vector<Sequence*> seqs;
+    std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}};
+    StepOutput out;
+    for (auto& p : prompts) {
+      seqs.push_back(cache->open(64));
+      ASSERT_TRUE(cache->reserve(*seqs.back(), static_cast<int64_t>(p.size())));
+      BatchItem item{seqs.back(), p, false};
+      fwd.step(std::span<const BatchItem>(&item, 1), out);
+    }
+    for (bool argmax : {true, false}) {
+      SCOPED_TRACE(argmax ? "greedy ids" : "logits");
+      int allocs = 0, ups = 0, downs = 0;
+      for (int step = 0; step < 10; ++step) {
+        if (step == 3) {  // the first steps of this shape may size the buffers
+          allocs = dev.allocations;
+          ups = dev.uploads;
+          downs = dev.downloads;
+        }
+        std::vector<int32_t> next(seqs.size());
+        std::vector<BatchItem> items;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          next[i] = static_cast<int32_t>(10 + step + i);
+          ASSERT_TRUE(cache->reserve(*seqs[i], 1));
+          items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false, argmax});
+        }
+        fwd.step(items, out);
+      }
+      EXPECT_EQ(dev.allocations, allocs) << "decode steps allocated backend memory";
+      const int up_per_step = (dev.uploads - ups) / 7, down_per_step = (dev.downloads - downs) / 7;
+      EXPECT_EQ((dev.uploads - ups) % 7, 0);
+      EXPECT_EQ((dev.downloads - downs) % 7, 0);
+      // Up: ids, positions, the rows whose logits are wanted; down: ids or logits. An MoE layer
+      // also downloads its chosen experts and uploads their grouping (routing stays on the host).
+      int64_t moe_layers = 0;
+      for (int64_t l = 0; l < model->config().n_layers; ++l) moe_layers += model->config().layer_is_moe(l) ? 1 : 0;
+      EXPECT_LE(up_per_step, 3 + 2 * moe_layers) << "uploads per decode step";
+      EXPECT_LE(down_per_step, 1 + moe_layers) << "downloads per decode step";
+    }
+  }
+}
+
 TEST(DeviceNeutralForward, ADeviceBackendGivesTheSameLogitsAsTheHostOne) {
   for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
     ThreadPool pool(2);

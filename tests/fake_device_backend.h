@@ -32,6 +32,7 @@ class FakeDeviceBackend final : public ReferenceBackend {
 
   DeviceBuffer allocate(size_t bytes) override {
     if (bytes == 0) return DeviceBuffer();
+    ++allocations;
     return DeviceBuffer(std::make_unique<Tracked>(bytes, live_));
   }
   void upload(void* dst, const void* src, size_t bytes) override {
@@ -195,7 +196,7 @@ class FakeDeviceBackend final : public ReferenceBackend {
     ReferenceBackend::argmax_rows(logits, rows, vocab, allowed, ids);
   }
 
-  int uploads = 0, downloads = 0;
+  int uploads = 0, downloads = 0, allocations = 0;
 
  private:
   struct Copies : PreparedWeights {
