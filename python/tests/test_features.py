@@ -11,12 +11,10 @@ import pytest
 import lfm
 from lfm import _capi
 
+from conftest import DATA, FIXTURE, VL_MODEL
+
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
-FIXTURE = DATA / "hf" / "lfm2_c_layertypes_untied_convbias_f32"  # no tokenizer
-VL_MODEL = DATA / "hf_vl" / "lfm2vl_a_tied_ln"
 IMAGE = DATA / "hf_vl" / "images" / "rgb_37x53.png"
-TEMPLATE = DATA / "assets" / "lfm2" / "LFM2-350M" / "chat_template.jinja"
 
 C_TYPES = {"size_t": ctypes.c_size_t, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
            "uint64_t": ctypes.c_uint64, "float": ctypes.c_float, "double": ctypes.c_double}
@@ -71,17 +69,6 @@ def test_init_functions_agree_on_sizes_and_defaults():
     eo = _capi.EngineOptions()
     lib.lfm_engine_options_init(ctypes.byref(eo))
     assert (eo.ctx_size, eo.batch_tokens, eo.draft_tokens, eo.draft_model) == (4096, 512, 8, None)
-
-
-@pytest.fixture(scope="module")
-def text_llm(tmp_path_factory):
-    d = tmp_path_factory.mktemp("text_model")
-    for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-              "preprocessor_config.json", "processor_config.json"):
-        (d / f).symlink_to(VL_MODEL / f)
-    (d / "chat_template.jinja").write_text(TEMPLATE.read_text())
-    with lfm.LLM(str(d), ctx_size=512, parallel=2) as m:
-        yield m
 
 
 def test_structured_output_and_refusals(text_llm):
