@@ -6,6 +6,7 @@
 
 #include "capi/capi_internal.h"
 #include "core/base64.h"
+#include "image/data_uri.h"
 
 using lfm::capi::fail;
 using lfm::capi::require;
@@ -67,18 +68,12 @@ image::Image image_from_data_uri(const std::string& url, const std::string& wher
     fail(LFM_ERR_INVALID_ARGUMENT, where + ": '" + shown(url) + "' is not a data: URI; a message's image part reads "
                                                "only data:image/...;base64 URIs (give files in lfm_prompt.image_paths "
                                                "and a {\"type\": \"image\"} part where each goes)");
-  const std::string_view rest = std::string_view(url).substr(5);
-  const size_t comma = rest.find(',');
-  if (comma == std::string_view::npos) fail(LFM_ERR_INVALID_ARGUMENT, where + ": a data URI without the ',' before its data");
-  const std::string meta = lower(rest.substr(0, comma));
-  const std::string_view data = rest.substr(comma + 1);
-  const size_t semi = meta.find(';');
-  const std::string media = meta.substr(0, semi);
-  if (media != "image/png" && media != "image/jpeg" && media != "image/jpg" && media != "image/webp")
-    fail(LFM_ERR_INVALID_ARGUMENT, where + ": a data URI of media type '" + shown(media) +
-                                       "'; images are image/png, image/jpeg or image/webp");
-  if (semi == std::string::npos || meta.substr(meta.rfind(';') + 1) != "base64")
-    fail(LFM_ERR_INVALID_ARGUMENT, where + ": the data URI must be base64-encoded: data:" + media + ";base64,...");
+  std::string_view data;
+  try {
+    data = image::parse_image_data_uri(url).data;
+  } catch (const Error& e) {
+    fail(LFM_ERR_INVALID_ARGUMENT, where + " " + e.what());
+  }
   const std::optional<std::vector<uint8_t>> bytes = decode_base64(data);
   if (!bytes) fail(LFM_ERR_INVALID_ARGUMENT, where + ": the data URI holds invalid base64 (RFC 4648, '=' padding, no "
                                                      "whitespace)");

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "image/data_uri.h"
 #include "server/api_types.h"
 
 namespace lfm::server {
@@ -47,29 +48,12 @@ image::Image decode(const ImagePart& part, std::span<const uint8_t> bytes, const
 }
 
 image::Image from_data_uri(const ImagePart& part, std::string_view uri, const ImageOptions& opt) {
-  const std::string_view rest = uri.substr(5);  // after "data:"
-  const size_t comma = rest.find(',');
-  if (comma == std::string_view::npos) refuse(part, "is a data URI without the ',' that starts its data");
-  std::string_view meta = rest.substr(0, comma);
-  const std::string_view data = rest.substr(comma + 1);
-  bool base64 = false;
-  std::vector<std::string> fields;
-  for (size_t at = 0; at <= meta.size();) {
-    const size_t semi = std::min(meta.find(';', at), meta.size());
-    fields.push_back(lower(meta.substr(at, semi - at)));
-    at = semi + 1;
+  std::string_view data;
+  try {
+    data = image::parse_image_data_uri(uri).data;
+  } catch (const Error& e) {
+    refuse(part, e.what());
   }
-  if (fields.size() > 1 && fields.back() == "base64") {
-    base64 = true;
-    fields.pop_back();
-  }
-  const std::string& media = fields[0];
-  if (media.rfind("image/", 0) != 0)
-    refuse(part, "is a data URI of media type '" + shown(media.empty() ? "text/plain" : media) +
-                     "', not an image (image/png, image/jpeg or image/webp)");
-  if (media != "image/png" && media != "image/jpeg" && media != "image/jpg" && media != "image/webp")
-    refuse(part, "is a data URI of type '" + shown(media) + "', which is not supported (image/png, image/jpeg, image/webp)");
-  if (!base64) refuse(part, "must be base64-encoded: data:" + media + ";base64,…");
   // Refused from its length before anything is decoded.
   if (data.size() / 4 * 3 > opt.max_image_bytes + 2)
     refuse(part, "holds an image of about " + std::to_string(data.size() / 4 * 3) + " bytes, over this server's limit of " +
