@@ -82,15 +82,16 @@ void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& co
   const auto step_started = Clock::now();
   int64_t stages_run = 0;  // this step, over every request
   bool dropped = false;
+  // Streams in this step: encoding yields to them after its slice of the step. (A request that
+  // encodes is prefilling, so these are always others.)
+  const bool streams = std::any_of(batch.begin(), batch.end(), [](const Active* b) { return b->decoding(); });
   for (size_t i = 0; i < batch.size(); ++i) {
     Active& a = *batch[i];
-    if (a.tiles.empty() || !a.verify.empty()) continue;
+    // Only a prompt chunk can reach an image (an encoding in progress is for the prompt too).
+    if (a.tiles.empty() || !a.verify.empty() || a.n_fed >= a.n_prompt) continue;
     const int64_t from = a.n_fed, to = a.n_fed + counts[i];
-    // Streams beside it: encoding yields to them after its slice of the step.
-    bool others_decode = false;
-    for (const Active* b : batch) others_decode = others_decode || (b != &a && b->decoding());
     auto out_of_time = [&] {
-      return others_decode && slice_ms > 0 && stages_run > 0 &&
+      return streams && slice_ms > 0 && stages_run > 0 &&
              std::chrono::duration<double, std::milli>(Clock::now() - step_started).count() >= slice_ms;
     };
     bool ran = false;
