@@ -534,12 +534,13 @@ TEST_P(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
                          ::testing::Combine(::testing::Values("lfm2_c_layertypes_untied_convbias_f32",
                                                               "lfm2moe_g_untied_nobias_scaled_f32"),
-                                            ::testing::Values("cpu", "fake-device"
+                                            ::testing::Values("cpu", "fake-device", "fake-device-replay"
 #if LFM_HAVE_CUDA
                                                               ,
                                                               "cuda"
 #endif
-                                                              )));
+                                                              )),
+                         [](const auto& info) { return test::fixture_backend_name(info, 9); });
 
 }  // namespace
 }  // namespace lfm

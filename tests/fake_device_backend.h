@@ -12,7 +12,12 @@
 
 #include <sys/mman.h>
 
+#include <bit>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,42 +26,103 @@
 
 #include "core/error.h"
 #include "kernels/reference_backend.h"
+#include "kernels/replay_queue.h"
 
 namespace lfm::test {
 
+// Host "graphs" that behave as CUDA's: record keeps the ops with the arguments they had then,
+// and a launch runs those again.
+class HostOpGraphs final : public OpGraphs {
+ public:
+  void* record(std::span<const std::function<void()>> ops) override {
+    ++records;
+    graphs.emplace_back(ops.begin(), ops.end());
+    return &graphs.back();
+  }
+  void launch(void* g) override {
+    ++launches;
+    for (const auto& op : *static_cast<std::vector<std::function<void()>>*>(g)) op();
+  }
+  void release(void* g) override {
+    ++releases;
+    for (auto it = graphs.begin(); it != graphs.end(); ++it)
+      if (&*it == g) {
+        graphs.erase(it);
+        return;
+      }
+  }
+  void wait() override { ++waits; }
+  void* alloc_staging(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+  void free_staging(void* p) override { std::free(p); }
+
+  std::list<std::vector<std::function<void()>>> graphs;
+  int records = 0, launches = 0, releases = 0, waits = 0;
+};
+
+// A host value a queued op depends on, as signature words.
+struct HostWords {
+  std::vector<int64_t> v;
+};
+inline void append_signature(std::vector<uint64_t>& words, const HostWords& h) {
+  words.push_back(h.v.size());
+  for (int64_t x : h.v) words.push_back(static_cast<uint64_t>(x));
+}
+inline HostWords pool_words(const KvPool& p) {
+  return {{reinterpret_cast<intptr_t>(p.k), reinterpret_cast<intptr_t>(p.v), static_cast<int64_t>(p.type), p.n_blocks,
+           p.block_tokens, p.kv_heads, p.head_dim}};
+}
+inline HostWords pool_words(const ConvPool& p) {
+  return {{reinterpret_cast<intptr_t>(p.state), reinterpret_cast<intptr_t>(p.snapshots), static_cast<int64_t>(p.type),
+           p.n_slots, p.n_snapshots, p.rows, p.dim}};
+}
+
 class FakeDeviceBackend final : public ReferenceBackend {
  public:
-  using ReferenceBackend::ReferenceBackend;
-  const char* name() const override { return "fake-device"; }
+  // replay: ops are queued until a download and runs of them seen before are launched as
+  // recorded "graphs" (kernels/replay_queue.h on HostOpGraphs), as the CUDA backend does with
+  // LFM_CUDA_GRAPHS=1; the state ops then read the step's runs from memory begin_step uploaded.
+  explicit FakeDeviceBackend(ThreadPool& pool, bool replay = false)
+      : ReferenceBackend(pool), queue_(graphs_, replay_options(replay)) {}
+  ~FakeDeviceBackend() override {
+    try {
+      queue_.flush();
+    } catch (...) {
+    }
+  }
+  const char* name() const override { return queue_.enabled() ? "fake-device-replay" : "fake-device"; }
   bool host_memory() const override { return false; }
+  const ReplayQueue::Stats& replay_stats() const { return queue_.stats(); }
 
   DeviceBuffer allocate(size_t bytes) override {
     if (bytes == 0) return DeviceBuffer();
     ++allocations;
-    return DeviceBuffer(std::make_unique<Tracked>(bytes, live_));
+    return DeviceBuffer(std::make_unique<Tracked>(bytes, live_, queue_.free_gate()));
   }
   void upload(void* dst, const void* src, size_t bytes) override {
-    Open open(*live_);
     ++uploads;
     mine(dst, "upload");
-    ReferenceBackend::upload(dst, src, bytes);
+    if (queue_.empty()) {
+      Open open(*live_);
+      ReferenceBackend::upload(dst, src, bytes);
+      return;
+    }
+    run("upload", [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); }, dst, queue_.stage(src, bytes), bytes);
   }
   void download(void* dst, const void* src, size_t bytes) override {
+    queue_.flush();
     Open open(*live_);
     ++downloads;
     mine(src, "download");
     ReferenceBackend::download(dst, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override {
-    Open open(*live_);
     mine(dst, "copy");
     mine(src, "copy");
-    ReferenceBackend::copy(dst, src, bytes);
+    run("copy", [this](void* d, const void* s, size_t n) { ReferenceBackend::copy(d, s, n); }, dst, src, bytes);
   }
   void fill_zero(void* dst, size_t bytes) override {
-    Open open(*live_);
     mine(dst, "fill_zero");
-    ReferenceBackend::fill_zero(dst, bytes);
+    run("fill_zero", [this](void* d, size_t n) { ReferenceBackend::fill_zero(d, n); }, dst, bytes);
   }
   std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) override {
     Open open(*live_);
@@ -69,136 +135,229 @@ class FakeDeviceBackend final : public ReferenceBackend {
     return out;
   }
 
-  void matmul(const float* x, int64_t n, const TensorView& w, float* y) override {
-    Open open(*live_);
-    mine(x, "matmul x"), mine(y, "matmul y");
-    ReferenceBackend::matmul(x, n, w, y);
+  // Replay: the runs go up as words (a GPU backend's step descriptors), in room rounded up to a
+  // power of two so that a decode step's upload keeps its size while block tables grow.
+  void begin_step(std::span<const SeqRun> runs) override {
+    if (!queue_.enabled()) return;
+    std::vector<int64_t> w = {static_cast<int64_t>(runs.size())};
+    for (const SeqRun& r : runs) {
+      w.insert(w.end(), {r.row0, r.n_rows, r.pos0, r.conv_slot, static_cast<int64_t>(r.blocks.size()),
+                         static_cast<int64_t>(r.checkpoints.size())});
+      w.insert(w.end(), r.blocks.begin(), r.blocks.end());
+      for (const ConvCheckpoint& c : r.checkpoints) w.insert(w.end(), {c.pos, c.snapshot});
+    }
+    w.resize(std::bit_ceil(w.size()), 0);
+    ensure_capacity(*this, runs_buf_, w.size() * sizeof(int64_t));
+    upload(runs_buf_.data(), w.data(), w.size() * sizeof(int64_t));
+    runs_words_ = static_cast<int64_t>(w.size());
   }
+
+  void matmul(const float* x, int64_t n, const TensorView& w, float* y) override {
+    mine(x, "matmul x"), mine(y, "matmul y");
+    run("matmul", [this](const float* x, int64_t n, const TensorView* w, float* y) { ReferenceBackend::matmul(x, n, *w, y); },
+        x, n, &w, y);
+  }
+  // Both as separate matmuls (the same bits, as Backend promises).
   void matmul_shared(const float* x, int64_t n, std::span<const TensorView* const> ws,
                      std::span<float* const> ys) override {
-                       Open open(*live_);
-    mine(x, "matmul_shared x");
-    for (float* y : ys) mine(y, "matmul_shared y");
-    ReferenceBackend::matmul_shared(x, n, ws, ys);
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, n, *ws[i], ys[i]);
   }
   void matmul_jobs(std::span<const MatmulJob> jobs) override {
-    Open open(*live_);
-    for (const MatmulJob& j : jobs) mine(j.x, "matmul_jobs x"), mine(j.y, "matmul_jobs y");
-    ReferenceBackend::matmul_jobs(jobs);
+    for (const MatmulJob& j : jobs) matmul(j.x, j.n, *j.w, j.y);
   }
   void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
-    Open open(*live_);
     mine(ids, "embedding ids"), mine(out, "embedding out");
-    ReferenceBackend::embedding(table, ids, n, out);
+    run("embedding", [this](const TensorView* t, const int32_t* ids, int64_t n, float* out) {
+      ReferenceBackend::embedding(*t, ids, n, out);
+    }, &table, ids, n, out);
   }
   void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override {
-    Open open(*live_);
     mine(x, "rms_norm x"), mine(w, "rms_norm weight"), mine(out, "rms_norm out");
-    ReferenceBackend::rms_norm(x, w, rows, dim, eps, out);
+    run("rms_norm", [this](const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
+      ReferenceBackend::rms_norm(x, w, rows, dim, eps, out);
+    }, x, w, rows, dim, eps, out);
   }
   void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                  const float* inv_freq) override {
-                   Open open(*live_);
     mine(x, "rope x"), mine(positions, "rope positions"), mine(inv_freq, "rope inv_freq");
-    ReferenceBackend::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq);
+    run("rope", [this](float* x, int64_t n, int64_t h, int64_t hd, const int64_t* p, const float* f) {
+      ReferenceBackend::rope_neox(x, n, h, hd, p, f);
+    }, x, n_tokens, n_heads, head_dim, positions, inv_freq);
   }
   void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override {
-    Open open(*live_);
     mine(pool.k, "kv_write pool"), mine(pool.v, "kv_write pool"), mine(k, "kv_write k"), mine(v, "kv_write v");
-    ReferenceBackend::kv_write(pool, runs, k, v);
+    if (!queue_.enabled()) {
+      Open open(*live_);
+      return ReferenceBackend::kv_write(pool, runs, k, v);
+    }
+    run("kv_write", [this, pool](const HostWords&, const int64_t* dev_runs, const float* k, const float* v) {
+      Runs r(dev_runs);
+      ReferenceBackend::kv_write(pool, r.runs, k, v);
+    }, pool_words(pool), step_runs(), k, v);
   }
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
                  float* out) override {
-                   Open open(*live_);
     mine(q, "attention q"), mine(pool.k, "attention pool"), mine(out, "attention out");
-    ReferenceBackend::attention(q, pool, runs, n_heads, scale, out);
+    if (!queue_.enabled()) {
+      Open open(*live_);
+      return ReferenceBackend::attention(q, pool, runs, n_heads, scale, out);
+    }
+    run("attention", [this, pool](const float* q, const HostWords&, const int64_t* dev_runs, int64_t h, float scale,
+                                  float* out) {
+      Runs r(dev_runs);
+      ReferenceBackend::attention(q, pool, r.runs, h, scale, out);
+    }, q, pool_words(pool), step_runs(), n_heads, scale, out);
   }
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override {
-                    Open open(*live_);
     mine(u, "short_conv u"), mine(pool.state, "short_conv state"), mine(w, "short_conv taps"),
         mine(bias, "short_conv bias"), mine(out, "short_conv out");
     if (pool.snapshots) mine(pool.snapshots, "short_conv snapshots");
-    ReferenceBackend::short_conv(u, pool, runs, kernel, w, bias, out);
+    if (!queue_.enabled()) {
+      Open open(*live_);
+      return ReferenceBackend::short_conv(u, pool, runs, kernel, w, bias, out);
+    }
+    run("short_conv", [this, pool](const float* u, const HostWords&, const int64_t* dev_runs, int64_t kernel,
+                                   const float* w, const float* bias, float* out) {
+      Runs r(dev_runs);
+      ReferenceBackend::short_conv(u, pool, r.runs, kernel, w, bias, out);
+    }, u, pool_words(pool), step_runs(), kernel, w, bias, out);
   }
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
-    Open open(*live_);
     mine(gate, "swiglu"), mine(up, "swiglu"), mine(out, "swiglu");
-    ReferenceBackend::swiglu(gate, up, n, out);
+    run("swiglu", [this](const float* g, const float* u, int64_t n, float* o) { ReferenceBackend::swiglu(g, u, n, o); },
+        gate, up, n, out);
   }
   void mul(const float* a, const float* b, int64_t n, float* out) override {
-    Open open(*live_);
     mine(a, "mul"), mine(b, "mul"), mine(out, "mul");
-    ReferenceBackend::mul(a, b, n, out);
+    run("mul", [this](const float* a, const float* b, int64_t n, float* o) { ReferenceBackend::mul(a, b, n, o); }, a, b,
+        n, out);
   }
   void softmax(float* x, int64_t n) override {
-    Open open(*live_);
     mine(x, "softmax");
-    ReferenceBackend::softmax(x, n);
+    run("softmax", [this](float* x, int64_t n) { ReferenceBackend::softmax(x, n); }, x, n);
   }
   void add(float* y, const float* x, int64_t n) override {
-    Open open(*live_);
     mine(y, "add"), mine(x, "add");
-    ReferenceBackend::add(y, x, n);
+    run("add", [this](float* y, const float* x, int64_t n) { ReferenceBackend::add(y, x, n); }, y, x, n);
   }
   void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
                 int64_t ldo) override {
-                  Open open(*live_);
     mine(a, "mul_rows"), mine(b, "mul_rows"), mine(out, "mul_rows");
-    ReferenceBackend::mul_rows(a, lda, b, ldb, rows, cols, out, ldo);
+    run("mul_rows", [this](const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols,
+                           float* out, int64_t ldo) { ReferenceBackend::mul_rows(a, lda, b, ldb, rows, cols, out, ldo); },
+        a, lda, b, ldb, rows, cols, out, ldo);
   }
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
-    Open open(*live_);
     mine(y, "add_bias"), mine(bias, "add_bias bias");
-    ReferenceBackend::add_bias(y, bias, rows, cols);
+    run("add_bias", [this](float* y, const float* b, int64_t rows, int64_t cols) { ReferenceBackend::add_bias(y, b, rows, cols); },
+        y, bias, rows, cols);
   }
   void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) override {
-    Open open(*live_);
     mine(x, "gather_rows"), mine(index, "gather_rows index"), mine(out, "gather_rows");
-    ReferenceBackend::gather_rows(x, cols, index, n, out);
+    run("gather_rows", [this](const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) {
+      ReferenceBackend::gather_rows(x, cols, index, n, out);
+    }, x, cols, index, n, out);
   }
   void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
                   float* out) override {
-    Open open(*live_);
     mine(x, "layer_norm"), mine(w, "layer_norm weight"), mine(out, "layer_norm");
     if (b) mine(b, "layer_norm bias");
-    ReferenceBackend::layer_norm(x, w, b, rows, dim, eps, out);
+    run("layer_norm", [this](const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
+                             float* out) { ReferenceBackend::layer_norm(x, w, b, rows, dim, eps, out); },
+        x, w, b, rows, dim, eps, out);
   }
   void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) override {
-    Open open(*live_);
     mine(x, "gelu"), mine(out, "gelu");
-    ReferenceBackend::gelu(x, n, tanh_approximation, out);
+    run("gelu", [this](const float* x, int64_t n, bool t, float* out) { ReferenceBackend::gelu(x, n, t, out); }, x, n,
+        tanh_approximation, out);
   }
   void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
                          int64_t n_heads, int64_t head_dim, float scale, float* out) override {
-    Open open(*live_);
     mine(q, "segment_attention"), mine(k, "segment_attention"), mine(v, "segment_attention"),
         mine(out, "segment_attention");
-    ReferenceBackend::segment_attention(q, k, v, seg, n_heads, head_dim, scale, out);
+    run("segment_attention", [this](const float* q, const float* k, const float* v, const HostWords& seg, int64_t h,
+                                    int64_t hd, float scale, float* out) {
+      ReferenceBackend::segment_attention(q, k, v, seg.v, h, hd, scale, out);
+    }, q, k, v, HostWords{{seg.begin(), seg.end()}}, n_heads, head_dim, scale, out);
   }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
-                   Open open(*live_);
     mine(logits, "moe_route"), mine(selection_bias, "moe_route bias"), mine(experts, "moe_route"),
         mine(weights, "moe_route");
-    ReferenceBackend::moe_route(logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights);
+    run("moe_route", [this](const float* logits, int64_t rows, int64_t e, int64_t k, const float* bias, bool norm,
+                            float scale, int32_t* experts, float* weights) {
+      ReferenceBackend::moe_route(logits, rows, e, k, bias, norm, scale, experts, weights);
+    }, logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights);
   }
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override {
-                     Open open(*live_);
     mine(x, "moe_combine"), mine(src, "moe_combine"), mine(weights, "moe_combine"), mine(out, "moe_combine");
-    ReferenceBackend::moe_combine(x, src, weights, rows, k, cols, out);
+    run("moe_combine", [this](const float* x, const int32_t* src, const float* w, int64_t rows, int64_t k, int64_t cols,
+                              float* out) { ReferenceBackend::moe_combine(x, src, w, rows, k, cols, out); },
+        x, src, weights, rows, k, cols, out);
   }
 
   void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override {
-    Open open(*live_);
     mine(logits, "argmax_rows logits"), mine(allowed, "argmax_rows allowed"), mine(ids, "argmax_rows ids");
-    ReferenceBackend::argmax_rows(logits, rows, vocab, allowed, ids);
+    run("argmax_rows", [this](const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) {
+      ReferenceBackend::argmax_rows(logits, rows, vocab, allowed, ids);
+    }, logits, rows, vocab, allowed, ids);
   }
 
   int uploads = 0, downloads = 0, allocations = 0;
 
  private:
+  static ReplayQueue::Options replay_options(bool replay) {
+    ReplayQueue::Options o;
+    o.enabled = replay;
+    return o;
+  }
+  // fn(args...) with the arena open: at once, or queued (replay). A reference op that calls
+  // another op (mul_rows calls mul) runs that one inside itself, not queued after it.
+  template <typename Fn, typename... Args>
+  void run(const char* name, Fn fn, const Args&... args) {
+    if (inside_op_ > 0) {
+      fn(args...);
+      return;
+    }
+    queue_.enqueue(name, [this, fn](const Args&... a) {
+      Open open(*live_);
+      struct Inside {
+        int& depth;
+        explicit Inside(int& d) : depth(d) { ++depth; }
+        ~Inside() { --depth; }
+      } inside(inside_op_);
+      fn(a...);
+    }, args...);
+  }
+  // The step's runs as begin_step uploaded them.
+  const int64_t* step_runs() const {
+    LFM_CHECK(runs_words_ > 0, "fake-device: a state op before begin_step");
+    return runs_buf_.as<const int64_t>();
+  }
+  // SeqRuns read back from uploaded words (with the arena open).
+  struct Runs {
+    explicit Runs(const int64_t* w) {
+      const int64_t n = *w++;
+      blocks.resize(static_cast<size_t>(n));
+      ckpts.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        SeqRun r;
+        r.row0 = w[0], r.n_rows = w[1], r.pos0 = w[2], r.conv_slot = static_cast<int32_t>(w[3]);
+        const int64_t nb = w[4], nc = w[5];
+        w += 6;
+        for (int64_t b = 0; b < nb; ++b) blocks[i].push_back(static_cast<int32_t>(*w++));
+        for (int64_t c = 0; c < nc; ++c, w += 2) ckpts[i].push_back({w[0], static_cast<int32_t>(w[1])});
+        runs.push_back(r);
+      }
+      for (size_t i = 0; i < runs.size(); ++i) runs[i].blocks = blocks[i], runs[i].checkpoints = ckpts[i];
+    }
+    std::vector<SeqRun> runs;
+    std::vector<std::vector<int32_t>> blocks;
+    std::vector<std::vector<ConvCheckpoint>> ckpts;
+  };
+
   struct Copies : PreparedWeights {
     std::vector<DeviceBuffer> buffers;
   };
@@ -224,7 +383,8 @@ class FakeDeviceBackend final : public ReferenceBackend {
   };
   class Tracked final : public DeviceAllocation {
    public:
-    Tracked(size_t bytes, std::shared_ptr<Live> live) : live_(std::move(live)) {
+    Tracked(size_t bytes, std::shared_ptr<Live> live, std::shared_ptr<FreeGate> gate)
+        : live_(std::move(live)), gate_(std::move(gate)) {
       const size_t page = 4096, span = (bytes + page - 1) / page * page;
       std::lock_guard lock(live_->mu);
       LFM_CHECK(live_->used + span <= Live::kArenaBytes, "fake-device: arena exhausted");
@@ -236,13 +396,16 @@ class FakeDeviceBackend final : public ReferenceBackend {
       live_->ranges[reinterpret_cast<uintptr_t>(data_)] = size_;
     }
     ~Tracked() override {
-      std::lock_guard lock(live_->mu);
-      live_->ranges.erase(reinterpret_cast<uintptr_t>(data_));
-      madvise(data_, span_, MADV_DONTNEED);  // give the pages back; the addresses stay reserved
+      gate_->release([live = live_, data = data_, span = span_] {
+        std::lock_guard lock(live->mu);
+        live->ranges.erase(reinterpret_cast<uintptr_t>(data));
+        madvise(data, span, MADV_DONTNEED);  // give the pages back; the addresses stay reserved
+      });
     }
 
    private:
     std::shared_ptr<Live> live_;
+    std::shared_ptr<FreeGate> gate_;
     size_t span_ = 0;
   };
   // While an op runs, the arena is readable (mapped memory is zero until written, as allocate promises).
@@ -270,6 +433,11 @@ class FakeDeviceBackend final : public ReferenceBackend {
               " received a pointer outside the backend's memory");
   }
   std::shared_ptr<Live> live_ = std::make_shared<Live>();
+  DeviceBuffer runs_buf_;  // replay: the step's runs (begin_step)
+  int64_t runs_words_ = 0;
+  int inside_op_ = 0;  // ops running now (see run)
+  HostOpGraphs graphs_;
+  ReplayQueue queue_;  // after what its ops use; flushed by the destructor
 };
 
 }  // namespace lfm::test

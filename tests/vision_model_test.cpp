@@ -435,11 +435,7 @@ std::vector<std::string> vision_backends() {
 INSTANTIATE_TEST_SUITE_P(Vl, VisionModelTest,
                          ::testing::Combine(::testing::Values("lfm2vl_a_tied_ln", "lfm2vl_b_untied_noln"),
                                             ::testing::ValuesIn(vision_backends())),
-                         [](const auto& info) {
-                           std::string b = std::get<1>(info.param);
-                           std::replace(b.begin(), b.end(), '-', '_');
-                           return std::get<0>(info.param).substr(0, 8) + "_" + b;
-                         });
+                         [](const auto& info) { return test::fixture_backend_name(info); });
 
 TEST(VisionModel, TextOnlyModelsHaveNoVisionTowerAndRefuseImages) {
   ThreadPool pool(2);

@@ -1,9 +1,12 @@
 // The CUDA backend's host side: device memory, weight upload, the step's descriptors, and the
-// launches (kernels in the .cu files beside it). Every op is queued on one stream, in order; the
-// host waits only where it reads results back (download).
+// launches (kernels in the .cu files beside it). Every op goes to one stream, in order; the host
+// waits only where it reads results back (download). With LFM_CUDA_GRAPHS=1 the ops are queued
+// until that download and a run of them seen before (a steady decode step) is launched as one
+// recorded CUDA graph (kernels/replay_queue.h).
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,21 +18,27 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace lfm {
 
 namespace {
 
+// Freed through the queue's gate: memory that queued ops may still use goes after they ran.
 class CudaAllocation final : public DeviceAllocation {
  public:
-  CudaAllocation(void* p, size_t bytes) {
+  CudaAllocation(void* p, size_t bytes, std::shared_ptr<FreeGate> gate) : gate_(std::move(gate)) {
     data_ = p;
     size_ = bytes;
   }
   ~CudaAllocation() override {
-    if (data_) cudaFree(data_);  // an error here cannot be reported from a destructor
+    // An error here cannot be reported from a destructor.
+    if (data_) gate_->release([p = data_] { cudaFree(p); });
   }
+
+ private:
+  std::shared_ptr<FreeGate> gate_;
 };
 
 class CudaPreparedWeights final : public PreparedWeights {
@@ -69,10 +78,31 @@ class CudaBackend final : public Backend {
     // The default math mode: tensor cores for bf16/f16, and float32 GEMMs stay float32 (cuBLAS
     // uses TF32 only when asked to), as the fixtures' bounds assume.
     LFM_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    graphs_ = std::make_unique<CudaGraphs>(stream_);
+    ReplayQueue::Options qo;
+    qo.enabled = cuda_graphs_requested() && !profile_;
+    queue_ = std::make_unique<ReplayQueue>(*graphs_, qo);
+    gate_ = queue_->free_gate();
+    // cuBLAS's workspace fixed here, so a captured GEMM never allocates.
+    blas_workspace_ = allocate(kBlasWorkspaceBytes);
+    LFM_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_.data(), blas_workspace_.size()));
   }
   ~CudaBackend() override {
+    try {
+      queue_->flush();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cuda: the last queued ops failed: %s\n", e.what());
+    }
     cudaStreamSynchronize(stream_);
     if (profile_) print_profile();
+    if (queue_->enabled() && cuda_graph_stats_requested()) {
+      const ReplayQueue::Stats& st = queue_->stats();
+      std::fprintf(stderr, "cuda graphs (%s): %lld flushes: %lld replayed, %lld recorded, %lld op by op\n", name_.c_str(),
+                   static_cast<long long>(st.flushes), static_cast<long long>(st.replayed),
+                   static_cast<long long>(st.recorded), static_cast<long long>(st.eager));
+    }
+    queue_.reset();
+    blas_workspace_ = DeviceBuffer();
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -94,27 +124,39 @@ class CudaBackend final : public Backend {
       fail("cuda: could not allocate ", bytes, " bytes on ", name_, " (", free_b, " of ", total_b,
            " bytes free): ", cudaGetErrorString(err));
     }
-    DeviceBuffer buf(std::make_unique<CudaAllocation>(p, bytes));
+    DeviceBuffer buf(std::make_unique<CudaAllocation>(p, bytes, gate_));
     LFM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
     return buf;
   }
   void upload(void* dst, const void* src, size_t bytes) override {
     auto timer = time_op("upload");
-    if (bytes) LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    if (!bytes) return;
+    if (queue_->empty()) {  // nothing queued to keep order with: straight from the caller's memory
+      LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+      return;
+    }
+    enqueue("upload", [this](void* d, const void* staged, size_t n) {
+      LFM_CUDA_CHECK(cudaMemcpyAsync(d, staged, n, cudaMemcpyHostToDevice, stream_));
+    }, dst, queue_->stage(src, bytes), bytes);
   }
   void download(void* dst, const void* src, size_t bytes) override {
     auto timer = time_op("download");
+    queue_->flush();
     if (!bytes) return;
     LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     auto timer = time_op("copy");
-    if (bytes && dst != src) LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    if (!bytes || dst == src) return;
+    enqueue("copy", [this](void* d, const void* s, size_t n) {
+      LFM_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, stream_));
+    }, dst, src, bytes);
   }
   void fill_zero(void* dst, size_t bytes) override {
     auto timer = time_op("fill_zero");
-    if (bytes) LFM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+    if (!bytes) return;
+    enqueue("fill_zero", [this](void* d, size_t n) { LFM_CUDA_CHECK(cudaMemsetAsync(d, 0, n, stream_)); }, dst, bytes);
   }
 
   // ---- weights: every tensor uploaded once as stored, into one arena ----
@@ -183,8 +225,10 @@ class CudaBackend final : public Backend {
         tiles.push_back({r.row0 + t, static_cast<int32_t>(std::min<int64_t>(cuda::kAttnTileRows, r.n_rows - t)),
                          static_cast<int32_t>(i)});
     }
-    // One upload: runs | checkpoints | blocks | row → run | tiles, each 16-byte aligned.
-    auto align = [](size_t n) { return (n + 15) / 16 * 16; };
+    // One upload: runs | checkpoints | blocks | row → run | tiles, each region's room rounded up
+    // to a power of two, so that the regions (and the pointers the kernels get) stay where they
+    // are while a batch decodes, whose block tables grow.
+    auto align = [](size_t n) { return std::max<size_t>(256, std::bit_ceil(n)); };
     const size_t runs_b = align(dev_runs.size() * sizeof(cuda::DevRun)), ckpt_b = align(ckpts.size() * sizeof(cuda::DevCheckpoint));
     const size_t blocks_b = align(blocks.size() * sizeof(int32_t)), rows_b = align(row_run.size() * sizeof(int32_t));
     const size_t tiles_b = align(tiles.size() * sizeof(cuda::DevTile));
@@ -208,8 +252,12 @@ class CudaBackend final : public Backend {
     step_.n_rows = rows;
     step_runs_ = runs.data();
     step_n_runs_ = runs.size();
-    step_max_keys_ = 0;
-    for (const SeqRun& r : runs) step_max_keys_ = std::max(step_max_keys_, r.pos0 + r.n_rows);
+    int64_t max_keys = 0;
+    for (const SeqRun& r : runs) max_keys = std::max(max_keys, r.pos0 + r.n_rows);
+    // Attention's splits of the longest row, rounded up to a power of two: a row's arithmetic
+    // does not depend on it (splits past a row's keys do nothing), and a decode step's launch
+    // then stays the same for many steps.
+    step_splits_ = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>((max_keys + cuda::kAttnSplitKeys - 1) / cuda::kAttnSplitKeys)));
   }
 
   // ---- ops ----
@@ -220,25 +268,35 @@ class CudaBackend final : public Backend {
     const bool gemm_path = n >= kGemmMinTokens && !own_only_;
     auto timer = time_op(profile_ ? cat(gemm_path ? "gemm " : "matmul ", dtype_name(w.dtype)) : std::string());
     if (gemm_path) return gemm(x, n, w.dtype, dw, rows, cols, y);
-    cuda::matmul(w.dtype, dw, rows, cols, x, n, y, stream_);
+    enqueue("matmul", [this](DType t, const void* dw, int64_t rows, int64_t cols, const float* x, int64_t n, float* y) {
+      cuda::matmul(t, dw, rows, cols, x, n, y, stream_);
+    }, w.dtype, dw, rows, cols, x, n, y);
   }
   void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
     auto timer = time_op("embedding");
-    cuda::embedding(table.dtype, device_weight(table), table.cols(), ids, n, out, stream_);
+    enqueue("embedding", [this](DType t, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out) {
+      cuda::embedding(t, table, cols, ids, n, out, stream_);
+    }, table.dtype, device_weight(table), table.cols(), ids, n, out);
   }
   void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override {
     auto timer = time_op("rms_norm");
-    cuda::rms_norm(x, w, rows, dim, eps, out, stream_);
+    enqueue("rms_norm", [this](const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
+      cuda::rms_norm(x, w, rows, dim, eps, out, stream_);
+    }, x, w, rows, dim, eps, out);
   }
   void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                  const float* inv_freq) override {
     auto timer = time_op("rope");
-    cuda::rope_neox(x, n_tokens, n_heads, head_dim, positions, inv_freq, stream_);
+    enqueue("rope", [this](float* x, int64_t n, int64_t h, int64_t hd, const int64_t* pos, const float* f) {
+      cuda::rope_neox(x, n, h, hd, pos, f, stream_);
+    }, x, n_tokens, n_heads, head_dim, positions, inv_freq);
   }
   void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override {
     auto timer = time_op("kv_write");
     check_step(runs);
-    cuda::kv_write(dev_kv(pool), step_, k, v, stream_);
+    enqueue("kv_write", [this](const cuda::DevKv& kv, const cuda::DevStep& step, const float* k, const float* v) {
+      cuda::kv_write(kv, step, k, v, stream_);
+    }, dev_kv(pool), step_, k, v);
   }
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
                  float* out) override {
@@ -246,55 +304,68 @@ class CudaBackend final : public Backend {
     check_step(runs);
     LFM_CHECK(pool.kv_heads > 0 && n_heads % pool.kv_heads == 0, "cuda: ", n_heads, " query heads cannot share ",
               pool.kv_heads, " kv heads");
-    const int64_t splits = (step_max_keys_ + cuda::kAttnSplitKeys - 1) / cuda::kAttnSplitKeys;
     float* partial = nullptr;
-    if (splits > 1) {  // rows of several splits leave (max, sum, acc) per split
-      ensure_capacity(*this, partial_buf_, sizeof(float) * static_cast<size_t>(step_.n_rows * n_heads * splits * (pool.head_dim + 2)));
+    if (step_splits_ > 1) {  // rows of several splits leave (max, sum, acc) per split
+      ensure_capacity(*this, partial_buf_, sizeof(float) * static_cast<size_t>(step_.n_rows * n_heads * step_splits_ * (pool.head_dim + 2)));
       partial = partial_buf_.as<float>();
     }
-    cuda::attention(q, dev_kv(pool), step_, n_heads, scale, out, step_max_keys_, partial, stream_);
+    enqueue("attention", [this](const float* q, const cuda::DevKv& kv, const cuda::DevStep& step, int64_t h, float scale,
+                                float* out, int64_t max_keys, float* partial) {
+      cuda::attention(q, kv, step, h, scale, out, max_keys, partial, stream_);
+    }, q, dev_kv(pool), step_, n_heads, scale, out, step_splits_ * cuda::kAttnSplitKeys, partial);
   }
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override {
     auto timer = time_op("short_conv");
     check_step(runs);
     LFM_CHECK(pool.rows == kernel - 1, "cuda: conv kernel ", kernel, " does not match state rows ", pool.rows);
-    cuda::short_conv(u, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w,
-                     bias, out, stream_);
+    enqueue("short_conv", [this](const float* u, const cuda::DevConv& conv, const cuda::DevStep& step, int64_t kernel,
+                                 const float* w, const float* bias, float* out) {
+      cuda::short_conv(u, conv, step, kernel, w, bias, out, stream_);
+    }, u, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w, bias, out);
   }
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
     auto timer = time_op("swiglu");
-    cuda::swiglu(gate, up, n, out, stream_);
+    enqueue("swiglu", [this](const float* g, const float* u, int64_t n, float* o) { cuda::swiglu(g, u, n, o, stream_); },
+            gate, up, n, out);
   }
-  void mul(const float* a, const float* b, int64_t n, float* out) override {
-    cuda::mul_rows(a, n, b, n, 1, n, out, n, stream_);
-  }
+  void mul(const float* a, const float* b, int64_t n, float* out) override { mul_rows(a, n, b, n, 1, n, out, n); }
   void add(float* y, const float* x, int64_t n) override {
     auto timer = time_op("add");
-    cuda::add(y, x, n, stream_);
+    enqueue("add", [this](float* y, const float* x, int64_t n) { cuda::add(y, x, n, stream_); }, y, x, n);
   }
-  void softmax(float* x, int64_t n) override { cuda::softmax(x, n, stream_); }
+  void softmax(float* x, int64_t n) override {
+    enqueue("softmax", [this](float* x, int64_t n) { cuda::softmax(x, n, stream_); }, x, n);
+  }
   void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
                 int64_t ldo) override {
     auto timer = time_op("mul_rows");
-    cuda::mul_rows(a, lda, b, ldb, rows, cols, out, ldo, stream_);
+    enqueue("mul_rows", [this](const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols,
+                               float* out, int64_t ldo) { cuda::mul_rows(a, lda, b, ldb, rows, cols, out, ldo, stream_); },
+            a, lda, b, ldb, rows, cols, out, ldo);
   }
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
     auto timer = time_op("add_bias");
-    cuda::add_bias(y, bias, rows, cols, stream_);
+    enqueue("add_bias", [this](float* y, const float* b, int64_t rows, int64_t cols) { cuda::add_bias(y, b, rows, cols, stream_); },
+            y, bias, rows, cols);
   }
   void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) override {
     auto timer = time_op("gather_rows");
-    cuda::gather_rows(x, cols, index, n, out, stream_);
+    enqueue("gather_rows", [this](const float* x, int64_t cols, const int32_t* index, int64_t n, float* out) {
+      cuda::gather_rows(x, cols, index, n, out, stream_);
+    }, x, cols, index, n, out);
   }
   void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
                   float* out) override {
     auto timer = time_op("layer_norm");
-    cuda::layer_norm(x, w, b, rows, dim, eps, out, stream_);
+    enqueue("layer_norm", [this](const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
+                                 float* out) { cuda::layer_norm(x, w, b, rows, dim, eps, out, stream_); },
+            x, w, b, rows, dim, eps, out);
   }
   void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) override {
     auto timer = time_op("gelu");
-    cuda::gelu(x, n, tanh_approximation, out, stream_);
+    enqueue("gelu", [this](const float* x, int64_t n, bool t, float* out) { cuda::gelu(x, n, t, out, stream_); }, x, n,
+            tanh_approximation, out);
   }
   void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
                          int64_t n_heads, int64_t head_dim, float scale, float* out) override {
@@ -303,7 +374,7 @@ class CudaBackend final : public Backend {
     LFM_CHECK(head_dim <= 256, "cuda: segment_attention supports head_dim up to 256, not ", head_dim);
     // Each row's key range, uploaded with the call (a few KiB for a batch of tiles).
     const int64_t rows = seg.back();
-    std::vector<int64_t>& bounds = segment_host_;  // kept: the copy may still read it
+    std::vector<int64_t>& bounds = segment_host_;  // kept: an upload with nothing queued reads it in place
     bounds.assign(static_cast<size_t>(2 * rows), 0);
     for (size_t s = 0; s + 1 < seg.size(); ++s) {
       LFM_CHECK(seg[s + 1] > seg[s], "cuda: segment_attention segment ", s, " is empty or reversed");
@@ -315,21 +386,31 @@ class CudaBackend final : public Backend {
     ensure_capacity(*this, segment_buf_, bounds.size() * sizeof(int64_t));
     auto* dev = static_cast<int64_t*>(segment_buf_.data());
     upload(dev, bounds.data(), bounds.size() * sizeof(int64_t));
-    cuda::segment_attention(q, k, v, dev, dev + rows, rows, n_heads, head_dim, scale, out, stream_);
+    enqueue("segment_attention", [this](const float* q, const float* k, const float* v, const int64_t* begin,
+                                        const int64_t* end, int64_t rows, int64_t h, int64_t hd, float scale, float* out) {
+      cuda::segment_attention(q, k, v, begin, end, rows, h, hd, scale, out, stream_);
+    }, q, k, v, static_cast<const int64_t*>(dev), static_cast<const int64_t*>(dev + rows), rows, n_heads, head_dim, scale, out);
   }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
     auto timer = time_op("moe_route");
-    cuda::moe_route(logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights, stream_);
+    enqueue("moe_route", [this](const float* logits, int64_t rows, int64_t e, int64_t k, const float* bias, bool norm,
+                                float scale, int32_t* experts, float* weights) {
+      cuda::moe_route(logits, rows, e, k, bias, norm, scale, experts, weights, stream_);
+    }, logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights);
   }
   void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override {
     auto timer = time_op("argmax_rows");
-    cuda::argmax_rows(logits, rows, vocab, allowed, ids, stream_);
+    enqueue("argmax_rows", [this](const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) {
+      cuda::argmax_rows(logits, rows, vocab, allowed, ids, stream_);
+    }, logits, rows, vocab, allowed, ids);
   }
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override {
     auto timer = time_op("moe_combine");
-    cuda::moe_combine(x, src, weights, rows, k, cols, out, stream_);
+    enqueue("moe_combine", [this](const float* x, const int32_t* src, const float* w, int64_t rows, int64_t k,
+                                  int64_t cols, float* out) { cuda::moe_combine(x, src, w, rows, k, cols, out, stream_); },
+            x, src, weights, rows, k, cols, out);
   }
 
  private:
@@ -391,30 +472,46 @@ class CudaBackend final : public Backend {
   // weights multiply f16-rounded activations; BF16 and quantized ones (decoded to bf16 first)
   // bf16-rounded activations, as transformers running in those dtypes does.
   void gemm(const float* x, int64_t n, DType type, const void* w, int64_t rows, int64_t cols, float* y) {
-    const float one = 1.0f, zero = 0.0f;
-    const int m = static_cast<int>(rows), nn = static_cast<int>(n), k = static_cast<int>(cols);
-    if (type == DType::F32) {
-      LFM_CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, static_cast<const float*>(w), k, x,
-                                   k, &zero, y, m));
-      return;
-    }
-    ensure_capacity(*this, act_buf_, static_cast<size_t>(n * cols) * 2);
-    auto* xa = act_buf_.as<uint16_t>();
-    cudaDataType_t t = CUDA_R_16BF;
-    const void* a = w;
-    if (type == DType::F16) {
-      t = CUDA_R_16F;
-      cuda::to_f16(x, n * cols, xa, stream_);
-    } else {
-      cuda::to_bf16(x, n * cols, xa, stream_);
-      if (type != DType::BF16) {
+    // Scratch sized here, at the call: a queued op never allocates.
+    uint16_t* xa = nullptr;
+    uint16_t* wa = nullptr;
+    if (type != DType::F32) {
+      ensure_capacity(*this, act_buf_, static_cast<size_t>(n * cols) * 2);
+      xa = act_buf_.as<uint16_t>();
+      if (type != DType::F16 && type != DType::BF16) {
         ensure_capacity(*this, weight_buf_, static_cast<size_t>(rows * cols) * 2);
-        cuda::dequantize_to_bf16(type, w, rows, cols, weight_buf_.as<uint16_t>(), stream_);
-        a = weight_buf_.data();
+        wa = weight_buf_.as<uint16_t>();
       }
     }
-    LFM_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, a, t, k, xa, t, k, &zero, y,
-                                  CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    enqueue("gemm", [this](const float* x, int64_t n, DType type, const void* w, int64_t rows, int64_t cols, float* y,
+                           uint16_t* xa, uint16_t* wa) {
+      const float one = 1.0f, zero = 0.0f;
+      const int m = static_cast<int>(rows), nn = static_cast<int>(n), k = static_cast<int>(cols);
+      if (type == DType::F32) {
+        LFM_CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, static_cast<const float*>(w), k,
+                                     x, k, &zero, y, m));
+        return;
+      }
+      cudaDataType_t t = CUDA_R_16BF;
+      const void* a = w;
+      if (type == DType::F16) {
+        t = CUDA_R_16F;
+        cuda::to_f16(x, n * cols, xa, stream_);
+      } else {
+        cuda::to_bf16(x, n * cols, xa, stream_);
+        if (wa) {
+          cuda::dequantize_to_bf16(type, w, rows, cols, wa, stream_);
+          a = wa;
+        }
+      }
+      LFM_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, a, t, k, xa, t, k, &zero, y,
+                                    CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }, x, n, type, w, rows, cols, y, xa, wa);
+  }
+
+  template <typename Fn, typename... Args>
+  void enqueue(const char* name, Fn fn, const Args&... args) {
+    queue_->enqueue(name, std::move(fn), args...);
   }
 
   int device_;
@@ -429,12 +526,18 @@ class CudaBackend final : public Backend {
   cuda::DevStep step_;
   const SeqRun* step_runs_ = nullptr;
   size_t step_n_runs_ = 0;
-  int64_t step_max_keys_ = 0;
+  int64_t step_splits_ = 1;  // attention's key splits this step (see begin_step)
   // GEMM scratch: activations rounded to 16 bits, a quantized matrix decoded to bf16.
   DeviceBuffer act_buf_, weight_buf_;
   DeviceBuffer segment_buf_;  // segment_attention's per-row key ranges
   std::vector<int64_t> segment_host_;
   DeviceBuffer partial_buf_;  // attention's per-split partials
+  static constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+  DeviceBuffer blas_workspace_;
+  // Declared last: the queue's ops use the members above, and it goes first.
+  std::shared_ptr<FreeGate> gate_;
+  std::unique_ptr<CudaGraphs> graphs_;
+  std::unique_ptr<ReplayQueue> queue_;
 };
 
 }  // namespace

@@ -1,0 +1,86 @@
+#include "kernels/cuda/cuda_graphs.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace lfm {
+
+void* CudaGraphs::record(std::span<const std::function<void()>> ops) {
+  // Relaxed: the ops may set a kernel's attributes (not a stream operation) while capturing.
+  LFM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  cudaGraph_t graph = nullptr;
+  try {
+    for (const auto& op : ops) op();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);  // leave the stream usable; the op's error is the one to report
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  LFM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  LFM_CUDA_CHECK(err);
+  return exec;
+}
+
+void CudaGraphs::launch(void* graph) { LFM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream_)); }
+
+void CudaGraphs::release(void* graph) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
+
+void CudaGraphs::wait() { LFM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void* CudaGraphs::alloc_staging(size_t bytes) {
+  void* p = nullptr;
+  LFM_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  return p;
+}
+
+void CudaGraphs::free_staging(void* p) { cudaFreeHost(p); }
+
+bool cuda_graphs_requested() {
+  const char* env = std::getenv("LFM_CUDA_GRAPHS");
+  return env && (std::strcmp(env, "1") == 0 || std::strcmp(env, "stats") == 0);
+}
+
+bool cuda_graph_stats_requested() {
+  const char* env = std::getenv("LFM_CUDA_GRAPHS");
+  return env && std::strcmp(env, "stats") == 0;
+}
+
+namespace cuda {
+
+void append_signature(std::vector<uint64_t>& words, const DevKv& kv) {
+  lfm::append_signature(words, kv.k);
+  lfm::append_signature(words, kv.v);
+  lfm::append_signature(words, kv.type);
+  lfm::append_signature(words, kv.block_tokens);
+  lfm::append_signature(words, kv.kv_heads);
+  lfm::append_signature(words, kv.head_dim);
+}
+
+void append_signature(std::vector<uint64_t>& words, const DevConv& conv) {
+  lfm::append_signature(words, conv.state);
+  lfm::append_signature(words, conv.snapshots);
+  lfm::append_signature(words, conv.type);
+  lfm::append_signature(words, conv.rows);
+  lfm::append_signature(words, conv.dim);
+}
+
+void append_signature(std::vector<uint64_t>& words, const DevStep& step) {
+  lfm::append_signature(words, step.runs);
+  lfm::append_signature(words, step.blocks);
+  lfm::append_signature(words, step.ckpts);
+  lfm::append_signature(words, step.row_run);
+  lfm::append_signature(words, step.tiles);
+  lfm::append_signature(words, step.n_runs);
+  lfm::append_signature(words, step.n_tiles);
+  lfm::append_signature(words, step.n_rows);
+}
+
+}  // namespace cuda
+
+}  // namespace lfm
