@@ -68,11 +68,11 @@ ldd devcarry/bin/lfm 2>/dev/null | grep -i "not found" >> "$log"
 say "GPU tests (lfm_cuda_tests)"
 run 200 $CUDA_TESTS
 say "engine tests on the CUDA backend (batching, preemption, prefix cache, cancellation)"
-run 200 $TESTS --gtest_filter='Fixtures/EngineTest.*/2:Fixtures/EngineTest.*/5'
+run 200 $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
 if [ $? -ge 128 ] && [ -x devcarry/bin/lfm_tests ] && command -v cuda-gdb > /dev/null; then
   say "the engine tests crashed: a backtrace of the first one (cuda-gdb)"
   run 120 cuda-gdb -q -batch -ex run -ex bt -ex 'info threads' -ex 'thread apply all bt 12' --args devcarry/bin/lfm_tests \
-    --gtest_filter='Fixtures/EngineTest.BatchedSubmissionsMatchRequestsAlone/2'
+    --gtest_filter='Fixtures/EngineTest.BatchedSubmissionsMatchRequestsAlone/lfm2_c_la_cuda'
 fi
 
 say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of transformers, logits, engine greedy, staged encoding)"
@@ -80,9 +80,6 @@ run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*cuda*'
 
 models=/tmp/lfm_device_models
 mkdir -p $models
-say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"
-run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*/2:Fixtures/EngineTest.*/5'
-run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
 
 say "random-weight 1.2B files"
 [ -d $models/bf16 ] || run 60 $LFM gen-random --shape 1.2B --type bf16 -o $models/bf16 -q
@@ -93,6 +90,16 @@ bench() {  # name, limit, then lfm bench arguments
   run "$limit" sh -c "$LFM bench --device cuda --json $* > $out/bench_$name.json" || echo "bench $name failed" >> "$log"
 }
 bench bf16 150 -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2
+
+say "CUDA graphs (LFM_CUDA_GRAPHS=stats: ops queued, repeated runs replayed as recorded graphs): tests, then decode"
+run 150 env LFM_CUDA_GRAPHS=stats $CUDA_TESTS
+run 150 env LFM_CUDA_GRAPHS=stats $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda:DeviceNeutralForward.*'
+run 60 sh -c "LFM_CUDA_GRAPHS=stats $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1,64 -d 0,512 -r 2 > $out/bench_bf16_graphs.json" ||
+  echo "bench bf16_graphs failed" >> "$log"
+
+say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"
+run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
+run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
 
 say "where a step's time goes (LFM_CUDA_PROFILE=1: each op timed with waits before and after)"
 for args in "-p 0 -n 64" "-p 2048 -n 0" "-p 0 -n 16 -b 64"; do

@@ -298,6 +298,32 @@ class FakeDeviceBackend final : public ReferenceBackend {
         x, src, weights, rows, k, cols, out);
   }
 
+  void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first, int32_t* index,
+                 int32_t* src) override {
+    mine(experts, "moe_group"), mine(first, "moe_group first"), mine(index, "moe_group index"), mine(src, "moe_group src");
+    run("moe_group", [this](const int32_t* experts, int64_t rows, int64_t k, int64_t e, int32_t* first, int32_t* index,
+                            int32_t* src) { ReferenceBackend::moe_group(experts, rows, k, e, first, index, src); },
+        experts, rows, k, n_experts, first, index, src);
+  }
+  // `first` is read where it is, inside the op (as a GPU kernel would), and each expert's rows
+  // go through matmul (run inside this op).
+  void moe_matmul(const float* x, const int32_t* first, std::span<const TensorView* const> ws, int64_t rows,
+                  float* y) override {
+    mine(x, "moe_matmul x"), mine(first, "moe_matmul first"), mine(y, "moe_matmul y");
+    HostWords experts;
+    for (const TensorView* w : ws) experts.v.push_back(reinterpret_cast<intptr_t>(w));
+    run("moe_matmul", [this](const float* x, const int32_t* first, const HostWords& ws, int64_t rows, float* y) {
+      const int64_t E = static_cast<int64_t>(ws.v.size());
+      LFM_CHECK(first[0] == 0 && first[E] == rows, "fake-device: moe_matmul's groups do not cover ", rows, " rows");
+      const auto* w0 = reinterpret_cast<const TensorView*>(ws.v[0]);
+      const int64_t cols = w0->shape[1], out = w0->shape[0];
+      for (int64_t e = 0; e < E; ++e)
+        if (first[e + 1] > first[e])
+          matmul(x + first[e] * cols, first[e + 1] - first[e], *reinterpret_cast<const TensorView*>(ws.v[e]),
+                 y + first[e] * out);
+    }, x, first, experts, rows, y);
+  }
+
   void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override {
     mine(logits, "argmax_rows logits"), mine(allowed, "argmax_rows allowed"), mine(ids, "argmax_rows ids");
     run("argmax_rows", [this](const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) {

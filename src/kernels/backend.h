@@ -160,6 +160,20 @@ class Backend : public DeviceMemory {
   // t < rows; x [*, cols], src and weights [rows, k].
   virtual void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
                            int64_t cols, float* out) = 0;
+  // Groups the choices by expert, for the experts' matmuls: experts [rows, k] (moe_route's) →
+  // first [n_experts + 1] (expert e owns rows [first[e], first[e + 1]) of the grouped batch,
+  // rows · k of them in all), index [rows · k] (grouped row r is token index[r]; an expert's
+  // tokens in ascending order) and src [rows, k] (token t's j-th choice is grouped row src[t, j]).
+  // All in backend memory: the host need not see the choices.
+  virtual void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first,
+                         int32_t* index, int32_t* src) = 0;
+  // Every expert's matmul on its grouped rows: y[r, :] = x[r, :] · ws[e]ᵀ for r in
+  // [first[e], first[e + 1]), with `first` in backend memory (moe_group's); ws [n_experts]
+  // matrices of one dtype and shape; x [rows, cols], y [rows, ws[0].rows]. Bit for bit what
+  // matmul on each expert's rows gives. The default reads `first` on the host (host memory only)
+  // and runs matmul_jobs; a device backend computes it without the host seeing `first`.
+  virtual void moe_matmul(const float* x, const int32_t* first, std::span<const TensorView* const> ws, int64_t rows,
+                          float* y);
 
   // ---- greedy choice ----
   // ids[r] = the index of the largest logits[r, i] over the allowed i (allowed: null for every

@@ -206,6 +206,24 @@ void ReferenceBackend::moe_combine(const float* x, const int32_t* src, const flo
   }
 }
 
+void ReferenceBackend::moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first,
+                                 int32_t* index, int32_t* src) {
+  std::fill(first, first + n_experts + 1, 0);
+  for (int64_t i = 0; i < rows * k; ++i) {
+    LFM_CHECK(experts[i] >= 0 && experts[i] < n_experts, "kernels: moe_group got expert ", experts[i], " of ",
+              n_experts);
+    ++first[experts[i] + 1];
+  }
+  for (int64_t e = 0; e < n_experts; ++e) first[e + 1] += first[e];
+  std::vector<int32_t> cursor(first, first + n_experts);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t r = cursor[experts[t * k + j]]++;
+      index[r] = static_cast<int32_t>(t);
+      src[t * k + j] = r;
+    }
+}
+
 void ReferenceBackend::argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed,
                                    int32_t* ids) {
   for (int64_t r = 0; r < rows; ++r) {

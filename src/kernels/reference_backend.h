@@ -38,6 +38,8 @@ class ReferenceBackend : public Backend {
                  bool normalize, float scale, int32_t* experts, float* weights) override;
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override;
+  void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first, int32_t* index,
+                 int32_t* src) override;
   void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override;
   // Every CPU backend packs as prepare_cpu_weights does (kernels/weight_pack.h).
   std::unique_ptr<PreparedWeights> prepare_weights(WeightSet& set) override;

@@ -298,7 +298,7 @@ void Forward::dense_ffn(const FfnWeights& w, const float* in, int64_t rows, floa
 // Sigmoid-routed MoE (LFM2_SPEC.md §3.7): the expert bias only steers selection; weights come
 // from the unbiased scores, renormalised (+1e-6) and scaled (Backend::moe_route). Each token sums
 // its experts in ascending expert order, so its result does not depend on which other tokens are
-// present.
+// present. Routing, grouping and the experts' matmuls stay on the backend.
 void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
   const ModelConfig& c = model_.config();
   const int64_t d = c.hidden_size, E = c.n_experts, k = c.n_experts_used;
@@ -309,51 +309,28 @@ void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
   float* weights_dev = scratch<float>(moe_weights_buf_, rows * k);
   be_.moe_route(logits, rows, E, k, w.expert_bias.empty() ? nullptr : w.expert_bias.ptr(), c.norm_topk_prob,
                 c.routed_scaling_factor, experts_dev, weights_dev);
-  // The host sizes each expert's matmuls from the choices: expert e runs on the tokens routed to
-  // it (in token order), its rows packed after the previous expert's ([R = rows · k] in all).
-  std::vector<int32_t> chosen(static_cast<size_t>(rows * k));
-  be_.download(chosen.data(), experts_dev, chosen.size() * sizeof(int32_t));
-  std::vector<int64_t> first(E + 1, 0);  // expert e owns rows [first[e], first[e + 1])
-  for (int32_t e : chosen) {
-    LFM_CHECK(e >= 0 && e < E, "forward: the router chose expert ", e, " of ", E);
-    ++first[e + 1];
-  }
-  for (int64_t e = 0; e < E; ++e) first[e + 1] += first[e];
-  const int64_t R = first[E];
-  std::vector<int32_t> index(static_cast<size_t>(R));  // row r of the experts' input is token index[r]
-  std::vector<int32_t> src(chosen.size());             // token t's j-th expert output is row src[t, j]
-  std::vector<int64_t> cursor(first.begin(), first.end() - 1);
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t r = cursor[chosen[t * k + j]]++;
-      index[r] = static_cast<int32_t>(t);
-      src[t * k + j] = static_cast<int32_t>(r);
-    }
+  // The choices grouped by expert on the backend (no round trip to the host): expert e runs on
+  // the tokens routed to it, in token order, its rows packed after the previous expert's.
+  const int64_t R = rows * k;  // each token's k experts are distinct
+  int32_t* first_dev = scratch<int32_t>(moe_first_buf_, E + 1);
   int32_t* index_dev = scratch<int32_t>(moe_index_buf_, R);
-  int32_t* src_dev = scratch<int32_t>(moe_src_buf_, rows * k);
-  be_.upload(index_dev, index.data(), index.size() * sizeof(int32_t));
-  be_.upload(src_dev, src.data(), src.size() * sizeof(int32_t));
+  int32_t* src_dev = scratch<int32_t>(moe_src_buf_, R);
+  be_.moe_group(experts_dev, rows, k, E, first_dev, index_dev, src_dev);
 
-  // The gathered inputs, then w1/w3 of every expert as one batch of matmuls, SwiGLU, and w2
-  // likewise, so a decode step's k experts cost two passes, not 2k.
+  // The gathered inputs, then w1/w3 of every expert as one grouped matmul each, SwiGLU, and w2
+  // likewise, so a decode step's k experts cost three passes, not 3k.
   const int64_t F = c.moe_ffn_dim;  // every expert's w1/w3 [F, d], w2 [d, F] (checked at load)
   float* in = scratch<float>(moe_in_buf_, R * d);
   float* gate = scratch<float>(gate_buf_, R * F);
   float* up = scratch<float>(up_buf_, R * F);
   float* out = scratch<float>(moe_out_buf_, R * d);
   be_.gather_rows(a_, d, index_dev, R, in);
-  std::vector<Backend::MatmulJob> gate_up, down;
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = first[e + 1] - first[e];
-    if (n == 0) continue;
-    const FfnWeights& fw = w.experts[e];
-    gate_up.push_back({in + first[e] * d, n, &fw.w1, gate + first[e] * F});
-    gate_up.push_back({in + first[e] * d, n, &fw.w3, up + first[e] * F});
-    down.push_back({gate + first[e] * F, n, &fw.w2, out + first[e] * d});
-  }
-  be_.matmul_jobs(gate_up);
+  moe_w1_.clear(), moe_w3_.clear(), moe_w2_.clear();
+  for (const FfnWeights& fw : w.experts) moe_w1_.push_back(&fw.w1), moe_w3_.push_back(&fw.w3), moe_w2_.push_back(&fw.w2);
+  be_.moe_matmul(in, first_dev, moe_w1_, R, gate);
+  be_.moe_matmul(in, first_dev, moe_w3_, R, up);
   be_.swiglu(gate, up, R * F, gate);
-  be_.matmul_jobs(down);
+  be_.moe_matmul(gate, first_dev, moe_w2_, R, out);
   be_.moe_combine(out, src_dev, weights_dev, rows, k, d, mix_);
 }
 

@@ -7,8 +7,7 @@
 //
 // Forward is one description of LFM2 for every backend: activations and scratch live in the
 // backend's memory (device memory on a GPU), and per step only the token ids, positions and a few
-// indices go up and the wanted logits come down (plus, on MoE layers, each token's chosen experts,
-// which size the experts' matmuls).
+// indices go up and the wanted logits (or greedy ids) come down.
 #pragma once
 
 #include <cstdint>
@@ -109,9 +108,11 @@ class Forward {
   bool has_allowed_ = false;
   DeviceBuffer gate_buf_, up_buf_;  // [rows, F] SwiGLU scratch, reused across layers and steps
   // MoE: router logits [rows, E]; each token's experts and weights [rows, k]; the experts' gathered
-  // inputs and outputs [rows · k, d]; the gather index [rows · k] and each choice's output row [rows, k].
+  // inputs and outputs [rows · k, d]; the gather index [rows · k], each choice's output row
+  // [rows, k] and each expert's first grouped row [E + 1].
   DeviceBuffer moe_logits_buf_, moe_experts_buf_, moe_weights_buf_, moe_in_buf_, moe_out_buf_, moe_index_buf_,
-      moe_src_buf_;
+      moe_src_buf_, moe_first_buf_;
+  std::vector<const TensorView*> moe_w1_, moe_w3_, moe_w2_;  // a layer's experts' matrices
   std::vector<float> observed_;  // a host copy of what the observer sees, for a device backend
 };
 

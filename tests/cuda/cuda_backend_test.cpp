@@ -170,6 +170,44 @@ TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
   }
 }
 
+// The experts' grouping and grouped matmuls on the device: the reference's grouping, and each
+// expert's rows the bits a matmul on them alone gives (one launch for every expert; experts with
+// no rows skipped), for a decode-sized and a prefill-sized batch, in two weight types.
+TEST_F(CudaTest, GroupedExpertMatmulsMatchOneMatmulPerExpert) {
+  const int64_t E = 6, k = 2, cols = 256, out = 40;
+  for (DType type : {DType::BF16, DType::Q4_0}) {
+    std::vector<GpuMatrix> experts;
+    std::vector<const TensorView*> ws;
+    for (int64_t e = 0; e < E; ++e) experts.push_back(make_matrix(*gpu_, type, out, cols, 40 + e));
+    for (const GpuMatrix& m : experts) ws.push_back(&m.view);
+    for (int64_t rows : {3, 40}) {
+      std::vector<int32_t> choice(rows * k);  // expert 5 never chosen
+      for (int64_t t = 0; t < rows; ++t) {
+        choice[t * k] = static_cast<int32_t>(t % 3);
+        choice[t * k + 1] = static_cast<int32_t>(3 + (t * 7) % 2);
+      }
+      std::vector<int32_t> first(E + 1), index(rows * k), src(rows * k);
+      ref_->moe_group(choice.data(), rows, k, E, first.data(), index.data(), src.data());
+      auto dc = up(choice);
+      DeviceBuffer df = gpu_->allocate((E + 1) * 4), di = gpu_->allocate(rows * k * 4), ds = gpu_->allocate(rows * k * 4);
+      gpu_->moe_group(dc.as<int32_t>(), rows, k, E, df.as<int32_t>(), di.as<int32_t>(), ds.as<int32_t>());
+      EXPECT_EQ(down<int32_t>(df, first.size()), first);
+      EXPECT_EQ(down<int32_t>(di, index.size()), index);
+      EXPECT_EQ(down<int32_t>(ds, src.size()), src);
+      const int64_t R = rows * k;
+      const auto x = randn(R * cols, 50 + rows);
+      auto dx = up(x);
+      DeviceBuffer dy = gpu_->allocate(R * out * 4), dsep = gpu_->allocate(R * out * 4);
+      gpu_->moe_matmul(dx.as<float>(), df.as<int32_t>(), ws, R, dy.as<float>());
+      for (int64_t e = 0; e < E; ++e)
+        if (first[e + 1] > first[e])
+          gpu_->matmul(dx.as<float>() + first[e] * cols, first[e + 1] - first[e], *ws[e],
+                       dsep.as<float>() + first[e] * out);
+      EXPECT_EQ(down<float>(dy, R * out), down<float>(dsep, R * out)) << dtype_name(type) << " rows " << rows;
+    }
+  }
+}
+
 // Every fixture through the GPU, as fixture_test.cpp runs them on the CPU.
 TEST_F(CudaTest, FixturesMatchTransformers) {
   for (const std::string& name : test::all_fixtures()) {

@@ -399,6 +399,43 @@ class CudaBackend final : public Backend {
       cuda::moe_route(logits, rows, e, k, bias, norm, scale, experts, weights, stream_);
     }, logits, rows, n_experts, k, selection_bias, normalize, scale, experts, weights);
   }
+  void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first, int32_t* index,
+                 int32_t* src) override {
+    auto timer = time_op("moe_group");
+    enqueue("moe_group", [this](const int32_t* experts, int64_t rows, int64_t k, int64_t e, int32_t* first,
+                                int32_t* index, int32_t* src) {
+      cuda::moe_group(experts, rows, k, e, first, index, src, stream_);
+    }, experts, rows, k, n_experts, first, index, src);
+  }
+  void moe_matmul(const float* x, const int32_t* first, std::span<const TensorView* const> ws, int64_t rows,
+                  float* y) override {
+    const int64_t E = static_cast<int64_t>(ws.size());
+    LFM_CHECK(E > 0, "cuda: moe_matmul without experts");
+    const TensorView& w0 = *ws[0];
+    for (const TensorView* w : ws)
+      LFM_CHECK(w->dtype == w0.dtype && w->shape == w0.shape, "cuda: moe_matmul's experts differ: ",
+                dtype_name(w->dtype), " ", shape_str(w->shape), " and ", dtype_name(w0.dtype), " ", shape_str(w0.shape));
+    const int64_t out = w0.shape[0], cols = w0.shape[1];
+    if (rows >= kGemmMinTokens && !own_only_) {
+      // Long batches (prefill): each expert's rows as one matmul (cuBLAS where it has enough), sized
+      // on the host from the groups (one wait; the step is compute-bound).
+      std::vector<int32_t> f(static_cast<size_t>(E + 1));
+      download(f.data(), first, f.size() * sizeof(int32_t));
+      LFM_CHECK(f[0] == 0 && f[E] == rows, "cuda: moe_matmul's groups cover ", f[E] - f[0], " rows, not ", rows);
+      for (int64_t e = 0; e < E; ++e)
+        if (f[e + 1] > f[e]) matmul(x + f[e] * cols, f[e + 1] - f[e], *ws[e], y + f[e] * out);
+      return;
+    }
+    auto timer = time_op(profile_ ? cat("moe_matmul ", dtype_name(w0.dtype)) : std::string());
+    const void* const* list = expert_list(ws);
+    bool vec = true;
+    for (const TensorView* w : ws) vec = vec && cuda::matmul_vector_ok(w->dtype, device_weight(*w), cols, x);
+    enqueue("moe_matmul", [this](DType t, const void* const* list, int64_t E, int64_t out, int64_t cols, const float* x,
+                                 const int32_t* first, float* y, bool vec) {
+      cuda::grouped_matmul(t, list, E, out, cols, x, first, y, vec, stream_);
+    }, w0.dtype, list, E, out, cols, x, first, y, vec);
+  }
+
   void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override {
     auto timer = time_op("argmax_rows");
     enqueue("argmax_rows", [this](const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) {
@@ -456,6 +493,20 @@ class CudaBackend final : public Backend {
     LFM_CHECK(w.packed && w.packed_layout == PackedLayout::kDevice, "cuda: a ", dtype_name(w.dtype), " weight ",
               shape_str(w.shape), " was not uploaded (load the model with LoadOptions::backend set to this backend)");
     return w.packed;
+  }
+
+  // A device array of the experts' weight pointers, uploaded once per expert set (keyed by its
+  // first matrix, checked against the whole list).
+  const void* const* expert_list(std::span<const TensorView* const> ws) {
+    std::vector<const void*> ptrs;
+    for (const TensorView* w : ws) ptrs.push_back(device_weight(*w));
+    ExpertList& l = expert_lists_[ws[0]];
+    if (l.ptrs != ptrs) {
+      ensure_capacity(*this, l.dev, ptrs.size() * sizeof(void*));
+      upload(l.dev.data(), ptrs.data(), ptrs.size() * sizeof(void*));
+      l.ptrs = std::move(ptrs);
+    }
+    return l.dev.as<const void* const>();
   }
 
   void check_step(std::span<const SeqRun> runs) const {
@@ -532,6 +583,11 @@ class CudaBackend final : public Backend {
   DeviceBuffer segment_buf_;  // segment_attention's per-row key ranges
   std::vector<int64_t> segment_host_;
   DeviceBuffer partial_buf_;  // attention's per-split partials
+  struct ExpertList {
+    std::vector<const void*> ptrs;  // host copy of what dev holds
+    DeviceBuffer dev;
+  };
+  std::unordered_map<const TensorView*, ExpertList> expert_lists_;
   static constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
   DeviceBuffer blas_workspace_;
   // Declared last: the queue's ops use the members above, and it goes first.

@@ -79,6 +79,9 @@ void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, 
                bool normalize, float scale, int32_t* experts, float* weights, cudaStream_t s);
 void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                  float* out, cudaStream_t s);
+// Backend::moe_group (one block; deterministic: an expert's tokens in ascending order).
+void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first, int32_t* index,
+               int32_t* src, cudaStream_t s);
 // Backend::argmax_rows: one block per row, the lowest index among equal maxima.
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids,
                  cudaStream_t s);
@@ -93,6 +96,15 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
 // One warp per output row, tokens in groups of 8: every output's sum is the same whatever n.
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s);
+
+// Backend::moe_matmul for batches of a few rows: one launch for every expert, blocks (W rows,
+// expert); an expert's rows [first[e], first[e + 1]) read from device memory (experts without rows
+// do nothing), its matrix from w_list[e] (device array of device pointers). Each output is
+// computed as matmul computes it. `vec`: every matrix, and x, allow the vector kernel (see matmul).
+void grouped_matmul(DType type, const void* const* w_list, int64_t n_experts, int64_t rows, int64_t cols,
+                    const float* x, const int32_t* first, float* y, bool vec, cudaStream_t s);
+// Whether matmul's vector kernel can read a matrix at w (and x) of `cols` columns.
+bool matmul_vector_ok(DType type, const void* w, int64_t cols, const float* x);
 
 // ---- state ops ----
 void kv_write(const DevKv& kv, const DevStep& step, const float* k, const float* v, cudaStream_t s);

@@ -23,6 +23,26 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Grouped matmuls (grouped_matmul): block column blockIdx.y is expert e, whose rows of x and y are
+// [first[e], first[e + 1]) and whose matrix is w_list[e]. A plain matmul has no groups.
+struct Groups {
+  const void* const* w_list = nullptr;
+  const int32_t* first = nullptr;
+  // Points w, x, y and n at this block's expert; false when it has no rows.
+  __device__ __forceinline__ bool select(const uint8_t* __restrict__& w, const float* __restrict__& x, int64_t& n,
+                                         float* __restrict__& y, int64_t cols, int64_t rows) const {
+    if (!first) return true;
+    const int e = static_cast<int>(blockIdx.y);
+    const int64_t r0 = first[e];
+    n = first[e + 1] - r0;
+    if (n <= 0) return false;
+    w = static_cast<const uint8_t*>(w_list[e]);
+    x += r0 * cols;
+    y += r0 * rows;
+    return true;
+  }
+};
+
 // Elements 8c .. 8c+7 of a row of a plain type (the row 16-byte aligned).
 template <DType T>
 __device__ __forceinline__ void load8(const uint8_t* row, int64_t c, float* w) {
@@ -65,10 +85,10 @@ __device__ __forceinline__ float dot_in_order(float acc, const float* w, const f
 // arithmetic is the same either way.
 template <DType T, int NT>
 __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
-                                  const float* __restrict__ x, int64_t n, float* __restrict__ y) {
+                                  const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= rows) return;
+  if (row >= rows || !groups.select(w, x, n, y, cols, rows)) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
   for (int64_t t0 = 0; t0 < n; t0 += NT) {
     const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
@@ -144,10 +164,10 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
 
 template <DType T>
 __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
-                              const float* __restrict__ x, int64_t n, float* __restrict__ y) {
+                              const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= rows) return;
+  if (row >= rows || !groups.select(w, x, n, y, cols, rows)) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
   for (int64_t t0 = 0; t0 < n; t0 += kTokenGroup) {
     const int nt = static_cast<int>(n - t0 < kTokenGroup ? n - t0 : kTokenGroup);
@@ -218,24 +238,25 @@ unsigned grid_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 
 
 }  // namespace
 
-void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
-            cudaStream_t s) {
-  if (rows == 0 || n == 0) return;
-  const size_t row_bytes = static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const dim3 grid(grid_for(rows, kWarpsPerBlock)), block(32 * kWarpsPerBlock);
-  // Vector loads need 16-byte aligned rows of W and x: whole groups of 32 (8 for plain types).
-  const bool plain = type == DType::F32 || type == DType::F16 || type == DType::BF16;
-  const bool vec = cols % (plain ? 8 : 32) == 0 && row_bytes % (plain ? 16 : 2) == 0 &&
-                   reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-#define LFM_MATMUL_CASE(T)                                                                   \
-  case T:                                                                                   \
-    if (vec && n == 1)                                                                      \
-      matmul_vec_kernel<T, 1><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);   \
-    else if (vec)                                                                           \
-      matmul_vec_kernel<T, kTokenGroup><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y); \
-    else                                                                                    \
-      matmul_scalar_kernel<T><<<grid, block, 0, s>>>(wb, row_bytes, rows, cols, x, n, y);   \
+namespace {
+
+size_t weight_row_bytes(DType type, int64_t cols) {
+  return static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
+}
+
+// Launches the kernel for `type`: the vector one (1 or 8 accumulators) or the scalar one.
+void launch_matmul(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
+                   bool vec, bool one_token, Groups groups, dim3 grid, cudaStream_t s) {
+  const size_t row_bytes = weight_row_bytes(type, cols);
+  const dim3 block(32 * kWarpsPerBlock);
+#define LFM_MATMUL_CASE(T)                                                                          \
+  case T:                                                                                          \
+    if (vec && one_token)                                                                          \
+      matmul_vec_kernel<T, 1><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);   \
+    else if (vec)                                                                                  \
+      matmul_vec_kernel<T, kTokenGroup><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups); \
+    else                                                                                           \
+      matmul_scalar_kernel<T><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);   \
     break;
   switch (type) {
     LFM_MATMUL_CASE(DType::F32)
@@ -250,6 +271,30 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
   }
 #undef LFM_MATMUL_CASE
   LFM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+// Vector loads need 16-byte aligned rows of W and x: whole groups of 32 (8 for plain types).
+bool matmul_vector_ok(DType type, const void* w, int64_t cols, const float* x) {
+  const bool plain = type == DType::F32 || type == DType::F16 || type == DType::BF16;
+  return cols % (plain ? 8 : 32) == 0 && weight_row_bytes(type, cols) % (plain ? 16 : 2) == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
+            cudaStream_t s) {
+  if (rows == 0 || n == 0) return;
+  launch_matmul(type, static_cast<const uint8_t*>(w), rows, cols, x, n, y, matmul_vector_ok(type, w, cols, x), n == 1,
+                Groups{}, dim3(grid_for(rows, kWarpsPerBlock)), s);
+}
+
+void grouped_matmul(DType type, const void* const* w_list, int64_t n_experts, int64_t rows, int64_t cols,
+                    const float* x, const int32_t* first, float* y, bool vec, cudaStream_t s) {
+  if (rows == 0 || n_experts == 0) return;
+  // n is read per expert; the 8-accumulator kernel serves any count with the same arithmetic.
+  launch_matmul(type, nullptr, rows, cols, x, 0, y, vec, false, Groups{w_list, first},
+                dim3(grid_for(rows, kWarpsPerBlock), static_cast<unsigned>(n_experts)), s);
 }
 
 void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {

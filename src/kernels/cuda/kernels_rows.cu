@@ -168,6 +168,35 @@ __global__ void moe_combine_kernel(const float* x, const int32_t* src, const flo
   out[i] = acc;
 }
 
+// One block: thread e counts expert e's choices, one thread turns the counts into first rows,
+// then thread e lists its choices in token order (the host's grouping, deterministic). Choices
+// outside [0, E) are left out (moe_route makes none).
+constexpr int kGroupThreads = 256;
+__global__ void moe_group_kernel(const int32_t* __restrict__ experts, int64_t n, int64_t k, int64_t n_experts,
+                                 int32_t* __restrict__ first, int32_t* __restrict__ index, int32_t* __restrict__ src) {
+  extern __shared__ int32_t count[];  // [n_experts + 1]
+  for (int64_t e = threadIdx.x; e < n_experts; e += kGroupThreads) {
+    int32_t c = 0;
+    for (int64_t i = 0; i < n; ++i) c += experts[i] == e ? 1 : 0;
+    count[e + 1] = c;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    count[0] = 0;
+    for (int64_t e = 0; e < n_experts; ++e) count[e + 1] += count[e];
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e <= n_experts; e += kGroupThreads) first[e] = count[e];
+  for (int64_t e = threadIdx.x; e < n_experts; e += kGroupThreads) {
+    int32_t r = count[e];
+    for (int64_t i = 0; i < n; ++i)
+      if (experts[i] == e) {
+        index[r] = static_cast<int32_t>(i / k);
+        src[i] = r++;
+      }
+  }
+}
+
 // One block per row: each thread keeps the best (value, index) of its stride, then a fixed tree;
 // a strictly larger value wins, equal values keep the lower index (greedy sampling's rule).
 constexpr int kArgmaxThreads = 256;
@@ -291,6 +320,15 @@ void moe_combine(const float* x, const int32_t* src, const float* weights, int64
                  float* out, cudaStream_t s) {
   if (rows * cols == 0) return;
   moe_combine_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(x, src, weights, rows, k, cols, out);
+  check_launch();
+}
+
+void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first, int32_t* index,
+               int32_t* src, cudaStream_t s) {
+  LFM_CHECK(n_experts >= 1 && n_experts <= kMaxExperts, "cuda: moe_group supports up to ", kMaxExperts,
+            " experts, got ", n_experts);
+  moe_group_kernel<<<1, kGroupThreads, sizeof(int32_t) * static_cast<size_t>(n_experts + 1), s>>>(
+      experts, rows * k, k, n_experts, first, index, src);
   check_launch();
 }
 
