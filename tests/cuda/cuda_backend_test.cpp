@@ -170,6 +170,33 @@ TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
   }
 }
 
+// Matrices on one input (q/k/v of different heights) in one launch: the bits of separate matmuls.
+TEST_F(CudaTest, SharedInputMatmulsInOneLaunchMatchSeparateOnes) {
+  const int64_t cols = 256;
+  for (DType type : {DType::BF16, DType::Q8_0, DType::Q6_K}) {
+    GpuMatrix q = make_matrix(*gpu_, type, 40, cols, 81), k = make_matrix(*gpu_, type, 12, cols, 82),
+              v = make_matrix(*gpu_, type, 13, cols, 83);
+    const TensorView* ws[] = {&q.view, &k.view, &v.view};
+    for (int64_t n : {1, 5}) {
+      const auto x = randn(n * cols, 84 + n);
+      auto dx = up(x);
+      std::vector<DeviceBuffer> one, sep;
+      std::vector<float*> ys;
+      for (const TensorView* w : ws) {
+        one.push_back(gpu_->allocate(n * w->shape[0] * 4));
+        sep.push_back(gpu_->allocate(n * w->shape[0] * 4));
+        ys.push_back(one.back().as<float>());
+      }
+      gpu_->matmul_shared(dx.as<float>(), n, ws, ys);
+      for (size_t i = 0; i < 3; ++i) {
+        gpu_->matmul(dx.as<float>(), n, *ws[i], sep[i].as<float>());
+        const size_t count = static_cast<size_t>(n * ws[i]->shape[0]);
+        EXPECT_EQ(down<float>(one[i], count), down<float>(sep[i], count)) << dtype_name(type) << " n=" << n << " matrix " << i;
+      }
+    }
+  }
+}
+
 // The experts' grouping and grouped matmuls on the device: the reference's grouping, and each
 // expert's rows the bits a matmul on them alone gives (one launch for every expert; experts with
 // no rows skipped), for a decode-sized and a prefill-sized batch, in two weight types.

@@ -272,6 +272,30 @@ class CudaBackend final : public Backend {
       cuda::matmul(t, dw, rows, cols, x, n, y, stream_);
     }, w.dtype, dw, rows, cols, x, n, y);
   }
+  // Matrices of one type and width on the same input (q/k/v, w1/w3) in one launch when the batch
+  // takes the warp-per-row kernels; each output the bits matmul gives.
+  void matmul_shared(const float* x, int64_t n, std::span<const TensorView* const> ws,
+                     std::span<float* const> ys) override {
+    bool one_launch = !ws.empty() && ws.size() <= static_cast<size_t>(cuda::kMaxSharedMatmuls) &&
+                      (n < kGemmMinTokens || own_only_);
+    for (const TensorView* w : ws)
+      one_launch = one_launch && w->shape.size() == 2 && w->dtype == ws[0]->dtype && w->shape[1] == ws[0]->shape[1];
+    if (!one_launch) return Backend::matmul_shared(x, n, ws, ys);
+    auto timer = time_op(profile_ ? cat("matmul_shared ", dtype_name(ws[0]->dtype)) : std::string());
+    const int64_t cols = ws[0]->shape[1];
+    cuda::SharedMatmul m;
+    bool vec = true;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      m.w[m.count] = device_weight(*ws[i]);
+      m.y[m.count] = ys[i];
+      m.rows[m.count] = ws[i]->shape[0];
+      vec = vec && cuda::matmul_vector_ok(ws[i]->dtype, m.w[m.count], cols, x);
+      ++m.count;
+    }
+    enqueue("matmul_shared", [this](DType t, const cuda::SharedMatmul& m, int64_t cols, const float* x, int64_t n,
+                                    bool vec) { cuda::matmul_shared(t, m, cols, x, n, vec, stream_); },
+            ws[0]->dtype, m, cols, x, n, vec);
+  }
   void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
     auto timer = time_op("embedding");
     enqueue("embedding", [this](DType t, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out) {

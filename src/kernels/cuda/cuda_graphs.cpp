@@ -81,6 +81,15 @@ void append_signature(std::vector<uint64_t>& words, const DevStep& step) {
   lfm::append_signature(words, step.n_rows);
 }
 
+void append_signature(std::vector<uint64_t>& words, const SharedMatmul& m) {
+  lfm::append_signature(words, m.count);
+  for (int g = 0; g < m.count; ++g) {
+    lfm::append_signature(words, m.w[g]);
+    lfm::append_signature(words, m.y[g]);
+    lfm::append_signature(words, m.rows[g]);
+  }
+}
+
 }  // namespace cuda
 
 }  // namespace lfm

@@ -39,6 +39,7 @@ namespace cuda {
 void append_signature(std::vector<uint64_t>& words, const DevKv& kv);
 void append_signature(std::vector<uint64_t>& words, const DevConv& conv);
 void append_signature(std::vector<uint64_t>& words, const DevStep& step);
+void append_signature(std::vector<uint64_t>& words, const SharedMatmul& m);
 }  // namespace cuda
 
 }  // namespace lfm

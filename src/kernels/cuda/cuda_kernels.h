@@ -97,6 +97,17 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s);
 
+// Matrices that read the same input (Backend::matmul_shared: q/k/v, w1/w3), up to 4, of one
+// dtype and column count, in one launch; each output computed as matmul computes it.
+constexpr int kMaxSharedMatmuls = 4;
+struct SharedMatmul {
+  int count = 0;
+  const void* w[kMaxSharedMatmuls] = {};
+  float* y[kMaxSharedMatmuls] = {};
+  int64_t rows[kMaxSharedMatmuls] = {};
+};
+void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float* x, int64_t n, bool vec, cudaStream_t s);
+
 // Backend::moe_matmul for batches of a few rows: one launch for every expert, blocks (W rows,
 // expert); an expert's rows [first[e], first[e + 1]) read from device memory (experts without rows
 // do nothing), its matrix from w_list[e] (device array of device pointers). Each output is

@@ -6,6 +6,8 @@
 // step. K-quants: a lane decodes one group of 32. Rows that do not allow aligned vector loads take
 // the scalar kernel. Each lane sums its own elements in a fixed order and the 32 lanes meet in one
 // butterfly, so an output's value depends neither on n nor on the other tokens.
+#include <algorithm>
+
 #include "kernels/cuda/block_decode.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -23,20 +25,29 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Grouped matmuls (grouped_matmul): block column blockIdx.y is expert e, whose rows of x and y are
-// [first[e], first[e + 1]) and whose matrix is w_list[e]. A plain matmul has no groups.
+// Several matmuls in one launch, block column blockIdx.y choosing one. Grouped (grouped_matmul):
+// expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
+// (matmul_shared): matrix g is shared.w[g], with its own output and row count. A plain matmul has
+// neither.
 struct Groups {
   const void* const* w_list = nullptr;
   const int32_t* first = nullptr;
-  // Points w, x, y and n at this block's expert; false when it has no rows.
+  SharedMatmul shared;
+  // Points w, x, y, n and rows at this block's matmul; false when it has no rows.
   __device__ __forceinline__ bool select(const uint8_t* __restrict__& w, const float* __restrict__& x, int64_t& n,
-                                         float* __restrict__& y, int64_t cols, int64_t rows) const {
+                                         float* __restrict__& y, int64_t cols, int64_t& rows) const {
+    const int g = static_cast<int>(blockIdx.y);
+    if (shared.count > 0) {
+      w = static_cast<const uint8_t*>(shared.w[g]);
+      y = shared.y[g];
+      rows = shared.rows[g];
+      return true;
+    }
     if (!first) return true;
-    const int e = static_cast<int>(blockIdx.y);
-    const int64_t r0 = first[e];
-    n = first[e + 1] - r0;
+    const int64_t r0 = first[g];
+    n = first[g + 1] - r0;
     if (n <= 0) return false;
-    w = static_cast<const uint8_t*>(w_list[e]);
+    w = static_cast<const uint8_t*>(w_list[g]);
     x += r0 * cols;
     y += r0 * rows;
     return true;
@@ -88,7 +99,7 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
                                   const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= rows || !groups.select(w, x, n, y, cols, rows)) return;
+  if (!groups.select(w, x, n, y, cols, rows) || row >= rows) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
   for (int64_t t0 = 0; t0 < n; t0 += NT) {
     const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
@@ -167,7 +178,7 @@ __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_b
                               const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= rows || !groups.select(w, x, n, y, cols, rows)) return;
+  if (!groups.select(w, x, n, y, cols, rows) || row >= rows) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
   for (int64_t t0 = 0; t0 < n; t0 += kTokenGroup) {
     const int nt = static_cast<int>(n - t0 < kTokenGroup ? n - t0 : kTokenGroup);
@@ -289,11 +300,26 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
                 Groups{}, dim3(grid_for(rows, kWarpsPerBlock)), s);
 }
 
+void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float* x, int64_t n, bool vec, cudaStream_t s) {
+  if (n == 0 || m.count == 0) return;
+  LFM_CHECK(m.count <= kMaxSharedMatmuls, "cuda: matmul_shared takes up to ", kMaxSharedMatmuls, " matrices, got ",
+            m.count);
+  int64_t max_rows = 0;
+  for (int g = 0; g < m.count; ++g) max_rows = std::max(max_rows, m.rows[g]);
+  Groups groups;
+  groups.shared = m;
+  launch_matmul(type, nullptr, max_rows, cols, x, n, nullptr, vec, n == 1, groups,
+                dim3(grid_for(max_rows, kWarpsPerBlock), static_cast<unsigned>(m.count)), s);
+}
+
 void grouped_matmul(DType type, const void* const* w_list, int64_t n_experts, int64_t rows, int64_t cols,
                     const float* x, const int32_t* first, float* y, bool vec, cudaStream_t s) {
   if (rows == 0 || n_experts == 0) return;
   // n is read per expert; the 8-accumulator kernel serves any count with the same arithmetic.
-  launch_matmul(type, nullptr, rows, cols, x, 0, y, vec, false, Groups{w_list, first},
+  Groups groups;
+  groups.w_list = w_list;
+  groups.first = first;
+  launch_matmul(type, nullptr, rows, cols, x, 0, y, vec, false, groups,
                 dim3(grid_for(rows, kWarpsPerBlock), static_cast<unsigned>(n_experts)), s);
 }
 
