@@ -90,6 +90,15 @@ class Backend : public DeviceMemory {
   // In place is allowed (out == x).
   virtual void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) = 0;
 
+  // The residual add and the next RMSNorm in one op: h += x, then out = rms_norm(h) (h and x
+  // [rows, dim]; out must not be h). Bit for bit add then rms_norm; a device backend does both in
+  // one pass over h (one launch instead of two).
+  virtual void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                            float* out) {
+    add(h, x, rows * dim);
+    rms_norm(h, w, rows, dim, eps, out);
+  }
+
   // NeoX (rotate-half) RoPE in place on x [n_tokens, n_heads, head_dim]; token t sits at
   // positions[t]; inv_freq has head_dim / 2 entries.
   virtual void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,

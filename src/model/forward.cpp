@@ -107,21 +107,22 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     item_row0 += static_cast<int64_t>(it.tokens.size());
   }
 
+  // Each residual add runs with the RMSNorm after it (Backend::add_rms_norm), so a_ holds the
+  // normed input of the next block when a layer starts.
+  be_.rms_norm(h_, w.layers[0].operator_norm.ptr(), T_, d, c.norm_eps, a_);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers[i];
     observe(i, ".input", h_, T_, d);
     // h = h + Mixer(RMSNorm(h))
-    be_.rms_norm(h_, lw.operator_norm.ptr(), T_, d, c.norm_eps, a_);
     observe(i, ".operator_norm", a_, T_, d);
     if (lw.kind == LayerKind::Conv)
       conv_mixer(lw, i);
     else
       attention_mixer(lw, i);
     observe(i, lw.kind == LayerKind::Conv ? ".conv" : ".self_attn", mix_, T_, d);
-    be_.add(h_, mix_, T_ * d);
-    observe(i, ".ffn_norm.input", h_, T_, d);
     // h = h + FFN(RMSNorm(h))
-    be_.rms_norm(h_, lw.ffn_norm.ptr(), T_, d, c.norm_eps, a_);
+    be_.add_rms_norm(h_, mix_, lw.ffn_norm.ptr(), T_, d, c.norm_eps, a_);
+    observe(i, ".ffn_norm.input", h_, T_, d);
     observe(i, ".ffn_norm", a_, T_, d);
     current_layer_ = i;
     if (c.layer_is_moe(i))
@@ -129,7 +130,10 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     else
       dense_ffn(lw.ffn, a_, T_, mix_);
     observe(i, ".feed_forward", mix_, T_, d);
-    be_.add(h_, mix_, T_ * d);
+    if (i + 1 < c.n_layers)
+      be_.add_rms_norm(h_, mix_, w.layers[i + 1].operator_norm.ptr(), T_, d, c.norm_eps, a_);
+    else
+      be_.add(h_, mix_, T_ * d);
     observe(i, "", h_, T_, d);
   }
 

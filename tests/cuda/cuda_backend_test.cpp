@@ -96,6 +96,19 @@ TEST_F(CudaTest, RowOpsMatchTheReference) {
   EXPECT_LE(rel_err(down<float>(dq, qr.size()), qr), 1e-6);
 }
 
+// The fused residual add + RMSNorm gives the bits of add then rms_norm, sum and norm alike.
+TEST_F(CudaTest, AddRmsNormIsAddThenRmsNorm) {
+  const int64_t rows = 5, dim = 2048 + 37;
+  const auto h0 = randn(rows * dim, 21), x = randn(rows * dim, 22), w = randn(dim, 23);
+  auto dh1 = up(h0), dh2 = up(h0), dx = up(x), dw = up(w);
+  DeviceBuffer o1 = gpu_->allocate(rows * dim * 4), o2 = gpu_->allocate(rows * dim * 4);
+  gpu_->add_rms_norm(dh1.as<float>(), dx.as<float>(), dw.as<float>(), rows, dim, 1e-5f, o1.as<float>());
+  gpu_->add(dh2.as<float>(), dx.as<float>(), rows * dim);
+  gpu_->rms_norm(dh2.as<float>(), dw.as<float>(), rows, dim, 1e-5f, o2.as<float>());
+  EXPECT_EQ(down<float>(dh1, rows * dim), down<float>(dh2, rows * dim));
+  EXPECT_EQ(down<float>(o1, rows * dim), down<float>(o2, rows * dim));
+}
+
 TEST_F(CudaTest, MoeOpsMatchTheReference) {
   const int64_t rows = 9, E = 32, k = 4, d = 70;
   const auto logits = randn(rows * E, 5), bias = randn(E, 6, 0.1f);

@@ -308,6 +308,14 @@ class CudaBackend final : public Backend {
       cuda::rms_norm(x, w, rows, dim, eps, out, stream_);
     }, x, w, rows, dim, eps, out);
   }
+  void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                    float* out) override {
+    auto timer = time_op("add_rms_norm");
+    LFM_CHECK(out != h, "cuda: add_rms_norm cannot write its norm over the sum");
+    enqueue("add_rms_norm", [this](float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                                   float* out) { cuda::add_rms_norm(h, x, w, rows, dim, eps, out, stream_); },
+            h, x, w, rows, dim, eps, out);
+  }
   void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                  const float* inv_freq) override {
     auto timer = time_op("rope");

@@ -65,6 +65,9 @@ void segment_attention(const float* q, const float* k, const float* v, const int
 
 // ---- elementwise and row ops ----
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
+// Backend::add_rms_norm: h += x, out = rms_norm(h), one block per row (out must not be h).
+void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out,
+                  cudaStream_t s);
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq, cudaStream_t s);
 void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);

@@ -26,6 +26,25 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
   for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (xr[i] * scale);
 }
 
+// h += x, then rms_norm_kernel's arithmetic on the sums (each thread reads back what it wrote).
+__global__ void add_rms_norm_kernel(float* __restrict__ h, const float* __restrict__ x, const float* __restrict__ w,
+                                    int64_t dim, float eps, float* __restrict__ out) {
+  __shared__ double partial[8];
+  float* hr = h + static_cast<int64_t>(blockIdx.x) * dim;
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += 256) {
+    float v = hr[i];
+    v += xr[i];
+    hr[i] = v;
+    ss += static_cast<double>(v) * v;
+  }
+  ss = block_reduce<256>(ss, partial, SumOp());
+  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
+  for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (hr[i] * scale);
+}
+
 __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                             const int64_t* __restrict__ positions, const float* __restrict__ inv_freq) {
   const int64_t half = head_dim / 2;
@@ -232,6 +251,13 @@ void check_launch() { LFM_CUDA_CHECK(cudaGetLastError()); }
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
   if (rows == 0) return;
   rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, dim, eps, out);
+  check_launch();
+}
+
+void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out,
+                  cudaStream_t s) {
+  if (rows == 0) return;
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(h, x, w, dim, eps, out);
   check_launch();
 }
 
