@@ -68,6 +68,17 @@ class Backend : public DeviceMemory {
     for (size_t i = 0; i < ws.size(); ++i) matmul(x, n, *ws[i], ys[i]);
   }
 
+  // The SwiGLU FFN's first half: gate = silu(x · W1ᵀ) ⊙ (x · W3ᵀ), [n, W1.rows], written over
+  // `gate`; `up` [n, W3.rows] is scratch. Bit for bit matmul_shared then swiglu; a device backend
+  // may compute both products in one pass and never store them.
+  virtual void matmul_swiglu(const float* x, int64_t n, const TensorView& w1, const TensorView& w3, float* gate,
+                             float* up) {
+    const TensorView* ws[] = {&w1, &w3};
+    float* ys[] = {gate, up};
+    matmul_shared(x, n, ws, ys);
+    swiglu(gate, up, n * w1.shape[0], gate);
+  }
+
   // Independent matmuls, each with its own input and output (an MoE layer's experts on the
   // tokens routed to them): job i computes jobs[i].y = jobs[i].x · jobs[i].wᵀ over jobs[i].n rows,
   // bit for bit what separate matmul calls give, but a backend may run them in one parallel pass

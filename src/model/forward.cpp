@@ -292,10 +292,7 @@ void Forward::dense_ffn(const FfnWeights& w, const float* in, int64_t rows, floa
   const int64_t F = w.w1.shape[0];
   float* gate = scratch<float>(gate_buf_, rows * F);
   float* up = scratch<float>(up_buf_, rows * F);
-  const TensorView* gate_up[] = {&w.w1, &w.w3};
-  float* gate_up_out[] = {gate, up};
-  be_.matmul_shared(in, rows, gate_up, gate_up_out);
-  be_.swiglu(gate, up, rows * F, gate);
+  be_.matmul_swiglu(in, rows, w.w1, w.w3, gate, up);
   be_.matmul(gate, rows, w.w2, out);
 }
 

@@ -210,6 +210,25 @@ TEST_F(CudaTest, SharedInputMatmulsInOneLaunchMatchSeparateOnes) {
   }
 }
 
+// The FFN's gate and up products with SwiGLU in one launch: the bits of two matmuls and swiglu.
+TEST_F(CudaTest, MatmulSwigluIsTwoMatmulsThenSwiglu) {
+  const int64_t cols = 512, rows = 72;
+  for (DType type : {DType::BF16, DType::Q4_0, DType::Q4_K}) {
+    GpuMatrix w1 = make_matrix(*gpu_, type, rows, cols, 91), w3 = make_matrix(*gpu_, type, rows, cols, 92);
+    for (int64_t n : {1, 3, 9}) {
+      const auto x = randn(n * cols, 93 + n);
+      auto dx = up(x);
+      DeviceBuffer g1 = gpu_->allocate(n * rows * 4), u1 = gpu_->allocate(n * rows * 4);
+      DeviceBuffer g2 = gpu_->allocate(n * rows * 4), u2 = gpu_->allocate(n * rows * 4);
+      gpu_->matmul_swiglu(dx.as<float>(), n, w1.view, w3.view, g1.as<float>(), u1.as<float>());
+      gpu_->matmul(dx.as<float>(), n, w1.view, g2.as<float>());
+      gpu_->matmul(dx.as<float>(), n, w3.view, u2.as<float>());
+      gpu_->swiglu(g2.as<float>(), u2.as<float>(), n * rows, g2.as<float>());
+      EXPECT_EQ(down<float>(g1, n * rows), down<float>(g2, n * rows)) << dtype_name(type) << " n=" << n;
+    }
+  }
+}
+
 // The experts' grouping and grouped matmuls on the device: the reference's grouping, and each
 // expert's rows the bits a matmul on them alone gives (one launch for every expert; experts with
 // no rows skipped), for a decode-sized and a prefill-sized batch, in two weight types.

@@ -296,6 +296,17 @@ class CudaBackend final : public Backend {
                                     bool vec) { cuda::matmul_shared(t, m, cols, x, n, vec, stream_); },
             ws[0]->dtype, m, cols, x, n, vec);
   }
+  void matmul_swiglu(const float* x, int64_t n, const TensorView& w1, const TensorView& w3, float* gate,
+                     float* up) override {
+    const bool fused = (n < kGemmMinTokens || own_only_) && w1.dtype == w3.dtype && w1.shape == w3.shape &&
+                       w1.shape.size() == 2 && cuda::matmul_vector_ok(w1.dtype, device_weight(w1), w1.shape[1], x) &&
+                       cuda::matmul_vector_ok(w3.dtype, device_weight(w3), w3.shape[1], x);
+    if (!fused) return Backend::matmul_swiglu(x, n, w1, w3, gate, up);
+    auto timer = time_op(profile_ ? cat("matmul_swiglu ", dtype_name(w1.dtype)) : std::string());
+    enqueue("matmul_swiglu", [this](DType t, const void* w1, const void* w3, int64_t rows, int64_t cols, const float* x,
+                                    int64_t n, float* out) { cuda::matmul_swiglu(t, w1, w3, rows, cols, x, n, out, stream_); },
+            w1.dtype, device_weight(w1), device_weight(w3), w1.shape[0], w1.shape[1], x, n, gate);
+  }
   void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
     auto timer = time_op("embedding");
     enqueue("embedding", [this](DType t, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out) {

@@ -111,6 +111,11 @@ struct SharedMatmul {
 };
 void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float* x, int64_t n, bool vec, cudaStream_t s);
 
+// out [n, rows] = silu(x · W1ᵀ) ⊙ (x · W3ᵀ) in one launch (each warp takes a row of both), the
+// bits of matmul on each then swiglu. Needs what the vector kernel reads (matmul_vector_ok).
+void matmul_swiglu(DType type, const void* w1, const void* w3, int64_t rows, int64_t cols, const float* x, int64_t n,
+                   float* out, cudaStream_t s);
+
 // Backend::moe_matmul for batches of a few rows: one launch for every expert, blocks (W rows,
 // expert); an expert's rows [first[e], first[e + 1]) read from device memory (experts without rows
 // do nothing), its matrix from w_list[e] (device array of device pointers). Each output is

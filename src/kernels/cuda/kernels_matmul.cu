@@ -27,12 +27,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // Several matmuls in one launch, block column blockIdx.y choosing one. Grouped (grouped_matmul):
 // expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
-// (matmul_shared): matrix g is shared.w[g], with its own output and row count. A plain matmul has
-// neither.
+// (matmul_shared): matrix g is shared.w[g], with its own output and row count; gated
+// (matmul_swiglu): one block column, the kernel reading both matrices. A plain matmul has none.
 struct Groups {
   const void* const* w_list = nullptr;
   const int32_t* first = nullptr;
   SharedMatmul shared;
+  bool gated = false;  // shared.w[0], shared.w[1] as gate and up; silu(gate) · up into shared.y[0]
   // Points w, x, y, n and rows at this block's matmul; false when it has no rows.
   __device__ __forceinline__ bool select(const uint8_t* __restrict__& w, const float* __restrict__& x, int64_t& n,
                                          float* __restrict__& y, int64_t cols, int64_t& rows) const {
@@ -91,9 +92,79 @@ __device__ __forceinline__ float dot_in_order(float acc, const float* w, const f
   return acc;
 }
 
+// acc[t] = row wr · token t of x0 (t < nt), this lane's share: the vector kernels' arithmetic.
+template <DType T, int NT>
+__device__ __forceinline__ void vec_row(const uint8_t* __restrict__ wr, int64_t cols, const float* __restrict__ x0,
+                                        int nt, int lane, float (&acc)[NT]) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  if constexpr (is_plain_v<T>) {
+#pragma unroll 8
+    for (int64_t c = lane; c < cols / 8; c += 32) {
+      float wv[8];
+      load8<T>(wr, c, wv);
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+        if (t < nt) acc[t] = dot_in_order<8>(acc[t], wv, x0 + t * cols + c * 8);
+    }
+  } else if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
+    // Lane = block (lane / 8) of the warp's 4, part (lane % 8) of it: Q8_0 elements 4p .. 4p+3;
+    // Q4_0 bytes 2p, 2p+1, i.e. elements 2p, 2p+1 (low nibbles) and 2p+16, 2p+17 (high).
+    const int part = lane & 7;
+    constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
+#pragma unroll 4
+    for (int64_t b = lane >> 3; b < cols / 32; b += 4) {
+      const uint8_t* blk = wr + b * kBlockBytes;
+      const float d = half_at(blk);
+      float wv[4];
+      if constexpr (T == DType::Q8_0) {
+        const uint16_t* qp = reinterpret_cast<const uint16_t*>(blk + 2 + 4 * part);
+        const uint32_t q = static_cast<uint32_t>(qp[0]) | (static_cast<uint32_t>(qp[1]) << 16);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wv[i] = d * static_cast<float>(static_cast<int8_t>((q >> (8 * i)) & 0xFF));
+      } else {
+        const uint16_t q = *reinterpret_cast<const uint16_t*>(blk + 2 + 2 * part);
+        wv[0] = d * static_cast<float>(static_cast<int>(q & 0xF) - 8);
+        wv[1] = d * static_cast<float>(static_cast<int>((q >> 8) & 0xF) - 8);
+        wv[2] = d * static_cast<float>(static_cast<int>((q >> 4) & 0xF) - 8);
+        wv[3] = d * static_cast<float>(static_cast<int>(q >> 12) - 8);
+      }
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= nt) break;
+        const float* xb = x0 + t * cols + b * 32;
+        if constexpr (T == DType::Q8_0) {
+          acc[t] = dot_in_order<4>(acc[t], wv, xb + 4 * part);
+        } else {
+          const float2 lo = *reinterpret_cast<const float2*>(xb + 2 * part);
+          const float2 hi = *reinterpret_cast<const float2*>(xb + 16 + 2 * part);
+          acc[t] += wv[0] * lo.x;
+          acc[t] += wv[1] * lo.y;
+          acc[t] += wv[2] * hi.x;
+          acc[t] += wv[3] * hi.y;
+        }
+      }
+    }
+  } else {
+    float wv[32];
+    for (int64_t g = lane; g < cols / 32; g += 32) {
+      decode_group<T>(wr, g, wv);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= nt) break;
+        acc[t] += dot_in_order<32>(0.0f, wv, x0 + t * cols + g * 32);
+      }
+    }
+  }
+}
+
+// silu(g) · u, as swiglu computes it.
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 // The vector kernel: cols a multiple of 32 (8 for plain types), W's rows and x 16-byte aligned.
 // NT accumulators: 1 for a single token (fewer registers, more warps in flight), else 8; a token's
-// arithmetic is the same either way.
+// arithmetic is the same either way. Gated (groups.gated): the warp also takes the row of the
+// second matrix and writes silu(first) · second.
 template <DType T, int NT>
 __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
                                   const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
@@ -101,69 +172,21 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (!groups.select(w, x, n, y, cols, rows) || row >= rows) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+  const uint8_t* wu = groups.gated ? static_cast<const uint8_t*>(groups.shared.w[1]) + static_cast<size_t>(row) * row_bytes : nullptr;
   for (int64_t t0 = 0; t0 < n; t0 += NT) {
     const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
     const float* x0 = x + t0 * cols;
     float acc[NT];
+    vec_row<T, NT>(wr, cols, x0, nt, lane, acc);
+    if (wu) {
+      float up[NT];
+      vec_row<T, NT>(wu, cols, x0, nt, lane, up);
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    if constexpr (is_plain_v<T>) {
-#pragma unroll 8
-      for (int64_t c = lane; c < cols / 8; c += 32) {
-        float wv[8];
-        load8<T>(wr, c, wv);
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-          if (t < nt) acc[t] = dot_in_order<8>(acc[t], wv, x0 + t * cols + c * 8);
+      for (int t = 0; t < NT; ++t) {
+        const float g = warp_sum(acc[t]), u = warp_sum(up[t]);
+        if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = silu_times(g, u);
       }
-    } else if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
-      // Lane = block (lane / 8) of the warp's 4, part (lane % 8) of it: Q8_0 elements 4p .. 4p+3;
-      // Q4_0 bytes 2p, 2p+1, i.e. elements 2p, 2p+1 (low nibbles) and 2p+16, 2p+17 (high).
-      const int part = lane & 7;
-      constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
-#pragma unroll 4
-      for (int64_t b = lane >> 3; b < cols / 32; b += 4) {
-        const uint8_t* blk = wr + b * kBlockBytes;
-        const float d = half_at(blk);
-        float wv[4];
-        if constexpr (T == DType::Q8_0) {
-          const uint16_t* qp = reinterpret_cast<const uint16_t*>(blk + 2 + 4 * part);
-          const uint32_t q = static_cast<uint32_t>(qp[0]) | (static_cast<uint32_t>(qp[1]) << 16);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) wv[i] = d * static_cast<float>(static_cast<int8_t>((q >> (8 * i)) & 0xFF));
-        } else {
-          const uint16_t q = *reinterpret_cast<const uint16_t*>(blk + 2 + 2 * part);
-          wv[0] = d * static_cast<float>(static_cast<int>(q & 0xF) - 8);
-          wv[1] = d * static_cast<float>(static_cast<int>((q >> 8) & 0xF) - 8);
-          wv[2] = d * static_cast<float>(static_cast<int>((q >> 4) & 0xF) - 8);
-          wv[3] = d * static_cast<float>(static_cast<int>(q >> 12) - 8);
-        }
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          if (t >= nt) break;
-          const float* xb = x0 + t * cols + b * 32;
-          if constexpr (T == DType::Q8_0) {
-            acc[t] = dot_in_order<4>(acc[t], wv, xb + 4 * part);
-          } else {
-            const float2 lo = *reinterpret_cast<const float2*>(xb + 2 * part);
-            const float2 hi = *reinterpret_cast<const float2*>(xb + 16 + 2 * part);
-            acc[t] += wv[0] * lo.x;
-            acc[t] += wv[1] * lo.y;
-            acc[t] += wv[2] * hi.x;
-            acc[t] += wv[3] * hi.y;
-          }
-        }
-      }
-    } else {
-      float wv[32];
-      for (int64_t g = lane; g < cols / 32; g += 32) {
-        decode_group<T>(wr, g, wv);
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          if (t >= nt) break;
-          acc[t] += dot_in_order<32>(0.0f, wv, x0 + t * cols + g * 32);
-        }
-      }
+      continue;
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -310,6 +333,20 @@ void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float*
   groups.shared = m;
   launch_matmul(type, nullptr, max_rows, cols, x, n, nullptr, vec, n == 1, groups,
                 dim3(grid_for(max_rows, kWarpsPerBlock), static_cast<unsigned>(m.count)), s);
+}
+
+void matmul_swiglu(DType type, const void* w1, const void* w3, int64_t rows, int64_t cols, const float* x, int64_t n,
+                   float* out, cudaStream_t s) {
+  if (rows == 0 || n == 0) return;
+  LFM_CHECK(matmul_vector_ok(type, w1, cols, x) && matmul_vector_ok(type, w3, cols, x),
+            "cuda: matmul_swiglu needs matrices and input the vector kernel can read");
+  Groups groups;
+  groups.shared.count = 2;
+  groups.shared.w[0] = w1, groups.shared.w[1] = w3;
+  groups.shared.y[0] = out;
+  groups.shared.rows[0] = groups.shared.rows[1] = rows;
+  groups.gated = true;
+  launch_matmul(type, nullptr, rows, cols, x, n, nullptr, true, n == 1, groups, dim3(grid_for(rows, kWarpsPerBlock)), s);
 }
 
 void grouped_matmul(DType type, const void* const* w_list, int64_t n_experts, int64_t rows, int64_t cols,
