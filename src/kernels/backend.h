@@ -135,6 +135,20 @@ class Backend : public DeviceMemory {
   virtual void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
                           const float* w, const float* bias, float* out) = 0;
 
+  // LFM2's gated conv block: proj [T, 3·dim] = B | C | x (the in-projection's output);
+  // out [T, dim] = C ⊙ short_conv(B ⊙ x) with the state semantics of short_conv (which stores B ⊙ x).
+  // `u` [T, dim] is scratch. Bit for bit mul_rows, short_conv, mul_rows; a device backend may
+  // compute the products inside the conv and skip two passes.
+  virtual void gated_short_conv(const float* proj, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
+                                const float* w, const float* bias, float* u, float* out) {
+    int64_t T = 0;
+    for (const SeqRun& r : runs) T = T > r.row0 + r.n_rows ? T : r.row0 + r.n_rows;
+    const int64_t d = pool.dim;
+    mul_rows(proj, 3 * d, proj + 2 * d, 3 * d, T, d, u, d);
+    short_conv(u, pool, runs, kernel, w, bias, out);
+    mul_rows(proj + d, 3 * d, out, d, T, d, out, d);
+  }
+
   // out = silu(gate) * up, elementwise over n values.
   virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;
   // out = a * b, elementwise.

@@ -243,13 +243,18 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer) {
   if (!cw.in_bias.empty()) be_.add_bias(proj, cw.in_bias.ptr(), T_, 3 * d);
   float* u = scratch<float>(tmp_buf_, T_ * d);
   float* z = scratch<float>(tmp2_buf_, T_ * d);  // z, then y
-  be_.mul_rows(proj, 3 * d, proj + 2 * d, 3 * d, T_, d, u, d);  // u = B ⊙ x
-  observe(layer, ".conv.conv.input", u, T_, d);
-  be_.short_conv(u, cache_.conv_pool(model_.state_slot(layer)), runs_, c.conv_kernel, cw.kernel.ptr(),
-                 cw.conv_bias.empty() ? nullptr : cw.conv_bias.ptr(), z);
-  observe(layer, ".conv.conv", z, T_, d);
-  be_.mul_rows(proj + d, 3 * d, z, d, T_, d, z, d);  // y = C ⊙ z
-  observe(layer, ".conv.out_proj.input", z, T_, d);
+  const ConvPool pool = cache_.conv_pool(model_.state_slot(layer));
+  const float* bias = cw.conv_bias.empty() ? nullptr : cw.conv_bias.ptr();
+  if (observer_) {  // each product on its own, for the observer
+    be_.mul_rows(proj, 3 * d, proj + 2 * d, 3 * d, T_, d, u, d);  // u = B ⊙ x
+    observe(layer, ".conv.conv.input", u, T_, d);
+    be_.short_conv(u, pool, runs_, c.conv_kernel, cw.kernel.ptr(), bias, z);
+    observe(layer, ".conv.conv", z, T_, d);
+    be_.mul_rows(proj + d, 3 * d, z, d, T_, d, z, d);  // y = C ⊙ z
+    observe(layer, ".conv.out_proj.input", z, T_, d);
+  } else {  // the same bits, in one op
+    be_.gated_short_conv(proj, pool, runs_, c.conv_kernel, cw.kernel.ptr(), bias, u, z);
+  }
   be_.matmul(z, T_, cw.out_proj, mix_);
   if (!cw.out_bias.empty()) be_.add_bias(mix_, cw.out_bias.ptr(), T_, d);
 }

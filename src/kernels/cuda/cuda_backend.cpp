@@ -367,6 +367,17 @@ class CudaBackend final : public Backend {
       cuda::short_conv(u, conv, step, kernel, w, bias, out, stream_);
     }, u, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w, bias, out);
   }
+  void gated_short_conv(const float* proj, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
+                        const float* w, const float* bias, float* u, float* out) override {
+    auto timer = time_op("gated_short_conv");
+    check_step(runs);
+    LFM_CHECK(pool.rows == kernel - 1, "cuda: conv kernel ", kernel, " does not match state rows ", pool.rows);
+    (void)u;  // the products are computed inside the conv
+    enqueue("gated_short_conv", [this](const float* proj, const cuda::DevConv& conv, const cuda::DevStep& step,
+                                       int64_t kernel, const float* w, const float* bias, float* out) {
+      cuda::short_conv_gated(nullptr, proj, conv, step, kernel, w, bias, out, stream_);
+    }, proj, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w, bias, out);
+  }
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
     auto timer = time_op("swiglu");
     enqueue("swiglu", [this](const float* g, const float* u, int64_t n, float* o) { cuda::swiglu(g, u, n, o, stream_); },

@@ -136,5 +136,9 @@ void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_h
                int64_t max_keys, float* partial, cudaStream_t s);
 void short_conv(const float* u, const DevConv& conv, const DevStep& step, int64_t kernel, const float* w,
                 const float* bias, float* out, cudaStream_t s);
+// Backend::gated_short_conv: the conv's input B ⊙ x and its output's gate C read from the
+// projection proj [T, 3·dim] (B | C | x) instead of stored apart; out = C ⊙ conv(B ⊙ x).
+void short_conv_gated(const float* u, const float* proj, const DevConv& conv, const DevStep& step, int64_t kernel,
+                      const float* w, const float* bias, float* out, cudaStream_t s);
 
 }  // namespace lfm::cuda

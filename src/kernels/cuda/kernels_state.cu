@@ -26,18 +26,29 @@ __global__ void kv_write_kernel(DevKv kv, DevStep step, const float* k, const fl
 
 constexpr int kMaxConvHistory = 15;
 
+// The conv's new inputs: rows of u [T, dim], or (gated, u null) B ⊙ x from the projection
+// proj [T, 3·dim] = B | C | x, computed as mul_rows computes it.
+struct ConvIn {
+  const float* u;
+  const float* proj;
+  __device__ __forceinline__ float at(int64_t row, int64_t c, int64_t dim) const {
+    if (proj) return proj[row * 3 * dim + c] * proj[row * 3 * dim + 2 * dim + c];
+    return u[row * dim + c];
+  }
+};
+
 // Input τ of channel c of a run's conv (τ counted from the run's first row): a new row's value
 // rounded as the state stores it, or for τ < 0 the stored state (its rows are the inputs before
 // the run, oldest first).
-__device__ __forceinline__ float conv_input(const float* u, const DevConv& conv, const DevRun& r, int64_t hist,
+__device__ __forceinline__ float conv_input(const ConvIn& u, const DevConv& conv, const DevRun& r, int64_t hist,
                                             int64_t tau, int64_t c) {
-  if (tau >= 0) return round_state(conv.type, u[(r.row0 + tau) * conv.dim + c]);
+  if (tau >= 0) return round_state(conv.type, u.at(r.row0 + tau, c, conv.dim));
   return load_state(conv.type, conv.state, (static_cast<int64_t>(r.conv_slot) * conv.rows + hist + tau) * conv.dim + c);
 }
 
 // One thread per (row, channel), every row at once: bias, then the taps oldest first, then the new
 // input (the reference's order). Reads the state as it was before the step.
-__global__ void short_conv_out_kernel(const float* u, DevConv conv, DevStep step, int64_t kernel, const float* w,
+__global__ void short_conv_out_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel, const float* w,
                                       const float* bias, float* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= step.n_rows * conv.dim) return;
@@ -48,12 +59,14 @@ __global__ void short_conv_out_kernel(const float* u, DevConv conv, DevStep step
   const int64_t t = row - r.row0;
   float z = bias ? bias[c] : 0.0f;
   for (int64_t k = 0; k < hist; ++k) z = __fadd_rn(z, __fmul_rn(w[c * kernel + k], conv_input(u, conv, r, hist, t - hist + k, c)));
-  out[row * conv.dim + c] = __fadd_rn(z, __fmul_rn(w[c * kernel + hist], conv_input(u, conv, r, hist, t, c)));
+  z = __fadd_rn(z, __fmul_rn(w[c * kernel + hist], conv_input(u, conv, r, hist, t, c)));
+  // Gated: the output is C ⊙ z, as mul_rows computes it.
+  out[row * conv.dim + c] = u.proj ? u.proj[row * 3 * conv.dim + conv.dim + c] * z : z;
 }
 
 // One thread per (run, channel), after the outputs: the checkpoints (the window after each
 // checkpointed position) and the new state (the window after the run's last row).
-__global__ void short_conv_state_kernel(const float* u, DevConv conv, DevStep step, int64_t kernel) {
+__global__ void short_conv_state_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(step.n_runs) * conv.dim) return;
   const int64_t c = i % conv.dim, dim = conv.dim, hist = kernel - 1;
@@ -61,7 +74,7 @@ __global__ void short_conv_state_kernel(const float* u, DevConv conv, DevStep st
   const int64_t slot = static_cast<int64_t>(r.conv_slot) * conv.rows * dim;
   float old[kMaxConvHistory];
   for (int64_t k = 0; k < hist; ++k) old[k] = load_state(conv.type, conv.state, slot + k * dim + c);
-  auto in = [&](int64_t tau) { return tau >= 0 ? round_state(conv.type, u[(r.row0 + tau) * dim + c]) : old[hist + tau]; };
+  auto in = [&](int64_t tau) { return tau >= 0 ? round_state(conv.type, u.at(r.row0 + tau, c, dim)) : old[hist + tau]; };
   for (int32_t ck = 0; ck < r.n_ckpt; ++ck) {
     const DevCheckpoint cp = step.ckpts[r.ckpt_at + ck];
     const int64_t tp = cp.pos - r.pos0, snap = static_cast<int64_t>(cp.snapshot) * conv.rows * dim;
@@ -85,13 +98,19 @@ void kv_write(const DevKv& kv, const DevStep& step, const float* k, const float*
 
 void short_conv(const float* u, const DevConv& conv, const DevStep& step, int64_t kernel, const float* w,
                 const float* bias, float* out, cudaStream_t s) {
+  short_conv_gated(u, nullptr, conv, step, kernel, w, bias, out, s);
+}
+
+void short_conv_gated(const float* u, const float* proj, const DevConv& conv, const DevStep& step, int64_t kernel,
+                      const float* w, const float* bias, float* out, cudaStream_t s) {
   LFM_CHECK(kernel >= 1 && kernel - 1 <= kMaxConvHistory, "cuda: short conv supports kernels of 1 to ",
             kMaxConvHistory + 1, " taps, got ", kernel);
   const int64_t n = step.n_rows * conv.dim, runs = static_cast<int64_t>(step.n_runs) * conv.dim;
   if (n == 0) return;
-  short_conv_out_kernel<<<blocks_for(n, 256), 256, 0, s>>>(u, conv, step, kernel, w, bias, out);
+  const ConvIn in{proj ? nullptr : u, proj};
+  short_conv_out_kernel<<<blocks_for(n, 256), 256, 0, s>>>(in, conv, step, kernel, w, bias, out);
   LFM_CUDA_CHECK(cudaGetLastError());
-  short_conv_state_kernel<<<blocks_for(runs, 128), 128, 0, s>>>(u, conv, step, kernel);
+  short_conv_state_kernel<<<blocks_for(runs, 128), 128, 0, s>>>(in, conv, step, kernel);
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
