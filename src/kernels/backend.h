@@ -115,6 +115,19 @@ class Backend : public DeviceMemory {
   virtual void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                          const float* inv_freq) = 0;
 
+  // Attention's query and key preparation, in place: each head's head_dim values RMSNormed (q by
+  // qw, k by kw, both [head_dim]), then NeoX RoPE at each token's position; q [T, n_heads,
+  // head_dim], k [T, kv_heads, head_dim]. Bit for bit rms_norm of q and k, then rope_neox of each;
+  // a device backend does all four in one pass.
+  virtual void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t n_tokens, int64_t n_heads,
+                            int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions,
+                            const float* inv_freq) {
+    rms_norm(q, qw, n_tokens * n_heads, head_dim, eps, q);
+    rms_norm(k, kw, n_tokens * kv_heads, head_dim, eps, k);
+    rope_neox(q, n_tokens, n_heads, head_dim, positions, inv_freq);
+    rope_neox(k, n_tokens, kv_heads, head_dim, positions, inv_freq);
+  }
+
   // ---- state ops: all sequences of a step in one call (see state_pools.h) ----
 
   // Stores the step's new keys and values: row r of k, v [T, kv_heads, head_dim] goes to the

@@ -274,14 +274,19 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer) {
   observe(layer, ".self_attn.q_proj", q, T_, H * hd);
   observe(layer, ".self_attn.k_proj", k, T_, G * hd);
   observe(layer, ".self_attn.v", v, T_, G * hd);
-  be_.rms_norm(q, aw.q_norm.ptr(), T_ * H, hd, c.norm_eps, q);
-  be_.rms_norm(k, aw.k_norm.ptr(), T_ * G, hd, c.norm_eps, k);
-  observe(layer, ".self_attn.q_layernorm", q, T_, H * hd);
-  observe(layer, ".self_attn.k_layernorm", k, T_, G * hd);
-  be_.rope_neox(q, T_, H, hd, positions_, model_.rope_inv_freq().ptr());
-  be_.rope_neox(k, T_, G, hd, positions_, model_.rope_inv_freq().ptr());
-  observe(layer, ".self_attn.q_rope", q, T_, H * hd);
-  observe(layer, ".self_attn.k_rope", k, T_, G * hd);
+  if (observer_) {  // each step on its own, for the observer
+    be_.rms_norm(q, aw.q_norm.ptr(), T_ * H, hd, c.norm_eps, q);
+    be_.rms_norm(k, aw.k_norm.ptr(), T_ * G, hd, c.norm_eps, k);
+    observe(layer, ".self_attn.q_layernorm", q, T_, H * hd);
+    observe(layer, ".self_attn.k_layernorm", k, T_, G * hd);
+    be_.rope_neox(q, T_, H, hd, positions_, model_.rope_inv_freq().ptr());
+    be_.rope_neox(k, T_, G, hd, positions_, model_.rope_inv_freq().ptr());
+    observe(layer, ".self_attn.q_rope", q, T_, H * hd);
+    observe(layer, ".self_attn.k_rope", k, T_, G * hd);
+  } else {  // the same bits, in one op
+    be_.qk_norm_rope(q, k, aw.q_norm.ptr(), aw.k_norm.ptr(), T_, H, G, hd, c.norm_eps, positions_,
+                     model_.rope_inv_freq().ptr());
+  }
 
   // K/V go into the paged cache first; attention then reads every key, this step's too, from it.
   float* att = scratch<float>(proj_buf_, T_ * H * hd);

@@ -109,6 +109,24 @@ TEST_F(CudaTest, AddRmsNormIsAddThenRmsNorm) {
   EXPECT_EQ(down<float>(o1, rows * dim), down<float>(o2, rows * dim));
 }
 
+// Query/key norm and RoPE in one launch: the bits of the four ops it replaces.
+TEST_F(CudaTest, QkNormRopeIsNormsThenRopes) {
+  const int64_t T = 5, H = 4, G = 2, hd = 64;
+  const auto q = randn(T * H * hd, 31), k = randn(T * G * hd, 32), qw = randn(hd, 33), kw = randn(hd, 34);
+  std::vector<float> f(hd / 2);
+  for (int64_t j = 0; j < hd / 2; ++j) f[j] = std::pow(10000.0f, -2.0f * j / hd);
+  const std::vector<int64_t> pos = {0, 7, 300, 4095, 70000};
+  auto q1 = up(q), q2 = up(q), k1 = up(k), k2 = up(k), dqw = up(qw), dkw = up(kw), df = up(f), dp = up(pos);
+  gpu_->qk_norm_rope(q1.as<float>(), k1.as<float>(), dqw.as<float>(), dkw.as<float>(), T, H, G, hd, 1e-5f,
+                     dp.as<int64_t>(), df.as<float>());
+  gpu_->rms_norm(q2.as<float>(), dqw.as<float>(), T * H, hd, 1e-5f, q2.as<float>());
+  gpu_->rms_norm(k2.as<float>(), dkw.as<float>(), T * G, hd, 1e-5f, k2.as<float>());
+  gpu_->rope_neox(q2.as<float>(), T, H, hd, dp.as<int64_t>(), df.as<float>());
+  gpu_->rope_neox(k2.as<float>(), T, G, hd, dp.as<int64_t>(), df.as<float>());
+  EXPECT_EQ(down<float>(q1, q.size()), down<float>(q2, q.size()));
+  EXPECT_EQ(down<float>(k1, k.size()), down<float>(k2, k.size()));
+}
+
 TEST_F(CudaTest, MoeOpsMatchTheReference) {
   const int64_t rows = 9, E = 32, k = 4, d = 70;
   const auto logits = randn(rows * E, 5), bias = randn(E, 6, 0.1f);

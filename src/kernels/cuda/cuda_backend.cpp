@@ -334,6 +334,15 @@ class CudaBackend final : public Backend {
       cuda::rope_neox(x, n, h, hd, pos, f, stream_);
     }, x, n_tokens, n_heads, head_dim, positions, inv_freq);
   }
+  void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t n_tokens, int64_t n_heads,
+                    int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions,
+                    const float* inv_freq) override {
+    auto timer = time_op("qk_norm_rope");
+    enqueue("qk_norm_rope", [this](float* q, float* k, const float* qw, const float* kw, int64_t n, int64_t h, int64_t g,
+                                   int64_t hd, float eps, const int64_t* pos, const float* f) {
+      cuda::qk_norm_rope(q, k, qw, kw, n, h, g, hd, eps, pos, f, stream_);
+    }, q, k, qw, kw, n_tokens, n_heads, kv_heads, head_dim, eps, positions, inv_freq);
+  }
   void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override {
     auto timer = time_op("kv_write");
     check_step(runs);

@@ -70,6 +70,10 @@ void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_
                   cudaStream_t s);
 void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
                const float* inv_freq, cudaStream_t s);
+// Backend::qk_norm_rope: one block per (token, head); head_dim even, at most 256.
+void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t n_tokens, int64_t n_heads,
+                  int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions, const float* inv_freq,
+                  cudaStream_t s);
 void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
 void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
               int64_t ldo, cudaStream_t s);

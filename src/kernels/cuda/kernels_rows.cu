@@ -45,6 +45,34 @@ __global__ void add_rms_norm_kernel(float* __restrict__ h, const float* __restri
   for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (hr[i] * scale);
 }
 
+// One block per (token, head) of q then k: rms_norm_kernel's arithmetic over the head, then
+// rope_kernel's on the normed values.
+constexpr int kMaxNormRopeDim = 256;
+__global__ void qk_norm_rope_kernel(float* q, float* k, const float* __restrict__ qw, const float* __restrict__ kw,
+                                    int64_t n_heads, int64_t kv_heads, int64_t head_dim, float eps,
+                                    const int64_t* __restrict__ positions, const float* __restrict__ inv_freq) {
+  __shared__ double partial[8];
+  __shared__ float v[kMaxNormRopeDim];
+  const int64_t heads = n_heads + kv_heads, t = blockIdx.x / heads, h = blockIdx.x % heads;
+  float* x = h < n_heads ? q + (t * n_heads + h) * head_dim : k + (t * kv_heads + (h - n_heads)) * head_dim;
+  const float* w = h < n_heads ? qw : kw;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < head_dim; i += 256) ss += static_cast<double>(x[i]) * x[i];
+  ss = block_reduce<256>(ss, partial, SumOp());
+  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(head_dim) + eps));
+  for (int64_t i = threadIdx.x; i < head_dim; i += 256) v[i] = w[i] * (x[i] * scale);
+  __syncthreads();
+  const int64_t half = head_dim / 2;
+  for (int64_t j = threadIdx.x; j < half; j += 256) {
+    const float angle = static_cast<float>(positions[t]) * inv_freq[j];
+    const float cs = static_cast<float>(cos(static_cast<double>(angle)));
+    const float sn = static_cast<float>(sin(static_cast<double>(angle)));
+    const float a = v[j], b = v[j + half];
+    x[j] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
+    x[j + half] = __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
+  }
+}
+
 __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                             const int64_t* __restrict__ positions, const float* __restrict__ inv_freq) {
   const int64_t half = head_dim / 2;
@@ -258,6 +286,18 @@ void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_
                   cudaStream_t s) {
   if (rows == 0) return;
   add_rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(h, x, w, dim, eps, out);
+  check_launch();
+}
+
+void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t n_tokens, int64_t n_heads,
+                  int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions, const float* inv_freq,
+                  cudaStream_t s) {
+  LFM_CHECK(head_dim % 2 == 0 && head_dim <= kMaxNormRopeDim, "cuda: qk_norm_rope supports even head_dim up to ",
+            kMaxNormRopeDim, ", got ", head_dim);
+  const int64_t blocks = n_tokens * (n_heads + kv_heads);
+  if (blocks == 0) return;
+  qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(q, k, qw, kw, n_heads, kv_heads, head_dim, eps,
+                                                                    positions, inv_freq);
   check_launch();
 }
 
