@@ -352,6 +352,34 @@ TEST(BackendFactory, CliRefusesCudaWithoutAGpuAndBadDevices) {
   EXPECT_EQ(cpu.code, 0) << cpu.out;
 }
 
+// A fixture loaded for a fake device, its state cache and Forward, and three sequences each
+// prefilled alone (their prompt logits kept in `prefill_logits`).
+struct FakeDeviceDecoder {
+  FakeDeviceDecoder(ThreadPool& pool, const std::string& name, bool replay) : dev(pool, replay) {
+    LoadOptions opt;
+    opt.backend = &dev;
+    model = load_model(test::fixture_dir(name), opt);
+    StatePlanOptions plan = test::f32_plan();
+    plan.parallel = 4;
+    cache = make_state_cache(*model, plan, dev);
+    fwd = std::make_unique<Forward>(*model, dev, *cache);
+    const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}};
+    StepOutput out;
+    for (const auto& p : prompts) {
+      seqs.push_back(cache->open(64));
+      BatchItem item{seqs.back(), p, false};
+      fwd->step(std::span<const BatchItem>(&item, 1), out);
+      prefill_logits.insert(prefill_logits.end(), out.logits.begin(), out.logits.end());
+    }
+  }
+  test::FakeDeviceBackend dev;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<StateCache> cache;
+  std::unique_ptr<Forward> fwd;
+  std::vector<Sequence*> seqs;
+  std::vector<float> prefill_logits;
+};
+
 // Decode steps of a steady batch allocate no backend memory and move a fixed number of buffers
 // (ids, positions, step descriptors up; ids or logits down): what a GPU needs to replay a captured
 // step, and what keeps allocation out of the per-token path. Dense and MoE, greedy ids and logits.
@@ -359,23 +387,11 @@ TEST(DeviceNeutralForward, SteadyDecodeStepsAllocateNothing) {
   for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
     SCOPED_TRACE(name);
     ThreadPool pool(2);
-    test::FakeDeviceBackend dev(pool);
-    LoadOptions opt;
-    opt.backend = &dev;
-    auto model = load_model(test::fixture_dir(name), opt);
-    StatePlanOptions plan = test::f32_plan();
-    plan.parallel = 4;
-    auto cache = make_state_cache(*model, plan, dev);
-    Forward fwd(*model, dev, *cache);
-    std::vector<Sequence*> seqs;
-    std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}};
+    FakeDeviceDecoder run(pool, name, false);
+    test::FakeDeviceBackend& dev = run.dev;
+    StateCache* cache = run.cache.get();
+    std::vector<Sequence*>& seqs = run.seqs;
     StepOutput out;
-    for (auto& p : prompts) {
-      seqs.push_back(cache->open(64));
-      ASSERT_TRUE(cache->reserve(*seqs.back(), static_cast<int64_t>(p.size())));
-      BatchItem item{seqs.back(), p, false};
-      fwd.step(std::span<const BatchItem>(&item, 1), out);
-    }
     for (bool argmax : {true, false}) {
       SCOPED_TRACE(argmax ? "greedy ids" : "logits");
       int allocs = 0, ups = 0, downs = 0;
@@ -392,7 +408,7 @@ TEST(DeviceNeutralForward, SteadyDecodeStepsAllocateNothing) {
           ASSERT_TRUE(cache->reserve(*seqs[i], 1));
           items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false, argmax});
         }
-        fwd.step(items, out);
+        run.fwd->step(items, out);
       }
       EXPECT_EQ(dev.allocations, allocs) << "decode steps allocated backend memory";
       const int up_per_step = (dev.uploads - ups) / 7, down_per_step = (dev.downloads - downs) / 7;
@@ -415,37 +431,23 @@ TEST(DeviceNeutralForward, DecodeStepsReplayOneRecordedGraph) {
     SCOPED_TRACE(name);
     ThreadPool pool(2);
     auto run = [&](bool replay, ReplayQueue::Stats* stats) {
-      test::FakeDeviceBackend dev(pool, replay);
-      LoadOptions opt;
-      opt.backend = &dev;
-      auto model = load_model(test::fixture_dir(name), opt);
-      StatePlanOptions plan = test::f32_plan();
-      plan.parallel = 3;
-      auto cache = make_state_cache(*model, plan, dev);
-      Forward fwd(*model, dev, *cache);
-      std::vector<Sequence*> seqs;
-      std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}};
-      std::vector<float> seen;  // every step's logits, then greedy ids
+      FakeDeviceDecoder d(pool, name, replay);
+      std::vector<Sequence*>& seqs = d.seqs;
+      std::vector<float> seen = d.prefill_logits;  // then every step's greedy ids and logits
       StepOutput out;
-      for (auto& p : prompts) {
-        seqs.push_back(cache->open(64));
-        BatchItem item{seqs.back(), p, false};
-        fwd.step(std::span<const BatchItem>(&item, 1), out);
-        seen.insert(seen.end(), out.logits.begin(), out.logits.end());
-      }
       std::vector<int32_t> next = {2, 3, 4};
       for (int step = 0; step < 24; ++step) {  // greedy: each sequence takes its argmax
         const bool greedy_ids = step >= 12;
         std::vector<BatchItem> items;
         for (size_t i = 0; i < seqs.size(); ++i) items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false, greedy_ids});
-        fwd.step(items, out);
+        d.fwd->step(items, out);
         for (size_t i = 0; i < seqs.size(); ++i) {
           next[i] = greedy_ids ? out.argmax[i] : argmax(out.row(i), out.vocab);
           seen.push_back(static_cast<float>(next[i]));
           if (!greedy_ids) seen.insert(seen.end(), out.row(i), out.row(i) + out.vocab);
         }
       }
-      if (stats) *stats = dev.replay_stats();
+      if (stats) *stats = d.dev.replay_stats();
       return seen;
     };
     ReplayQueue::Stats stats;
