@@ -90,7 +90,7 @@ class VisionModelTest : public ::testing::TestWithParam<std::tuple<std::string, 
  protected:
   void SetUp() override {
     const auto& [fixture, backend] = GetParam();
-    if (backend == "fake-device" || backend == "cuda") {
+    if (backend == "fake-device" || backend == "fake-device-replay" || backend == "cuda") {
       // A backend whose memory the host may not read (every op checks it gets only backend
       // memory: the vision path is device-neutral), or the GPU (skipped without one).
       std::string why;
@@ -428,6 +428,7 @@ std::vector<std::string> vision_backends() {
   std::vector<std::string> out;
   for (const auto& isa : test::all_isas()) out.push_back(isa);
   out.push_back("fake-device");
+  out.push_back("fake-device-replay");  // the ops queued and replayed, as CUDA graphs run them
   out.push_back("cuda");
   return out;
 }
