@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "convert/quant.h"
@@ -333,6 +334,53 @@ TEST_F(CudaTest, GreedyTokensAloneInABatchAndOnTheCpuAgree) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(together[i], test::greedy(*model, *gpu_, prompts[i], 12)) << "prompt " << i;
     EXPECT_EQ(together[i], test::greedy(*cpu_model, *ref_, prompts[i], 12)) << "prompt " << i << " vs the CPU";
+  }
+}
+
+// CUDA graphs (LFM_CUDA_GRAPHS=1) change how a step is launched, not what it computes: a batch's
+// decode steps give the same logits, bit for bit, recorded and replayed as launched op by op,
+// dense and MoE.
+TEST_F(CudaTest, GraphReplayGivesTheSameBitsAsLaunchingOpByOp) {
+  for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
+    auto run = [&](bool graphs) {
+      const char* was = std::getenv("LFM_CUDA_GRAPHS");
+      const std::string saved = was ? was : "";
+      setenv("LFM_CUDA_GRAPHS", graphs ? "stats" : "0", 1);
+      auto be = make_cuda_backend(0, pool_);
+      if (was)
+        setenv("LFM_CUDA_GRAPHS", saved.c_str(), 1);
+      else
+        unsetenv("LFM_CUDA_GRAPHS");
+      EXPECT_EQ(std::string(be->name()).find("graphs") != std::string::npos, graphs) << be->name();
+      LoadOptions opt;
+      opt.backend = be.get();
+      auto model = load_model(test::fixture_dir(name), opt);
+      StatePlanOptions plan = test::f32_plan();
+      plan.parallel = 3;
+      auto cache = make_state_cache(*model, plan, *be);
+      Forward fwd(*model, *be, *cache);
+      std::vector<Sequence*> seqs;
+      std::vector<float> seen;
+      StepOutput out;
+      for (const std::vector<int32_t>& p : {std::vector<int32_t>{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}}) {
+        seqs.push_back(cache->open(64));
+        BatchItem item{seqs.back(), p, false};
+        fwd.step(std::span<const BatchItem>(&item, 1), out);
+        seen.insert(seen.end(), out.logits.begin(), out.logits.end());
+      }
+      std::vector<int32_t> next = {2, 3, 4};
+      for (int step = 0; step < 20; ++step) {
+        std::vector<BatchItem> items;
+        for (size_t i = 0; i < seqs.size(); ++i) items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false});
+        fwd.step(items, out);
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          seen.insert(seen.end(), out.row(i), out.row(i) + out.vocab);
+          next[i] = static_cast<int32_t>(std::max_element(out.row(i), out.row(i) + out.vocab) - out.row(i));
+        }
+      }
+      return seen;
+    };
+    EXPECT_EQ(run(true), run(false)) << name;
   }
 }
 

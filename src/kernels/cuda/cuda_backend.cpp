@@ -82,6 +82,7 @@ class CudaBackend final : public Backend {
     ReplayQueue::Options qo;
     qo.enabled = cuda_graphs_requested() && !profile_;
     queue_ = std::make_unique<ReplayQueue>(*graphs_, qo);
+    if (qo.enabled) name_ += ", graphs";
     gate_ = queue_->free_gate();
     // cuBLAS's workspace fixed here, so a captured GEMM never allocates.
     blas_workspace_ = allocate(kBlasWorkspaceBytes);
