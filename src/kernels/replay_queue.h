@@ -83,6 +83,12 @@ void append_signature(std::vector<uint64_t>& words, const T& v) {
   }
 }
 
+// The signature words of several values in order (a struct's fields).
+template <typename... T>
+void append_signatures(std::vector<uint64_t>& words, const T&... values) {
+  (append_signature(words, values), ...);
+}
+
 class ReplayQueue {
  public:
   struct Options {

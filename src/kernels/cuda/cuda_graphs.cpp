@@ -54,40 +54,21 @@ bool cuda_graph_stats_requested() {
 namespace cuda {
 
 void append_signature(std::vector<uint64_t>& words, const DevKv& kv) {
-  lfm::append_signature(words, kv.k);
-  lfm::append_signature(words, kv.v);
-  lfm::append_signature(words, kv.type);
-  lfm::append_signature(words, kv.block_tokens);
-  lfm::append_signature(words, kv.kv_heads);
-  lfm::append_signature(words, kv.head_dim);
+  lfm::append_signatures(words, kv.k, kv.v, kv.type, kv.block_tokens, kv.kv_heads, kv.head_dim);
 }
 
 void append_signature(std::vector<uint64_t>& words, const DevConv& conv) {
-  lfm::append_signature(words, conv.state);
-  lfm::append_signature(words, conv.snapshots);
-  lfm::append_signature(words, conv.type);
-  lfm::append_signature(words, conv.rows);
-  lfm::append_signature(words, conv.dim);
+  lfm::append_signatures(words, conv.state, conv.snapshots, conv.type, conv.rows, conv.dim);
 }
 
 void append_signature(std::vector<uint64_t>& words, const DevStep& step) {
-  lfm::append_signature(words, step.runs);
-  lfm::append_signature(words, step.blocks);
-  lfm::append_signature(words, step.ckpts);
-  lfm::append_signature(words, step.row_run);
-  lfm::append_signature(words, step.tiles);
-  lfm::append_signature(words, step.n_runs);
-  lfm::append_signature(words, step.n_tiles);
-  lfm::append_signature(words, step.n_rows);
+  lfm::append_signatures(words, step.runs, step.blocks, step.ckpts, step.row_run, step.tiles, step.n_runs, step.n_tiles,
+                         step.n_rows);
 }
 
 void append_signature(std::vector<uint64_t>& words, const SharedMatmul& m) {
   lfm::append_signature(words, m.count);
-  for (int g = 0; g < m.count; ++g) {
-    lfm::append_signature(words, m.w[g]);
-    lfm::append_signature(words, m.y[g]);
-    lfm::append_signature(words, m.rows[g]);
-  }
+  for (int g = 0; g < m.count; ++g) lfm::append_signatures(words, m.w[g], m.y[g], m.rows[g]);
 }
 
 }  // namespace cuda
