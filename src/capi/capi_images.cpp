@@ -6,6 +6,7 @@
 
 #include "capi/capi_internal.h"
 #include "core/base64.h"
+#include "core/text.h"
 #include "image/data_uri.h"
 
 using lfm::capi::fail;
@@ -14,12 +15,6 @@ using lfm::capi::require;
 namespace lfm::capi {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // At most 100 bytes of what the caller gave, for a message.
 std::string shown(std::string_view s) { return s.size() <= 100 ? std::string(s) : std::string(s.substr(0, 100)) + "..."; }
@@ -60,7 +55,7 @@ std::vector<image::Image> prompt_images(const lfm_model_state& s, const lfm_prom
 }
 
 image::Image image_from_data_uri(const std::string& url, const std::string& where) {
-  const std::string head = lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
+  const std::string head = ascii_lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
   if (head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0)
     fail(LFM_ERR_INVALID_ARGUMENT, where + ": '" + shown(url) + "' is a remote URL; images are not fetched (send the "
                                                "bytes as a data:image/png;base64,... URI, or in lfm_prompt.image_data)");

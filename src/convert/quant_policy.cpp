@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace lfm::gguf {
 
@@ -57,23 +58,16 @@ const char* file_type_label(FileType t) {
   return "?";
 }
 
-namespace {
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-}  // namespace
-
 std::string file_type_names() {
   std::string out;
-  for (FileType t : all_file_types()) out += (out.empty() ? "" : ", ") + lower(file_type_label(t));
+  for (FileType t : all_file_types()) out += (out.empty() ? "" : ", ") + ascii_lower(file_type_label(t));
   return out;
 }
 
 FileType parse_file_type(const std::string& name) {
-  const std::string s = lower(name);
+  const std::string s = ascii_lower(name);
   for (FileType t : all_file_types())
-    if (s == lower(file_type_label(t))) return t;
+    if (s == ascii_lower(file_type_label(t))) return t;
   fail("convert: unknown type '", name, "' (one of ", file_type_names(), ")");
 }
 

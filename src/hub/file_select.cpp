@@ -9,22 +9,18 @@
 
 #include "core/error.h"
 #include "core/json_guard.h"
+#include "core/text.h"
 #include "hub/hub_error.h"
 
 namespace lfm::hub {
 namespace {
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::string basename(const std::string& p) {
   const size_t slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
-bool is_gguf(const std::string& p) { return p.size() > 5 && lower(p.substr(p.size() - 5)) == ".gguf"; }
+bool is_gguf(const std::string& p) { return p.size() > 5 && ascii_lower(p.substr(p.size() - 5)) == ".gguf"; }
 
 // Length of a split-GGUF suffix "-NNNNN-of-NNNNN.gguf" (any case) ending `name`, or 0. (Plain
 // code rather than std::regex: GCC 12's <regex> trips its own -Wmaybe-uninitialized.)
@@ -71,8 +67,8 @@ std::string choose_gguf(const std::vector<std::string>& ggufs, const ModelRef& r
     const std::string want = ref.quant.empty() ? "Q4_K_M" : ref.quant;
     std::vector<std::string> exact, partial;
     for (const auto& g : ggufs) {
-      if (lower(gguf_quant_tag(g)) == lower(want)) exact.push_back(g);
-      if (lower(basename(g)).find(lower(want)) != std::string::npos) partial.push_back(g);
+      if (ascii_lower(gguf_quant_tag(g)) == ascii_lower(want)) exact.push_back(g);
+      if (ascii_lower(basename(g)).find(ascii_lower(want)) != std::string::npos) partial.push_back(g);
     }
     std::vector<std::string> hits = !exact.empty() ? exact : partial;
     // A split model's parts share a tag: one choice.
@@ -116,8 +112,8 @@ Selection select_files(const std::vector<std::string>& listing, const ModelRef& 
   const std::set<std::string> have(listing.begin(), listing.end());
   std::vector<std::string> ggufs;
   for (const auto& p : listing)
-    if (is_gguf(p) && lower(basename(p)).rfind("mmproj", 0) != 0) ggufs.push_back(p);  // vision projectors are not models
-  if (!ref.file.empty() && is_gguf(ref.file) && have.count(ref.file) && lower(basename(ref.file)).rfind("mmproj", 0) == 0)
+    if (is_gguf(p) && ascii_lower(basename(p)).rfind("mmproj", 0) != 0) ggufs.push_back(p);  // vision projectors are not models
+  if (!ref.file.empty() && is_gguf(ref.file) && have.count(ref.file) && ascii_lower(basename(ref.file)).rfind("mmproj", 0) == 0)
     hub_fail(ErrorKind::kUsage, "'", ref.file, "' of '", ref.repo, "' is a vision projector, not a model");
 
   const bool has_config = have.count("config.json") > 0;

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "hub/hub_error.h"
+#include "core/text.h"
 
 namespace lfm::hub {
 namespace {
@@ -30,11 +31,6 @@ struct Transfer {
   std::exception_ptr error;
 };
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t\r\n");
   if (a == std::string::npos) return "";
@@ -50,7 +46,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
     t->resp.headers.clear();
     t->resp.body.clear();
   } else if (const size_t colon = line.find(':'); colon != std::string::npos) {
-    t->resp.headers[lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
+    t->resp.headers[ascii_lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
   }
   return size * n;
 }
@@ -108,7 +104,7 @@ std::string origin(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return "";
   const size_t path = url.find('/', scheme + 3);
-  return lower(url.substr(0, path));
+  return ascii_lower(url.substr(0, path));
 }
 
 }  // namespace

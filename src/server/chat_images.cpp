@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "image/data_uri.h"
 #include "server/api_types.h"
 
@@ -20,17 +21,6 @@ namespace {
 
 [[noreturn]] void refuse(const ImagePart& part, const std::string& message) {
   throw ApiError(400, "'" + part.param + "' " + message, part.param);
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// At most 200 bytes of what the client sent, for a message.
-std::string shown(std::string_view s) {
-  return s.size() <= 200 ? std::string(s) : std::string(s.substr(0, 200)) + "…";
 }
 
 std::string limit_text(size_t bytes) {
@@ -98,7 +88,7 @@ image::Image from_file(const ImagePart& part, const std::string& given, const Im
     refuse(part, "names a local file; this server reads image files only when started with --image-dir DIR "
                  "(send the image inline as a data:image/png;base64,… URI)");
   std::string path = given;
-  if (lower(std::string_view(given).substr(0, std::min<size_t>(given.size(), 5))) == "file:") {
+  if (ascii_lower(std::string_view(given).substr(0, std::min<size_t>(given.size(), 5))) == "file:") {
     std::string_view rest = std::string_view(given).substr(5);
     if (rest.rfind("//", 0) == 0) {
       rest.remove_prefix(2);
@@ -112,7 +102,7 @@ image::Image from_file(const ImagePart& part, const std::string& given, const Im
   if (path.empty() || path.find('\0') != std::string::npos) refuse(part, "is an empty or malformed path");
   // One answer for a file that does not exist, lies outside the folder (after symlinks), or is
   // not a regular file: the client learns nothing about the rest of the file system.
-  const std::string not_there = "names '" + shown(given) + "', which is not an image file under this server's --image-dir";
+  const std::string not_there = "names '" + excerpt(given) + "', which is not an image file under this server's --image-dir";
   std::error_code ec;
   const fs::path dir = fs::canonical(opt.image_dir, ec);
   if (ec) throw ApiError(500, "the server's --image-dir '" + opt.image_dir + "' cannot be read: " + ec.message());
@@ -146,7 +136,7 @@ image::Image from_file(const ImagePart& part, const std::string& given, const Im
 
 image::Image load_image_part(const ImagePart& part, const ImageOptions& opt) {
   const std::string& url = part.url;
-  const std::string head = lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
+  const std::string head = ascii_lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
   if (head.rfind("data:", 0) == 0) return from_data_uri(part, url, opt);
   if (head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0)
     refuse(part, "is a remote URL; this server does not fetch images over the network (no option enables it): "
@@ -158,7 +148,7 @@ image::Image load_image_part(const ImagePart& part, const ImageOptions& opt) {
                                        url[i] == '-' || url[i] == '.'))))
     ++i;
   if (i > 1 && i < url.size() && url[i] == ':' && head.rfind("file:", 0) != 0)
-    refuse(part, "has the URL scheme '" + shown(url.substr(0, i)) + "', which is not supported (data: URIs" +
+    refuse(part, "has the URL scheme '" + excerpt(url.substr(0, i)) + "', which is not supported (data: URIs" +
                      (opt.image_dir.empty() ? "" : ", file: URLs and paths under --image-dir") + ")");
   return from_file(part, url, opt);
 }
