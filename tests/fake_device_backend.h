@@ -112,6 +112,7 @@ class FakeDeviceBackend final : public ReferenceBackend {
     queue_.flush();
     Open open(*live_);
     ++downloads;
+    downloaded_bytes += bytes;
     mine(src, "download");
     ReferenceBackend::download(dst, src, bytes);
   }
@@ -331,7 +332,24 @@ class FakeDeviceBackend final : public ReferenceBackend {
     }, logits, rows, vocab, allowed, ids);
   }
 
+  void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) override {
+    mine(logits, "edit_logits logits"), mine(edits, "edit_logits edits");
+    run("edit_logits", [this](float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) {
+      ReferenceBackend::edit_logits(logits, vocab, edits, n);
+    }, logits, vocab, edits, n);
+  }
+  void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
+                      const uint8_t* allowed, int64_t n, Candidate* best, float* tail) override {
+    mine(logits, "top_candidates logits"), mine(rows, "top_candidates rows"), mine(allowed, "top_candidates allowed");
+    mine(best, "top_candidates best"), mine(tail, "top_candidates tail");
+    run("top_candidates", [this](const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
+                                 const uint8_t* allowed, int64_t n, Candidate* best, float* tail) {
+      ReferenceBackend::top_candidates(logits, vocab, rows, count, allowed, n, best, tail);
+    }, logits, vocab, rows, count, allowed, n, best, tail);
+  }
+
   int uploads = 0, downloads = 0, allocations = 0;
+  size_t downloaded_bytes = 0;
 
  private:
   static ReplayQueue::Options replay_options(bool replay) {

@@ -22,6 +22,7 @@
 
 #include "core/tensor.h"
 #include "kernels/device_memory.h"
+#include "kernels/sampling_types.h"
 #include "kernels/state_pools.h"
 #include "kernels/weight_set.h"
 
@@ -227,6 +228,22 @@ class Backend : public DeviceMemory {
   // id, else [vocab] flags), the lowest index on ties: greedy sampling's choice, computed where
   // the logits are so that a device downloads one id per row instead of the row.
   virtual void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) = 0;
+
+  // ---- sampling where the logits are ----
+  // A sampled row leaves the device as its best candidates instead of 65,536 logits: the request's
+  // sparse changes are applied in place (edit_logits), then top_candidates summarises the row.
+  // edit_logits: for each edit, w = logits[row, id] + add; if penalty != 1, w = w > 0 ? w / penalty
+  // : w · penalty; then w -= sub (a request's logit bias, repetition and presence/frequency
+  // penalties, in the order the host sampler applies them). Each (row, id) at most once.
+  virtual void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) = 0;
+  // For each listed row rows[r] (r < count) of logits [*, vocab], over the allowed ids (allowed:
+  // null for every id, else [vocab] flags): best [count, n] = its n largest values, largest first,
+  // equal values by lower id (-0 counted as +0), then {-inf, -1} past the allowed count; and, where
+  // rows[r].temperature T > 0, tail[r] = Σ exp(w/T − best/T) over the allowed ids not in best (each
+  // term a float exp, the sum in any fixed order; 0 when T = 0). n ≤ kMaxCandidates.
+  static constexpr int64_t kMaxCandidates = lfm::kMaxCandidates;
+  virtual void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
+                              const uint8_t* allowed, int64_t n, Candidate* best, float* tail) = 0;
 };
 
 // The plain reference CPU backend; matmul and attention are spread over `pool`.

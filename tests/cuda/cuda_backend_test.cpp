@@ -17,6 +17,7 @@
 #include "kernels/reference_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
+#include "sampling_ops_check.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -127,6 +128,9 @@ TEST_F(CudaTest, QkNormRopeIsNormsThenRopes) {
   EXPECT_EQ(down<float>(q1, q.size()), down<float>(q2, q.size()));
   EXPECT_EQ(down<float>(k1, k.size()), down<float>(k2, k.size()));
 }
+
+// Logit edits bit for bit; candidates, their order among ties and the tail as the plain loops give.
+TEST_F(CudaTest, SamplingOpsMatchPlainLoops) { test::check_sampling_ops(*gpu_); }
 
 TEST_F(CudaTest, MoeOpsMatchTheReference) {
   const int64_t rows = 9, E = 32, k = 4, d = 70;

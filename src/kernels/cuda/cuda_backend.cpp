@@ -506,6 +506,20 @@ class CudaBackend final : public Backend {
       cuda::argmax_rows(logits, rows, vocab, allowed, ids, stream_);
     }, logits, rows, vocab, allowed, ids);
   }
+  void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) override {
+    auto timer = time_op("edit_logits");
+    enqueue("edit_logits", [this](float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) {
+      cuda::edit_logits(logits, vocab, edits, n, stream_);
+    }, logits, vocab, edits, n);
+  }
+  void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
+                      const uint8_t* allowed, int64_t n, Candidate* best, float* tail) override {
+    auto timer = time_op("top_candidates");
+    enqueue("top_candidates", [this](const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
+                                     const uint8_t* allowed, int64_t n, Candidate* best, float* tail) {
+      cuda::top_candidates(logits, vocab, rows, count, allowed, n, best, tail, stream_);
+    }, logits, vocab, rows, count, allowed, n, best, tail);
+  }
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override {
     auto timer = time_op("moe_combine");

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/sampling_types.h"
 
 namespace lfm::cuda {
 
@@ -92,6 +93,11 @@ void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_expert
 // Backend::argmax_rows: one block per row, the lowest index among equal maxima.
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids,
                  cudaStream_t s);
+// Backend::edit_logits (one thread per edit) and Backend::top_candidates (one block per listed
+// row: radix select, the ties in id order, a bitonic sort; n <= 256).
+void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n, cudaStream_t s);
+void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
+                    const uint8_t* allowed, int64_t n, Candidate* best, float* tail, cudaStream_t s);
 // out[i] = the float's bf16 rounding (round to nearest even), n values.
 void to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t s);
 // The same to f16 (round to nearest even; past ±65504 becomes ±inf).
