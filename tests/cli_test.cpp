@@ -246,6 +246,21 @@ TEST(CliTest, BenchJsonRowsLikeLlamaBench) {
   EXPECT_NE(md.out.find("| test | t/s | GB/s (ceiling) |"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("| pp8 |"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("| tg3 |"), std::string::npos) << md.out;
+  EXPECT_EQ(rows[0]["sampling"], "greedy");
+  // Sampled decode, from the candidates and from whole rows; bad sampling settings are refused.
+  for (const char* from : {"candidates", "rows"}) {
+    const auto s = run(std::string("bench -m ") + kFixtureA + " -p 0 -n 3 -r 1 --temp 0.8 --top-p 0.9 --sample-from " +
+                       from + " -o json", false);
+    ASSERT_EQ(s.code, 0) << s.out;
+    const auto j = nlohmann::json::parse(s.out)[0];
+    EXPECT_EQ(j["sampling"], std::string("temp 0.8 top_k 0 top_p 0.9 from ") + from) << j.dump();
+    EXPECT_GT(j["avg_ts"].get<double>(), 0);
+  }
+  const auto sampled_md = run("bench -m " + kFixtureA + " -p 0 -n 3 -r 1 --temp 1", false);
+  EXPECT_NE(sampled_md.out.find("| tg3 sampled |"), std::string::npos) << sampled_md.out;
+  const auto bad = run("bench -m " + kFixtureA + " -p 0 -n 3 -r 1 --temp 1 --top-p 0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("top_p"), std::string::npos) << bad.out;
 }
 
 TEST(CliTest, HelpAndBadArguments) {

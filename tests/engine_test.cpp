@@ -531,6 +531,50 @@ TEST_P(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
   EXPECT_GT(differ, 0);
 }
 
+// Sampled requests take their tokens from the candidates the step sends down (8 of the 256 ids
+// here, so that flat rows send draws past them and the whole row is fetched): the tokens of the
+// same requests sampled from whole rows (asking for logprobs takes that path; it does not change
+// the draws), alone and in a batch with greedy ones. On the fake device, a top-k request's
+// tokens come down as candidates, never as rows.
+TEST_P(EngineTest, SampledRequestsFromCandidatesMatchTheWholeRowSampler) {
+  auto sampled = [&](size_t i, bool whole_rows) {
+    Request r = greedy(i, 14);
+    r.sampling.seed = 500 + i;
+    r.sampling.logprobs = whole_rows;
+    r.sampling.temperature = 0.6f + 0.2f * static_cast<float>(i);
+    if (i % 4 == 1) r.sampling.top_p = 0.9f, r.sampling.min_p = 0.02f;
+    if (i % 4 == 2) r.sampling.repetition_penalty = 1.4f, r.sampling.presence_penalty = 0.4f,
+                    r.sampling.frequency_penalty = 0.3f, r.sampling.logit_bias = {{7, 2.5f}, {11, -1.0f}};
+    if (i % 4 == 3) r.sampling.top_k = 5;
+    return r;
+  };
+  EngineOptions o = options(8, 7);
+  o.sample_candidates = 8;
+  std::vector<std::vector<int32_t>> want;
+  {
+    Engine e(*model_, *backend_, nullptr, o);
+    for (size_t i = 0; i < 6; ++i) want.push_back(collect(*e.submit(sampled(i, true))).tokens);
+  }
+  Engine e(*model_, *backend_, nullptr, o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < 8; ++i) streams.push_back(e.submit(i < 6 ? sampled(i, false) : greedy(i)));
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(collect(*streams[i]).tokens, want[i]) << "request " << i;
+  for (size_t i = 6; i < 8; ++i) collect(*streams[i]);
+  e.wait_idle();
+  expect_all_free(e);
+
+  auto* dev = dynamic_cast<test::FakeDeviceBackend*>(backend_.get());
+  if (!dev) return;
+  const size_t row_bytes = static_cast<size_t>(model_->config().vocab_size) * sizeof(float);
+  Engine top_k(*model_, *backend_, nullptr, o);
+  const size_t before = dev->downloaded_bytes;
+  const int64_t n = 14;
+  std::vector<std::shared_ptr<RequestStream>> three;
+  for (size_t i = 0; i < 3; ++i) three.push_back(top_k.submit(sampled(3, false)));
+  for (auto& s : three) EXPECT_EQ(collect(*s).tokens.size(), static_cast<size_t>(n));
+  EXPECT_LT(dev->downloaded_bytes - before, 3 * n * row_bytes / 4);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
                          ::testing::Combine(::testing::Values("lfm2_c_layertypes_untied_convbias_f32",
                                                               "lfm2moe_g_untied_nobias_scaled_f32"),

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -13,6 +14,7 @@
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/reference_backend.h"
 #include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -102,6 +104,65 @@ TEST(Sampler, SameSeedSameTokens) {
   std::vector<int32_t> tc;
   for (int i = 0; i < 50; ++i) tc.push_back(c.sample(logits.data()).token);
   EXPECT_NE(ta, tc);
+}
+
+// What a device sends down for a sampled row (its best candidates after the request's edits, and
+// the mass of the rest) gives the token sample() gives on the whole row, for every kind of
+// request, the same seed, flat rows (draws past the candidates: the whole row is fetched) and
+// peaked ones (the candidates suffice).
+TEST(Sampler, ShortlistGivesTheTokensOfTheWholeRow) {
+  const int64_t V = 3000, n = 16;
+  ThreadPool pool(1);
+  ReferenceBackend ref(pool);
+  std::vector<uint8_t> allowed(V, 1);
+  for (int64_t i = 0; i < V; i += 7) allowed[i] = 0;
+  auto with = [](float t, int k, float top_p, float min_p) {
+    SamplingParams p;
+    p.temperature = t, p.top_k = k, p.top_p = top_p, p.min_p = min_p;
+    return p;
+  };
+  std::vector<SamplingParams> kinds = {with(0.8f, 0, 1.0f, 0.0f), with(1.0f, 0, 0.9f, 0.0f), with(0.7f, 0, 1.0f, 0.05f),
+                                       with(1.2f, 12, 1.0f, 0.0f), with(1.0f, 16, 0.8f, 0.02f), with(0.9f, 0, 0.95f, 0.0f)};
+  kinds.back().repetition_penalty = 1.3f, kinds.back().presence_penalty = 0.5f, kinds.back().frequency_penalty = 0.2f;
+  kinds.back().logit_bias = {{5, 3.0f}, {9, -2.0f}, {5, 0.5f}};  // a repeated id: its biases add up
+  SamplingParams greedy_penalised = with(0.0f, 0, 1.0f, 0.0f);
+  greedy_penalised.repetition_penalty = 1.5f;
+  kinds.push_back(greedy_penalised);
+  const std::vector<int32_t> prompt = {1, 2, 3, 5, 8, 13, 21};
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    SamplingParams p = kinds[k];
+    p.seed = 1234 + k;
+    Sampler whole(p, prompt, V, &allowed), shortlisted(p, prompt, V, &allowed);
+    ASSERT_TRUE(shortlisted.samples_from_shortlist(n)) << "kind " << k;
+    std::mt19937 rng(static_cast<uint32_t>(k));
+    std::normal_distribution<float> normal;
+    int fetched = 0, steps = 300;
+    std::vector<LogitEdit> edits;
+    std::vector<Candidate> best(n);
+    float tail = 0;
+    for (int step = 0; step < steps; ++step) {
+      const float scale = step % 2 ? 0.3f : 6.0f;  // flat rows and peaked rows
+      std::vector<float> logits(V);
+      for (float& x : logits) x = normal(rng) * scale;
+      std::vector<float> row = logits;
+      shortlisted.logit_edits(edits);
+      ref.edit_logits(row.data(), V, edits.data(), static_cast<int64_t>(edits.size()));
+      const CandidateRow listed{0, p.temperature};
+      ref.top_candidates(row.data(), V, &listed, 1, allowed.data(), n, best.data(), &tail);
+      const int32_t want = whole.sample(logits.data()).token;
+      const int32_t got = shortlisted.sample_shortlist(best, tail, [&](float* dst) {
+        ++fetched;
+        std::copy(row.begin(), row.end(), dst);
+      }).token;
+      ASSERT_EQ(got, want) << "kind " << k << " step " << step;
+    }
+    if (p.top_k > 0 || p.temperature == 0) {
+      EXPECT_EQ(fetched, 0) << "kind " << k << ": the k best are all among the candidates";
+    } else {
+      EXPECT_GT(fetched, 0) << "kind " << k;  // flat rows reach past the candidates
+      EXPECT_LT(fetched, steps) << "kind " << k;
+    }
+  }
 }
 
 TEST(Sampler, LogprobsAreThoseOfTheRawDistribution) {

@@ -1,5 +1,7 @@
 #include "cli/bench_runs.h"
 
+#include "engine/sampler.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -79,7 +81,8 @@ double BenchResult::stddev_s() const {
 
 std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<BenchTest>& tests, int n_threads,
                                          int reps, const StatePlanOptions& plan_in, std::string* backend_name,
-                                         double* ceiling_bytes_per_s, Backend* device_backend) {
+                                         double* ceiling_bytes_per_s, Backend* device_backend,
+                                         BenchSampling sampling) {
   const ModelConfig& cfg = model.config();
   ThreadPool pool(n_threads);
   std::unique_ptr<Backend> cpu_backend = device_backend ? nullptr : make_backend(DeviceKind::kCpu, pool);
@@ -170,12 +173,31 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
         for (int64_t b = 0; b < t.n_seqs; ++b) seqs.push_back(start(t.n_depth));
         std::vector<int32_t> last = random_ids(rng, cfg.vocab_size, t.n_seqs);
         std::vector<BatchItem> items(static_cast<size_t>(t.n_seqs));
+        const bool greedy = sampling.temperature == 0.0f;
+        SamplingParams sp;
+        sp.temperature = sampling.temperature;
+        sp.top_k = sampling.top_k;
+        sp.top_p = sampling.top_p;
+        sp.seed = 42;
+        std::vector<Sampler> samplers;
+        if (!greedy)
+          for (int64_t b = 0; b < t.n_seqs; ++b) samplers.emplace_back(sp, std::span<const int32_t>(), cfg.vocab_size);
+        const ShortlistRequest shortlist{sampling.temperature, {}};
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t step = 0; step < t.n_gen; ++step) {
-          // Greedy ids chosen where the logits are (as the engine does for greedy requests); the
-          // next inputs stay a fixed pseudo-random walk, so every backend decodes the same ids.
-          for (int64_t b = 0; b < t.n_seqs; ++b) items[b] = {seqs[b], std::span<const int32_t>(&last[b], 1), false, true};
+          // Greedy ids chosen where the logits are (as the engine does for greedy requests), or
+          // tokens sampled as the engine samples them; the next inputs stay a fixed pseudo-random
+          // walk, so every backend and mode decodes the same ids.
+          for (int64_t b = 0; b < t.n_seqs; ++b) {
+            items[b] = {seqs[b], std::span<const int32_t>(&last[b], 1), false, greedy};
+            if (!greedy && !sampling.whole_rows) items[b].shortlist = &shortlist;
+          }
           fwd.step(items, out);
+          for (size_t b = 0; b < samplers.size(); ++b)
+            if (sampling.whole_rows)
+              samplers[b].sample(out.row(b));
+            else
+              samplers[b].sample_shortlist(out.shortlist(b), out.tail(b), [&](float* row) { fwd.fetch_row(out, b, row); });
           for (int64_t b = 0; b < t.n_seqs; ++b) last[b] = static_cast<int32_t>((last[b] * 7919 + step) % cfg.vocab_size);
         }
         if (timed) r.samples_s.push_back(seconds_since(t0));

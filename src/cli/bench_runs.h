@@ -20,6 +20,16 @@ struct BenchTest {
   int64_t n_seqs = 1;     // sequences decoded together (tg)
 };
 
+// How the tg tests choose each token: greedy where the logits are (temperature 0, the default),
+// else sampled at `temperature` from the candidates the step sends down, or (whole_rows) from
+// whole rows of logits, the path of requests that want logprobs or a grammar.
+struct BenchSampling {
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  bool whole_rows = false;
+};
+
 struct BenchResult {
   BenchTest test;
   int n_threads = 0;
@@ -41,6 +51,7 @@ struct BenchResult {
 // n_threads; no host read ceiling is measured then.
 std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<BenchTest>& tests, int n_threads,
                                          int reps, const StatePlanOptions& plan, std::string* backend_name,
-                                         double* ceiling_bytes_per_s, Backend* device_backend = nullptr);
+                                         double* ceiling_bytes_per_s, Backend* device_backend = nullptr,
+                                         BenchSampling sampling = {});
 
 }  // namespace lfm::cli

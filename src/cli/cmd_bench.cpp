@@ -15,6 +15,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/sampler.h"
 #include "kernels/backend_factory.h"
 #include "kernels/cpu_backend.h"
 
@@ -176,7 +177,31 @@ int run_bench(int argc, char** argv) {
                  "repeats part of the prompt: P + G + P with G the model's continuation of P) or 'random'")
       ->capture_default_str()
       ->check(CLI::IsMember({"copy", "random"}));
+  BenchSampling sampling;
+  std::string sample_from = "candidates";
+  app.add_option("--temp", sampling.temperature,
+                 "tg tests: sample each token at this temperature as the engine does (0: greedy, chosen where the "
+                 "logits are)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 100.0f));
+  app.add_option("--top-k", sampling.top_k, "With --temp: keep the k most likely tokens (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", sampling.top_p, "With --temp: keep the most likely tokens up to this probability mass")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--sample-from", sample_from,
+                 "With --temp: 'candidates' (the row's best candidates come down, as for plain sampled requests) or "
+                 "'rows' (whole rows of logits, as for requests with logprobs or a grammar)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"candidates", "rows"}));
   LFM_CLI_PARSE(app, argc, argv);
+  sampling.whole_rows = sample_from == "rows";
+  if (sampling.temperature > 0) {
+    SamplingParams check;
+    check.temperature = sampling.temperature, check.top_k = sampling.top_k, check.top_p = sampling.top_p;
+    check.validate(1);
+  }
 
   // A GPU backend is made once, before the model (it prepares the weights); CPU backends per
   // thread count, as llama-bench does.
@@ -209,7 +234,7 @@ int run_bench(int argc, char** argv) {
   for (int t : threads) {
     std::string backend;
     double ceiling = 0;
-    const auto results = run_bench_tests(*m, tests, t, reps, plan, &backend, &ceiling, device_backend.get());
+    const auto results = run_bench_tests(*m, tests, t, reps, plan, &backend, &ceiling, device_backend.get(), sampling);
     for (const BenchResult& r : results) {
       const double gbs = r.bytes_per_step > 0 ? r.bytes_per_step * static_cast<double>(r.test.n_gen) / r.avg_s() / 1e9 : 0;
       // A tg row's ceiling is the one measured beside its repetitions; a pp row shows the run's.
@@ -229,6 +254,8 @@ int run_bench(int argc, char** argv) {
       j["n_gen"] = r.test.n_gen;
       j["n_depth"] = r.test.n_depth;
       j["n_seqs"] = r.test.n_seqs;
+      // ours: how tg tokens were chosen
+      j["sampling"] = sampling.temperature == 0.0f ? "greedy" : cat("temp ", sampling.temperature, " top_k ", sampling.top_k, " top_p ", sampling.top_p, " from ", sample_from);
       j["avg_ns"] = static_cast<int64_t>(r.avg_s() * 1e9);
       j["stddev_ns"] = static_cast<int64_t>(r.stddev_s() * 1e9);
       j["avg_ts"] = r.avg_ts();
@@ -252,7 +279,8 @@ int run_bench(int argc, char** argv) {
         std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %s |\n", label.c_str(), size_gib,
                     static_cast<double>(m->parameter_count()) / 1e9,
                     (backend + (m->bf16_activations() ? " bf16-act" : "")).c_str(), r.n_threads,
-                    dtype_name(*plan.type), test_label(r.test).c_str(), r.avg_ts(), r.stddev_ts(), gb);
+                    dtype_name(*plan.type),
+                    (test_label(r.test) + (r.test.n_gen > 0 && sampling.temperature > 0 ? " sampled" : "")).c_str(), r.avg_ts(), r.stddev_ts(), gb);
         std::fflush(stdout);
       }
     }

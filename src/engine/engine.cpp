@@ -50,10 +50,13 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   LFM_CHECK(opt.prefill_chunk >= -1, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
   LFM_CHECK(opt.itl_target_ms >= 0 && std::isfinite(opt.itl_target_ms),
             "engine: --itl-target-ms must be 0 (off) or more, got ", opt.itl_target_ms);
+  LFM_CHECK(opt.sample_candidates >= 1 && opt.sample_candidates <= Forward::kShortlist,
+            "engine: sample_candidates must be in [1, ", Forward::kShortlist, "], got ", opt.sample_candidates);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
   cache_ = make_state_cache(model, opt.state, backend);
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
+  forward_->set_shortlist_size(opt.sample_candidates);
   eos_ids_ = model.config().eos_token_ids;
   if (tok_) {
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
@@ -431,6 +434,14 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     items.push_back({batch[i]->seq,
                      std::span<const int32_t>(batch[i]->tokens.data() + batch[i]->n_fed, static_cast<size_t>(counts[i])),
                      false, token_due && batch[i]->sampler->plain_greedy()});
+    // Other requests sampled from the row's best candidates (penalties and bias applied where the
+    // logits are) come down as those, not as the row.
+    if (token_due && batch[i]->sampler->samples_from_shortlist(opt_.sample_candidates)) {
+      Active& a = *batch[i];
+      a.sampler->logit_edits(a.edits);
+      a.shortlist = {a.sampler->temperature(), a.edits};
+      items.back().shortlist = &a.shortlist;
+    }
     if (!batch[i]->tiles.empty()) {
       image_rows(*batch[i], batch[i]->n_fed, counts[i], step_rows_[i], step_keys_[i]);
       items.back().embeddings = step_rows_[i];
@@ -460,16 +471,25 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     if (a->n_generated == 0) ++a->usage.prefill_steps;
     a->n_fed += counts[i];
     totals_.computed_tokens += counts[i];
-    if (a->n_fed == static_cast<int64_t>(a->tokens.size())) after_token(*a, items[i].argmax_only ? nullptr : out_.row(i), out_.argmax[i]);
+    if (a->n_fed != static_cast<int64_t>(a->tokens.size())) continue;
+    if (items[i].shortlist)
+      after_token(*a, [&] {
+        return a->sampler->sample_shortlist(out_.shortlist(i), out_.tail(i),
+                                            [&](float* row) { forward_->fetch_row(out_, i, row); });
+      });
+    else if (items[i].argmax_only)
+      after_token(*a, [&] { return a->sampler->accept(out_.argmax[i]); });
+    else
+      after_token(*a, [&] { return a->sampler->sample(out_.row(i)); });
   }
   std::erase_if(running_, [](const auto& a) { return a->finished; });
 }
 
-void Engine::after_token(Active& a, const float* logits, int32_t greedy_id) {
+void Engine::after_token(Active& a, const std::function<SampleResult()>& choose) {
   SampleResult r;
   try {
     if (a.matcher) prepare_mask(a);
-    r = logits ? a.sampler->sample(logits) : a.sampler->accept(greedy_id);
+    r = choose();
   } catch (const std::exception& e) {
     finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
     return;

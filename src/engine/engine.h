@@ -71,6 +71,9 @@ struct EngineOptions {
   // -1: itl_target_ms; 0: whole images in one step. Nothing decoding: whole images at once.
   double encode_slice_ms = -1;
   int64_t max_queued = 4096;   // submissions waiting beyond this are refused
+  // The candidates a sampled row comes down as (1 to Forward::kShortlist); a choice that depends
+  // on ids past them fetches the whole row. Fewer: less to transfer, more whole rows.
+  int64_t sample_candidates = Forward::kShortlist;
 };
 
 struct EngineStats {
@@ -125,8 +128,8 @@ class Engine {
   // itl_target_ms leaves by the step cost model).
   int64_t prompt_budget(int64_t decoders) const;
   void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
-  // The token chosen from `logits`, or (logits null) the greedy id the step computed.
-  void after_token(Active& a, const float* logits, int32_t greedy_id = -1);
+  // The token `choose` gives (the sampler on the step's output), delivered.
+  void after_token(Active& a, const std::function<SampleResult()>& choose);
   // Structured output: the step's masks for requests whose next token is due (on a thread of
   // their own while the step runs), before sampling a row, and the chosen token's acceptance
   // (false: the request ended, as its grammar is complete or refused the token).

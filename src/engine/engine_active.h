@@ -32,6 +32,8 @@ struct Engine::Active {
   // the state, and that token was generated (a resumed request recomputes its tokens as prompt).
   bool decoding() const { return n_generated > 0 && static_cast<int64_t>(tokens.size()) - n_fed == 1; }
   std::unique_ptr<Sampler> sampler;
+  std::vector<LogitEdit> edits;  // this step's sampler edits, for the step's shortlist
+  ShortlistRequest shortlist;
   std::unique_ptr<StreamingDetokenizer> detok;
   std::unique_ptr<StopStrings> stops;
   Usage usage;

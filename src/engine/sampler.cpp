@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/top_candidates.h"
 
 namespace lfm {
 
@@ -42,10 +43,21 @@ Sampler::Sampler(const SamplingParams& p, std::span<const int32_t> prompt, int64
   p_.validate(vocab);
   LFM_CHECK(!allowed || static_cast<int64_t>(allowed->size()) >= vocab, "sampling: allowed-id mask of ",
             allowed ? allowed->size() : 0, " entries for a vocabulary of ", vocab);
+  // One bias per id (a repeated id's biases summed in order), so that the edits a device applies
+  // (logit_edits) are the very sums process() adds.
+  std::vector<std::pair<int32_t, float>> bias;
+  for (const auto& [id, b] : p_.logit_bias) {
+    auto it = std::find_if(bias.begin(), bias.end(), [id = id](const auto& e) { return e.first == id; });
+    if (it == bias.end())
+      bias.push_back({id, b});
+    else
+      it->second += b;
+  }
+  p_.logit_bias = std::move(bias);
   if (p_.repetition_penalty != 1.0f) {
     seen_.assign(static_cast<size_t>(vocab), 0);
     for (int32_t t : prompt)
-      if (t >= 0 && t < vocab) seen_[t] = 1;
+      if (t >= 0 && t < vocab) mark_seen(t);
   }
   work_.resize(static_cast<size_t>(vocab));
 }
@@ -77,48 +89,68 @@ void Sampler::distribution() {
     if (allowed(i)) cand_.push_back({w[i] / p_.temperature, static_cast<int32_t>(i)});
   LFM_CHECK(!cand_.empty(), "sampling: no token is allowed");
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t keep = cand_.size();
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
-    keep = static_cast<size_t>(p_.top_k);
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(), by_logit);
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < cand_.size()) {
+    const auto keep = static_cast<std::ptrdiff_t>(p_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + keep, cand_.end(), by_logit);
+    cand_.resize(static_cast<size_t>(keep));
   } else {
     std::sort(cand_.begin(), cand_.end(), by_logit);
   }
-  cand_.resize(keep);
-  // Softmax over the kept candidates (sorted, largest first).
+  shape(0.0);
+}
+
+std::optional<double> Sampler::shape(double tail) {
+  if (p_.top_k > 0) {
+    if (cand_.size() >= static_cast<size_t>(p_.top_k)) {
+      cand_.resize(static_cast<size_t>(p_.top_k));
+      tail = 0;
+    } else if (tail > 0) {
+      return std::nullopt;  // the k best reach past cand_
+    }
+  }
+  // Softmax over the kept candidates (sorted, largest first) and the tail.
   const float mx = cand_[0].first;
   double sum = 0;
   for (auto& c : cand_) {
     c.first = std::exp(c.first - mx);
     sum += c.first;
   }
+  sum += tail;
   for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
+  double rest = tail / sum;
   if (p_.min_p > 0) {
     const float floor = cand_[0].first * p_.min_p;
+    if (rest > 0 && cand_.back().first >= floor) return std::nullopt;  // tail ids may pass the floor
     while (cand_.size() > 1 && cand_.back().first < floor) cand_.pop_back();
+    rest = 0;
   }
   if (p_.top_p < 1) {
     double acc = 0;
     size_t n = 0;
-    while (n < cand_.size()) {
+    bool reached = false;
+    while (n < cand_.size() && !reached) {
       acc += cand_[n++].first;
-      if (acc >= p_.top_p) break;
+      reached = acc >= p_.top_p;
     }
+    if (!reached && rest > 0) return std::nullopt;  // the nucleus reaches into the tail
     cand_.resize(n);
+    if (reached) rest = 0;
   }
-  double total = 0;
+  double total = rest;
   for (const auto& c : cand_) total += c.first;
   for (auto& c : cand_) c.first = static_cast<float>(c.first / total);
+  return rest / total;
 }
 
-int32_t Sampler::draw(const TokenProbs& probs) {
-  double total = 0;
+std::optional<int32_t> Sampler::draw(const TokenProbs& probs, double u, double rest) {
+  double total = rest;
   for (const auto& c : probs) total += c.first;
-  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+  double r = u * total;
   for (const auto& c : probs) {
     r -= c.first;
     if (r <= 0) return c.second;
   }
+  if (rest > 0) return std::nullopt;
   return probs.back().second;
 }
 
@@ -126,9 +158,61 @@ SampleResult Sampler::sample(const float* logits, TokenProbs* dist) {
   process(logits);
   if (dist) dist->clear();
   if (p_.temperature == 0.0f) return finish(logits, greedy_choice());
+  if (dist || p_.top_k > kMaxCandidates) {  // the whole distribution (a draft's q)
+    distribution();
+    if (dist) *dist = cand_;
+    return finish(logits, *draw(cand_, uniform()));
+  }
+  // The best candidates first, as a device sends them: a row whose choice they settle (most rows
+  // of a trained model) needs no sort of the whole vocabulary.
+  best_.resize(static_cast<size_t>(kMaxCandidates));
+  const float tail = select_top_candidates(work_.data(), vocab_, [this](int64_t i) { return allowed(i); },
+                                           kMaxCandidates, p_.temperature, best_.data(), scratch_);
+  LFM_CHECK(best_[0].id >= 0, "sampling: no token is allowed");
+  return finish(logits, from_candidates(best_, tail, [](float*) {}));  // work_ holds the row
+}
+
+SampleResult Sampler::sample_shortlist(std::span<const Candidate> best, float tail,
+                                       const std::function<void(float*)>& full_row) {
+  LFM_CHECK(!best.empty() && best[0].id >= 0, "sampling: no token is allowed");
+  if (p_.temperature == 0.0f) return finish(nullptr, best[0].id);
+  return finish(nullptr, from_candidates(best, tail, full_row));
+}
+
+int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
+                                 const std::function<void(float*)>& full_row) {
+  cand_.clear();
+  for (const Candidate& c : best) {
+    if (c.id < 0) break;
+    cand_.push_back({c.value / p_.temperature, c.id});
+  }
+  const bool every_id = cand_.size() < best.size();
+  const double u = uniform();
+  if (const auto rest = shape(every_id ? 0.0 : static_cast<double>(tail)))
+    if (const auto token = draw(cand_, u, *rest)) return *token;
+  // The choice depends on ids past the candidates: the whole row, and the same draw.
+  full_row(work_.data());
   distribution();
-  if (dist) *dist = cand_;
-  return finish(logits, draw(cand_));
+  return *draw(cand_, u);
+}
+
+bool Sampler::samples_from_shortlist(int64_t n) const {
+  return !masked_ && !p_.logprobs && p_.top_logprobs == 0 && p_.top_k <= n && !plain_greedy();
+}
+
+void Sampler::logit_edits(std::vector<LogitEdit>& out) const {
+  out.clear();
+  std::unordered_map<int32_t, size_t> at;
+  auto edit = [&](int32_t id) -> LogitEdit& {
+    const auto [it, fresh] = at.try_emplace(id, out.size());
+    if (fresh) out.push_back(LogitEdit{0, id});
+    return out[it->second];
+  };
+  for (const auto& [id, bias] : p_.logit_bias) edit(id).add = bias;
+  if (p_.repetition_penalty != 1.0f)
+    for (int32_t id : seen_ids_) edit(id).penalty = p_.repetition_penalty;
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)
+    for (const auto& [id, n] : out_count_) edit(id).sub = p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
 }
 
 SampleResult Sampler::verify(const float* logits, int32_t draft, const TokenProbs* q, bool& accepted) {
@@ -150,7 +234,7 @@ SampleResult Sampler::verify(const float* logits, int32_t draft, const TokenProb
   for (const auto& c : cand_)
     if (c.second == draft) pd = c.first;
   const double qd = qd_of[draft];
-  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  const double u = uniform();
   accepted = qd > 0 && u * qd < pd;
   if (accepted) return finish(logits, draft);
   // The residual max(0, p - q) over p's support (outside it p is 0).
@@ -159,7 +243,7 @@ SampleResult Sampler::verify(const float* logits, int32_t draft, const TokenProb
     const double rest = static_cast<double>(c.first) - qd_of[c.second];
     if (rest > 0) residual_.push_back({static_cast<float>(rest), c.second});
   }
-  return finish(logits, draw(residual_.empty() ? cand_ : residual_));
+  return finish(logits, *draw(residual_.empty() ? cand_ : residual_, uniform()));
 }
 
 Sampler Sampler::fork() {
@@ -190,7 +274,7 @@ SampleResult Sampler::finish(const float* logits, int32_t token) {
     }
   }
   ++out_count_[res.token];
-  if (!seen_.empty()) seen_[res.token] = 1;
+  mark_seen(res.token);
   return res;
 }
 
@@ -204,7 +288,7 @@ SampleResult Sampler::accept(int32_t token) {
   SampleResult res;
   res.token = token;
   ++out_count_[token];
-  if (!seen_.empty()) seen_[token] = 1;
+  mark_seen(token);
   return res;
 }
 

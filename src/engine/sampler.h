@@ -7,12 +7,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "kernels/sampling_types.h"
 
 namespace lfm {
 
@@ -59,6 +62,22 @@ class Sampler {
   // distribution it was drawn from (empty when greedy): a draft model's q for verification.
   SampleResult sample(const float* logits, TokenProbs* dist = nullptr);
 
+  // Sampling from the step's summary of the row (Backend::top_candidates over the row after
+  // logit_edits): `best` its candidates, best first (id -1 past the allowed ids), `tail` the mass
+  // exp(l/T - best/T) of the allowed ids not among them. The same token as sample() on the whole
+  // row with the same seed (up to the tail's summation order); `full_row` writes the whole row
+  // after the edits into its argument, and is called only when the choice depends on ids past
+  // the candidates (a draw in the tail, a top-p or min-p boundary beyond them).
+  SampleResult sample_shortlist(std::span<const Candidate> best, float tail,
+                                const std::function<void(float*)>& full_row);
+  // Whether sample_shortlist can serve this request with `n` candidates: no grammar mask, no
+  // logprobs, top_k within n, and not plain greedy (argmax_rows serves that).
+  bool samples_from_shortlist(int64_t n) const;
+  // This step's changes to the raw logits (bias, repetition and presence/frequency penalties) as
+  // Backend::edit_logits edits of row 0, one per id, replacing `out`.
+  void logit_edits(std::vector<LogitEdit>& out) const;
+  float temperature() const { return p_.temperature; }
+
   // Speculative decoding: the token at a position where a drafter proposed `draft`, drawn from
   // its distribution `q` (null: the drafter always proposes it, as prompt lookup does). Greedy:
   // the greedy choice, accepted when it is the draft. Sampled: the standard rejection rule:
@@ -85,9 +104,22 @@ class Sampler {
   // Processed logits (bias, penalties) into work_.
   void process(const float* logits);
   int32_t greedy_choice() const;
-  // The processed distribution (temperature, top-k, min-p, top-p) into cand_, normalised.
+  // The processed distribution (temperature, top-k, min-p, top-p) of work_ into cand_, normalised.
   void distribution();
-  int32_t draw(const TokenProbs& probs);
+  // cand_ (logit / T, best first) shaped into the distribution to draw from: top-k, softmax,
+  // min-p, top-p, normalised. `tail`: the mass exp(l/T - best/T) of the allowed ids not in cand_.
+  // Returns the tail's share of the result (0: none), or nullopt when the result depends on ids
+  // past cand_.
+  std::optional<double> shape(double tail);
+  // The token from a row's best candidates (see sample_shortlist).
+  int32_t from_candidates(std::span<const Candidate> best, float tail, const std::function<void(float*)>& full_row);
+  // The id at u ∈ [0, 1) of the cumulative distribution (probs then a tail of share `rest`), or
+  // nullopt when it falls in the tail.
+  static std::optional<int32_t> draw(const TokenProbs& probs, double u, double rest = 0);
+  double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+  void mark_seen(int32_t token) {
+    if (!seen_.empty() && !seen_[token]) seen_[token] = 1, seen_ids_.push_back(token);
+  }
   SampleResult finish(const float* logits, int32_t token);  // logprobs, then records the token
   bool allowed(int64_t i) const {
     return (!allowed_ || (*allowed_)[i]) && (!step_mask_ || ((step_mask_[i >> 6] >> (i & 63)) & 1));
@@ -100,9 +132,11 @@ class Sampler {
   const uint64_t* step_mask_ = nullptr;
   std::mt19937_64 rng_;
   std::vector<uint8_t> seen_;                       // in prompt or output (repetition penalty)
+  std::vector<int32_t> seen_ids_;                   // the ids set in seen_
   std::unordered_map<int32_t, int32_t> out_count_;  // output occurrences (presence/frequency)
   std::vector<float> work_;
   TokenProbs cand_, residual_;
+  std::vector<Candidate> best_, scratch_;  // sample()'s candidates of the row it holds
 };
 
 // Index of the largest value; the lowest index wins ties.

@@ -161,6 +161,7 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   // Down: the wanted rows' logits (a host backend writes them in place), or for argmax_only items
   // their greedy ids.
   float* logits = be_.host_memory() ? out.logits.data() : scratch<float>(logits_buf_, R * c.vocab_size);
+  step_logits_ = logits;
   be_.matmul(a_, R, w.lm_head, logits);
   observe(-1, "lm_head", logits, R, c.vocab_size);
   download_choices(items, logits, R, out);
@@ -176,60 +177,6 @@ void Forward::set_allowed_tokens(std::span<const uint8_t> allowed) {
   LFM_CHECK(static_cast<int64_t>(allowed.size()) >= vocab, "forward: the allowed-token flags cover ", allowed.size(),
             " ids, the vocabulary has ", vocab);
   be_.upload(scratch<uint8_t>(allowed_buf_, vocab), allowed.data(), static_cast<size_t>(vocab));
-}
-
-// `logits` [R, vocab] in backend memory, rows in item order (out.first_row / n_rows). Greedy ids
-// for argmax_only items; the other items' rows into out.logits (a device backend downloads only
-// those, gathered, and renumbers first_row).
-void Forward::download_choices(std::span<const BatchItem> items, const float* logits, int64_t R, StepOutput& out) {
-  const int64_t V = model_.config().vocab_size;
-  std::vector<int32_t> keep;  // rows whose logits the host needs
-  bool any_argmax = false;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].argmax_only) {
-      LFM_CHECK(!items[i].all_logits, "forward: an item cannot want both every row's logits and only a greedy id");
-      any_argmax = true;
-    } else {
-      for (int64_t r = 0; r < out.n_rows[i]; ++r) keep.push_back(static_cast<int32_t>(out.first_row[i] + r));
-    }
-  }
-  const uint8_t* allowed = has_allowed_ ? allowed_buf_.as<uint8_t>() : nullptr;
-  if (any_argmax) {
-    // Every computed row's argmax (one row per argmax_only item; cheap beside the head's matmul).
-    int32_t* ids = scratch<int32_t>(argmax_buf_, R);
-    be_.argmax_rows(logits, R, V, allowed, ids);
-    std::vector<int32_t> host_ids(static_cast<size_t>(R));
-    be_.download(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
-    for (size_t i = 0; i < items.size(); ++i)
-      if (items[i].argmax_only) {
-        out.argmax[i] = host_ids[static_cast<size_t>(out.first_row[i])];
-        LFM_CHECK(out.argmax[i] >= 0, "forward: no token is allowed");
-      }
-  }
-  if (be_.host_memory()) return;  // out.logits already holds every row
-  if (static_cast<int64_t>(keep.size()) == R) {
-    be_.download(out.logits.data(), logits, out.logits.size() * sizeof(float));
-    return;
-  }
-  // Only the kept rows, gathered, renumbered.
-  out.logits.resize(keep.size() * static_cast<size_t>(V));
-  int64_t next = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].argmax_only) {
-      out.first_row[i] = -1;
-      out.n_rows[i] = 0;
-    } else {
-      out.first_row[i] = next;
-      next += out.n_rows[i];
-    }
-  }
-  if (keep.empty()) return;
-  const int64_t K = static_cast<int64_t>(keep.size());
-  int32_t* keep_dev = scratch<int32_t>(keep_buf_, K);
-  be_.upload(keep_dev, keep.data(), keep.size() * sizeof(int32_t));
-  float* kept = scratch<float>(kept_buf_, K * V);
-  be_.gather_rows(logits, V, keep_dev, K, kept);
-  be_.download(out.logits.data(), kept, out.logits.size() * sizeof(float));
 }
 
 // ShortConv: p = W_in a → (B, C, x); u = B ⊙ x; z = causal depthwise conv(u) with the

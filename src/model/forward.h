@@ -22,6 +22,13 @@
 
 namespace lfm {
 
+// A sampled item's last row comes down as its best candidates (Backend::top_candidates) after
+// the request's logit edits (Backend::edit_logits; Forward fills in each edit's row), not whole.
+struct ShortlistRequest {
+  float temperature = 0.0f;  // for the tail's mass (0: greedy, no tail)
+  std::span<const LogitEdit> edits;
+};
+
 struct BatchItem {
   Sequence* seq = nullptr;
   std::span<const int32_t> tokens;
@@ -43,6 +50,8 @@ struct BatchItem {
   // What the state cache records for these tokens (the prefix index's keys; an image's tokens
   // are keyed by its content), as many as `tokens`; empty: the tokens themselves.
   std::span<const int32_t> cache_keys{};
+  // Non-null: only its last row's shortlist (StepOutput::shortlist), not its logits.
+  const ShortlistRequest* shortlist = nullptr;
 };
 
 struct StepOutput {
@@ -51,7 +60,16 @@ struct StepOutput {
   std::vector<int64_t> first_row;    // per item: its first row in `logits` (-1: none, argmax_only)
   std::vector<int64_t> n_rows;       // per item: how many rows it has
   std::vector<int32_t> argmax;       // per item: its greedy id when argmax_only, else -1
+  // Shortlisted items: shortlist_size candidates each, best first (id -1 past the allowed
+  // ids), and the tail mass (Backend::top_candidates).
+  int64_t shortlist_size = 0;
+  std::vector<Candidate> candidates;
+  std::vector<float> tails;
+  std::vector<int64_t> shortlist_of;  // per item: its index among the shortlisted (-1: none)
+  std::vector<int64_t> logits_row;    // per item: its last row in the step's logits (Forward::fetch_row)
   const float* row(size_t item, int64_t i = 0) const;  // logits of the item's i-th row
+  std::span<const Candidate> shortlist(size_t item) const;
+  float tail(size_t item) const { return tails[static_cast<size_t>(shortlist_of[item])]; }
 };
 
 // Debug hook: named intermediate tensors of a step ([rows, cols], rows = packed tokens).
@@ -66,6 +84,12 @@ class Forward {
   // reserved first (a no-op when the caller reserved it). On an error (bad token id, context
   // overflow, no free KV blocks) no sequence's tokens or state change.
   void step(std::span<const BatchItem> items, StepOutput& out);
+  // A shortlisted item's whole last row after its edits, into dst [vocab] (one row down from a
+  // device): for a choice that depends on ids past the shortlist. Valid until the next step.
+  void fetch_row(const StepOutput& out, size_t item, float* dst);
+  // How many candidates a shortlisted row comes down as (1 to kShortlist, the default).
+  static constexpr int64_t kShortlist = Backend::kMaxCandidates;
+  void set_shortlist_size(int64_t n);
 
   StateCache& cache() { return cache_; }
   const Model& model() const { return model_; }
@@ -81,7 +105,8 @@ class Forward {
   void attention_mixer(const LayerWeights& lw, int64_t layer);
   void dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out);
   void moe_ffn(const MoeWeights& w, int64_t rows);
-  void download_choices(std::span<const BatchItem> items, const float* logits, int64_t R, StepOutput& out);
+  void download_choices(std::span<const BatchItem> items, float* logits, int64_t R, StepOutput& out);
+  void download_shortlists(std::span<const BatchItem> items, float* logits, StepOutput& out);
   // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.
   void observe(int64_t layer, const char* suffix, const float* data, int64_t rows, int64_t cols);
 
@@ -105,6 +130,9 @@ class Forward {
   const int64_t* positions_ = nullptr;                   // [T]
   DeviceBuffer h_buf_, a_buf_, mix_buf_, proj_buf_, tmp_buf_, tmp2_buf_, tmp3_buf_, ids_buf_, positions_buf_;
   DeviceBuffer rows_buf_, logits_buf_, argmax_buf_, allowed_buf_, keep_buf_, kept_buf_;
+  DeviceBuffer edits_buf_, candidate_rows_buf_, candidates_buf_, tails_buf_;
+  const float* step_logits_ = nullptr;
+  int64_t shortlist_size_ = kShortlist;  // the last step's logits [rows, vocab] (fetch_row)
   bool has_allowed_ = false;
   DeviceBuffer gate_buf_, up_buf_;  // [rows, F] SwiGLU scratch, reused across layers and steps
   // MoE: router logits [rows, E]; each token's experts and weights [rows, k]; the experts' gathered

@@ -1,0 +1,127 @@
+// The end of a step: what comes down from the logits. Greedy ids for argmax_only items, a
+// shortlist of candidates for sampled items, whole rows for the rest; a host-memory backend
+// leaves every row in StepOutput::logits, a device backend downloads only what is asked for.
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/forward.h"
+
+namespace lfm {
+
+std::span<const Candidate> StepOutput::shortlist(size_t item) const {
+  const auto n = static_cast<size_t>(shortlist_size);
+  return std::span<const Candidate>(candidates).subspan(static_cast<size_t>(shortlist_of[item]) * n, n);
+}
+
+void Forward::set_shortlist_size(int64_t n) {
+  LFM_CHECK(n >= 1 && n <= kShortlist, "forward: a shortlist holds 1 to ", kShortlist, " candidates, got ", n);
+  shortlist_size_ = n;
+}
+
+// `logits` [R, vocab] in backend memory, rows in item order (out.first_row / n_rows).
+void Forward::download_choices(std::span<const BatchItem> items, float* logits, int64_t R, StepOutput& out) {
+  const int64_t V = model_.config().vocab_size;
+  std::vector<int32_t> keep;  // rows whose logits the host needs
+  bool any_argmax = false;
+  out.logits_row.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    out.logits_row[i] = out.first_row[i] + out.n_rows[i] - 1;
+    if (items[i].argmax_only || items[i].shortlist) {
+      LFM_CHECK(!items[i].all_logits, "forward: an item cannot want every row's logits and only a greedy id or shortlist");
+      LFM_CHECK(!(items[i].argmax_only && items[i].shortlist), "forward: an item wants both a greedy id and a shortlist");
+      any_argmax = any_argmax || items[i].argmax_only;
+    } else {
+      for (int64_t r = 0; r < out.n_rows[i]; ++r) keep.push_back(static_cast<int32_t>(out.first_row[i] + r));
+    }
+  }
+  const uint8_t* allowed = has_allowed_ ? allowed_buf_.as<uint8_t>() : nullptr;
+  if (any_argmax) {
+    // Every computed row's argmax (one row per argmax_only item; cheap beside the head's matmul).
+    int32_t* ids = scratch<int32_t>(argmax_buf_, R);
+    be_.argmax_rows(logits, R, V, allowed, ids);
+    std::vector<int32_t> host_ids(static_cast<size_t>(R));
+    be_.download(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].argmax_only) {
+        out.argmax[i] = host_ids[static_cast<size_t>(out.first_row[i])];
+        LFM_CHECK(out.argmax[i] >= 0, "forward: no token is allowed");
+      }
+  }
+  download_shortlists(items, logits, out);
+  if (be_.host_memory()) return;  // out.logits already holds every row
+  if (static_cast<int64_t>(keep.size()) == R) {
+    be_.download(out.logits.data(), logits, out.logits.size() * sizeof(float));
+    return;
+  }
+  // Only the kept rows, gathered, renumbered.
+  out.logits.resize(keep.size() * static_cast<size_t>(V));
+  int64_t next = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].argmax_only || items[i].shortlist) {
+      out.first_row[i] = -1;
+      out.n_rows[i] = 0;
+    } else {
+      out.first_row[i] = next;
+      next += out.n_rows[i];
+    }
+  }
+  if (keep.empty()) return;
+  const int64_t K = static_cast<int64_t>(keep.size());
+  int32_t* keep_dev = scratch<int32_t>(keep_buf_, K);
+  be_.upload(keep_dev, keep.data(), keep.size() * sizeof(int32_t));
+  float* kept = scratch<float>(kept_buf_, K * V);
+  be_.gather_rows(logits, V, keep_dev, K, kept);
+  be_.download(out.logits.data(), kept, out.logits.size() * sizeof(float));
+}
+
+// The shortlisted items' edits applied in place, then their rows' candidates and tails down.
+void Forward::download_shortlists(std::span<const BatchItem> items, float* logits, StepOutput& out) {
+  const int64_t V = model_.config().vocab_size;
+  std::vector<LogitEdit> edits;
+  std::vector<CandidateRow> rows;
+  out.shortlist_of.assign(items.size(), -1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ShortlistRequest* s = items[i].shortlist;
+    if (!s) continue;
+    const auto row = static_cast<int32_t>(out.logits_row[i]);
+    out.shortlist_of[i] = static_cast<int64_t>(rows.size());
+    rows.push_back({row, s->temperature});
+    for (LogitEdit e : s->edits) {
+      LFM_CHECK(e.id >= 0 && e.id < V, "forward: a logit edit names id ", e.id, " outside the vocabulary of ", V);
+      e.row = row;
+      edits.push_back(e);
+    }
+  }
+  const auto count = static_cast<int64_t>(rows.size());
+  const int64_t n = shortlist_size_;
+  out.shortlist_size = n;
+  out.candidates.resize(static_cast<size_t>(count * n));
+  out.tails.resize(static_cast<size_t>(count));
+  if (count == 0) return;
+  if (!edits.empty()) {
+    const auto n_edits = static_cast<int64_t>(edits.size());
+    LogitEdit* dev = scratch<LogitEdit>(edits_buf_, n_edits);
+    be_.upload(dev, edits.data(), edits.size() * sizeof(LogitEdit));
+    be_.edit_logits(logits, V, dev, n_edits);
+  }
+  CandidateRow* rows_dev = scratch<CandidateRow>(candidate_rows_buf_, count);
+  be_.upload(rows_dev, rows.data(), rows.size() * sizeof(CandidateRow));
+  Candidate* best = scratch<Candidate>(candidates_buf_, count * n);
+  float* tails = scratch<float>(tails_buf_, count);
+  be_.top_candidates(logits, V, rows_dev, count, has_allowed_ ? allowed_buf_.as<uint8_t>() : nullptr, n, best, tails);
+  be_.download(out.candidates.data(), best, out.candidates.size() * sizeof(Candidate));
+  be_.download(out.tails.data(), tails, out.tails.size() * sizeof(float));
+}
+
+void Forward::fetch_row(const StepOutput& out, size_t item, float* dst) {
+  const int64_t V = model_.config().vocab_size;
+  LFM_CHECK(item < out.logits_row.size() && step_logits_, "forward: fetch_row of item ", item, " of no step");
+  const float* row = step_logits_ + out.logits_row[item] * V;
+  if (be_.host_memory())
+    std::memcpy(dst, row, static_cast<size_t>(V) * sizeof(float));
+  else
+    be_.download(dst, row, static_cast<size_t>(V) * sizeof(float));
+}
+
+}  // namespace lfm
