@@ -97,6 +97,12 @@ run 150 env LFM_CUDA_GRAPHS=stats $TESTS --gtest_filter='Fixtures/EngineTest.*_c
 run 60 sh -c "LFM_CUDA_GRAPHS=stats $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1,64 -d 0,512 -r 2 > $out/bench_bf16_graphs.json" ||
   echo "bench bf16_graphs failed" >> "$log"
 
+say "sampled decode (temperature 0.8, top-k 40): the rows' candidates down against whole rows down"
+for from in candidates rows; do
+  run 60 sh -c "$LFM bench --device cuda --json -m $models/bf16 -p 0 -n 64 -b 1,64 -r 2 --temperature 0.8 --top-k 40 --sample-from $from > $out/bench_bf16_sampled_$from.json" ||
+    echo "bench sampled $from failed" >> "$log"
+done
+
 say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"
 run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
 run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
@@ -113,6 +119,8 @@ say "compute-sanitizer memcheck (one fixture, a short generation)"
 fixture=tests/data/hf/lfm2moe_f_tied_expertbias_f32
 if command -v compute-sanitizer >/dev/null; then
   run 90 compute-sanitizer --tool memcheck --error-exitcode 9 $LFM generate -m $fixture --prompt-ids 1,2,3,4,5 -n 8 --device cuda
+  run 90 compute-sanitizer --tool memcheck --error-exitcode 9 $LFM generate -m $fixture --prompt-ids 1,2,3,4,5 -n 8 \
+    --device cuda --temperature 0.8 --repeat-penalty 1.1 --seed 3
 else
   say "compute-sanitizer not found"
 fi

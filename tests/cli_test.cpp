@@ -249,7 +249,7 @@ TEST(CliTest, BenchJsonRowsLikeLlamaBench) {
   EXPECT_EQ(rows[0]["sampling"], "greedy");
   // Sampled decode, from the candidates and from whole rows; bad sampling settings are refused.
   for (const char* from : {"candidates", "rows"}) {
-    const auto s = run(std::string("bench -m ") + kFixtureA + " -p 0 -n 3 -r 1 --temp 0.8 --top-p 0.9 --sample-from " +
+    const auto s = run(std::string("bench -m ") + kFixtureA + " -p 0 -n 3 -r 1 --temperature 0.8 --top-p 0.9 --sample-from " +
                        from + " -o json", false);
     ASSERT_EQ(s.code, 0) << s.out;
     const auto j = nlohmann::json::parse(s.out)[0];

@@ -179,19 +179,19 @@ int run_bench(int argc, char** argv) {
       ->check(CLI::IsMember({"copy", "random"}));
   BenchSampling sampling;
   std::string sample_from = "candidates";
-  app.add_option("--temp", sampling.temperature,
+  app.add_option("--temperature,--temp", sampling.temperature,
                  "tg tests: sample each token at this temperature as the engine does (0: greedy, chosen where the "
                  "logits are)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 100.0f));
-  app.add_option("--top-k", sampling.top_k, "With --temp: keep the k most likely tokens (0: all)")
+  app.add_option("--top-k", sampling.top_k, "With --temperature: keep the k most likely tokens (0: all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--top-p", sampling.top_p, "With --temp: keep the most likely tokens up to this probability mass")
+  app.add_option("--top-p", sampling.top_p, "With --temperature: keep the most likely tokens up to this probability mass")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--sample-from", sample_from,
-                 "With --temp: 'candidates' (the row's best candidates come down, as for plain sampled requests) or "
+                 "With --temperature: 'candidates' (the row's best candidates come down, as for plain sampled requests) or "
                  "'rows' (whole rows of logits, as for requests with logprobs or a grammar)")
       ->capture_default_str()
       ->check(CLI::IsMember({"candidates", "rows"}));
