@@ -182,7 +182,7 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
         std::vector<Sampler> samplers;
         if (!greedy)
           for (int64_t b = 0; b < t.n_seqs; ++b) samplers.emplace_back(sp, std::span<const int32_t>(), cfg.vocab_size);
-        const ShortlistRequest shortlist{sampling.temperature, {}};
+        const ShortlistRequest shortlist{greedy ? 0.0f : samplers[0].tail_temperature(Forward::kShortlist), {}};
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t step = 0; step < t.n_gen; ++step) {
           // Greedy ids chosen where the logits are (as the engine does for greedy requests), or

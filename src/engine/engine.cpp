@@ -439,7 +439,7 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     if (token_due && batch[i]->sampler->samples_from_shortlist(opt_.sample_candidates)) {
       Active& a = *batch[i];
       a.sampler->logit_edits(a.edits);
-      a.shortlist = {a.sampler->temperature(), a.edits};
+      a.shortlist = {a.sampler->tail_temperature(opt_.sample_candidates), a.edits};
       items.back().shortlist = &a.shortlist;
     }
     if (!batch[i]->tiles.empty()) {

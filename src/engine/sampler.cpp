@@ -167,7 +167,7 @@ SampleResult Sampler::sample(const float* logits, TokenProbs* dist) {
   // of a trained model) needs no sort of the whole vocabulary.
   best_.resize(static_cast<size_t>(kMaxCandidates));
   const float tail = select_top_candidates(work_.data(), vocab_, [this](int64_t i) { return allowed(i); },
-                                           kMaxCandidates, p_.temperature, best_.data(), scratch_);
+                                           kMaxCandidates, tail_temperature(kMaxCandidates), best_.data(), scratch_);
   LFM_CHECK(best_[0].id >= 0, "sampling: no token is allowed");
   return finish(logits, from_candidates(best_, tail, [](float*) {}));  // work_ holds the row
 }

@@ -76,7 +76,9 @@ class Sampler {
   // This step's changes to the raw logits (bias, repetition and presence/frequency penalties) as
   // Backend::edit_logits edits of row 0, one per id, replacing `out`.
   void logit_edits(std::vector<LogitEdit>& out) const;
-  float temperature() const { return p_.temperature; }
+  // The temperature of the candidates' tail mass (Backend::top_candidates), 0 where the tail
+  // cannot matter (greedy, or top_k within the `n` candidates): no exps over the rest of the row.
+  float tail_temperature(int64_t n) const { return p_.top_k > 0 && p_.top_k <= n ? 0.0f : p_.temperature; }
 
   // Speculative decoding: the token at a position where a drafter proposed `draft`, drawn from
   // its distribution `q` (null: the drafter always proposes it, as prompt lookup does). Greedy:
