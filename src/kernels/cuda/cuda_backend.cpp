@@ -7,11 +7,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,6 +18,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_profile.h"
 
 namespace lfm {
 
@@ -55,18 +54,10 @@ bool own_kernels_only() {
   return env && std::strcmp(env, "own") == 0;
 }
 
-// LFM_CUDA_PROFILE=1: every op waits for the GPU before and after itself, and its wall time goes
-// to a table (op, weight type) printed to stderr when the backend closes. The waits slow the run
-// down; the table says where a step's time goes, launch overhead included.
-bool profiling_requested() {
-  const char* env = std::getenv("LFM_CUDA_PROFILE");
-  return env && *env && std::strcmp(env, "0") != 0;
-}
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, ThreadPool& pool)
-      : device_(device), own_only_(own_kernels_only()), profile_(profiling_requested()) {
+      : device_(device), own_only_(own_kernels_only()) {
     (void)pool;
     LFM_CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
@@ -80,7 +71,7 @@ class CudaBackend final : public Backend {
     LFM_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
     graphs_ = std::make_unique<CudaGraphs>(stream_);
     ReplayQueue::Options qo;
-    qo.enabled = cuda_graphs_requested() && !profile_;
+    qo.enabled = cuda_graphs_requested() && !profile_.enabled();
     queue_ = std::make_unique<ReplayQueue>(*graphs_, qo);
     if (qo.enabled) name_ += ", graphs";
     gate_ = queue_->free_gate();
@@ -95,7 +86,7 @@ class CudaBackend final : public Backend {
       std::fprintf(stderr, "cuda: the last queued ops failed: %s\n", e.what());
     }
     cudaStreamSynchronize(stream_);
-    if (profile_) print_profile();
+    if (profile_.enabled()) profile_.print(name_);
     if (queue_->enabled() && cuda_graph_stats_requested()) {
       const ReplayQueue::Stats& st = queue_->stats();
       std::fprintf(stderr, "cuda graphs (%s): %lld flushes: %lld replayed, %lld recorded, %lld op by op\n", name_.c_str(),
@@ -267,7 +258,7 @@ class CudaBackend final : public Backend {
     const void* dw = device_weight(w);
     const int64_t rows = w.shape[0], cols = w.shape[1];
     const bool gemm_path = n >= kGemmMinTokens && !own_only_;
-    auto timer = time_op(profile_ ? cat(gemm_path ? "gemm " : "matmul ", dtype_name(w.dtype)) : std::string());
+    auto timer = time_op(profile_.enabled() ? cat(gemm_path ? "gemm " : "matmul ", dtype_name(w.dtype)) : std::string());
     if (gemm_path) return gemm(x, n, w.dtype, dw, rows, cols, y);
     enqueue("matmul", [this](DType t, const void* dw, int64_t rows, int64_t cols, const float* x, int64_t n, float* y) {
       cuda::matmul(t, dw, rows, cols, x, n, y, stream_);
@@ -282,7 +273,7 @@ class CudaBackend final : public Backend {
     for (const TensorView* w : ws)
       one_launch = one_launch && w->shape.size() == 2 && w->dtype == ws[0]->dtype && w->shape[1] == ws[0]->shape[1];
     if (!one_launch) return Backend::matmul_shared(x, n, ws, ys);
-    auto timer = time_op(profile_ ? cat("matmul_shared ", dtype_name(ws[0]->dtype)) : std::string());
+    auto timer = time_op(profile_.enabled() ? cat("matmul_shared ", dtype_name(ws[0]->dtype)) : std::string());
     const int64_t cols = ws[0]->shape[1];
     cuda::SharedMatmul m;
     bool vec = true;
@@ -303,7 +294,7 @@ class CudaBackend final : public Backend {
                        w1.shape.size() == 2 && cuda::matmul_vector_ok(w1.dtype, device_weight(w1), w1.shape[1], x) &&
                        cuda::matmul_vector_ok(w3.dtype, device_weight(w3), w3.shape[1], x);
     if (!fused) return Backend::matmul_swiglu(x, n, w1, w3, gate, up);
-    auto timer = time_op(profile_ ? cat("matmul_swiglu ", dtype_name(w1.dtype)) : std::string());
+    auto timer = time_op(profile_.enabled() ? cat("matmul_swiglu ", dtype_name(w1.dtype)) : std::string());
     enqueue("matmul_swiglu", [this](DType t, const void* w1, const void* w3, int64_t rows, int64_t cols, const float* x,
                                     int64_t n, float* out) { cuda::matmul_swiglu(t, w1, w3, rows, cols, x, n, out, stream_); },
             w1.dtype, device_weight(w1), device_weight(w3), w1.shape[0], w1.shape[1], x, n, gate);
@@ -490,7 +481,7 @@ class CudaBackend final : public Backend {
         if (f[e + 1] > f[e]) matmul(x + f[e] * cols, f[e + 1] - f[e], *ws[e], y + f[e] * out);
       return;
     }
-    auto timer = time_op(profile_ ? cat("moe_matmul ", dtype_name(w0.dtype)) : std::string());
+    auto timer = time_op(profile_.enabled() ? cat("moe_matmul ", dtype_name(w0.dtype)) : std::string());
     const void* const* list = expert_list(ws);
     bool vec = true;
     for (const TensorView* w : ws) vec = vec && cuda::matmul_vector_ok(w->dtype, device_weight(*w), cols, x);
@@ -529,43 +520,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Times one op when profiling (see profiling_requested), else nothing.
-  class OpTimer {
-   public:
-    // The name is copied only when timing: ops name themselves on every call.
-    OpTimer(CudaBackend* be, std::string_view name) : be_(be) {
-      if (!be_) return;
-      name_ = name;
-      cudaStreamSynchronize(be_->stream_);
-      t0_ = std::chrono::steady_clock::now();
-    }
-    ~OpTimer() {
-      if (!be_) return;
-      cudaStreamSynchronize(be_->stream_);
-      auto& e = be_->profile_table_[name_];
-      e.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-      e.second += 1;
-    }
-    OpTimer(const OpTimer&) = delete;
-    OpTimer& operator=(const OpTimer&) = delete;
-
-   private:
-    CudaBackend* be_;
-    std::string name_;
-    std::chrono::steady_clock::time_point t0_;
-  };
-  OpTimer time_op(std::string_view name) { return OpTimer(profile_ ? this : nullptr, name); }
-  void print_profile() const {
-    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile_table_.begin(), profile_table_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-    double total = 0;
-    for (const auto& r : rows) total += r.second.first;
-    std::fprintf(stderr, "cuda profile (%s): op, calls, total ms, us per call, share\n", name_.c_str());
-    for (const auto& r : rows)
-      std::fprintf(stderr, "  %-16s %9lld %10.2f %9.2f %5.1f%%\n", r.first.c_str(), static_cast<long long>(r.second.second),
-                   r.second.first * 1e3, r.second.first * 1e6 / static_cast<double>(r.second.second),
-                   100.0 * r.second.first / total);
-  }
+  OpProfile::Timer time_op(std::string_view name) { return profile_.time(stream_, name); }
 
   const void* device_weight(const TensorView& w) const {
     LFM_CHECK(w.packed && w.packed_layout == PackedLayout::kDevice, "cuda: a ", dtype_name(w.dtype), " weight ",
@@ -644,8 +599,8 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
-  bool own_only_, profile_;
-  std::map<std::string, std::pair<double, int64_t>> profile_table_;  // op → (seconds, calls)
+  bool own_only_;
+  OpProfile profile_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
