@@ -2,6 +2,8 @@
 // inheriting the rest.
 #pragma once
 
+#include <vector>
+
 #include "kernels/backend.h"
 
 namespace lfm {
@@ -49,6 +51,9 @@ class ReferenceBackend : public Backend {
 
  protected:
   ThreadPool& pool_;
+
+ private:
+  std::vector<Candidate> candidate_scratch_;  // top_candidates' row copy, kept between steps
 };
 
 }  // namespace lfm

@@ -23,7 +23,7 @@ void ReferenceBackend::edit_logits(float* logits, int64_t vocab, const LogitEdit
 void ReferenceBackend::top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
                                       const uint8_t* allowed, int64_t n, Candidate* best, float* tail) {
   LFM_CHECK(n >= 1 && n <= kMaxCandidates, "top_candidates: n must be in [1, ", kMaxCandidates, "], got ", n);
-  std::vector<Candidate> scratch;
+  std::vector<Candidate>& scratch = candidate_scratch_;
   for (int64_t r = 0; r < count; ++r)
     tail[r] = select_top_candidates(
         logits + static_cast<int64_t>(rows[r].row) * vocab, vocab, [&](int64_t i) { return !allowed || allowed[i]; }, n,
