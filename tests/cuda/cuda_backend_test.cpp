@@ -176,33 +176,71 @@ GpuMatrix make_matrix(Backend& be, DType type, int64_t rows, int64_t cols, uint6
   return m;
 }
 
+// Widths that end in a partial 256-column chunk, that leave some of a block's 4 warps without a
+// chunk, and (plain types) that only the scalar kernel reads; 37 rows (not a multiple of the
+// rows a block takes). Quantized matrices are in the split-block layout on the device.
 TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
+  struct Case {
+    DType type;
+    std::vector<int64_t> cols;
+  };
+  const Case cases[] = {
+      {DType::F32, {512, 40, 1000, 36}},  {DType::F16, {512, 40, 1000, 36}}, {DType::BF16, {512, 40, 1000, 36}},
+      {DType::Q8_0, {512, 96, 1312}},     {DType::Q4_0, {512, 96, 1312}},    {DType::Q4_K, {512, 768, 2304}},
+      {DType::Q5_K, {512, 768}},          {DType::Q6_K, {512, 768, 2304}},
+  };
+  for (const Case& c : cases) {
+    for (int64_t cols : c.cols) {
+      const DType type = c.type;
+      const int64_t rows = 37;
+      GpuMatrix m = make_matrix(*gpu_, type, rows, cols, 11 + cols);
+      TensorView host = m.view;  // the reference reads the stored bytes
+      host.packed = nullptr;
+      host.packed_layout = PackedLayout::kNone;
+      for (int64_t n : {1, 3, 9, 70}) {
+        const auto x = randn(n * cols, 12 + n);
+        auto dx = up(x);
+        DeviceBuffer dy = gpu_->allocate(n * rows * 4);
+        gpu_->matmul(dx.as<float>(), n, m.view, dy.as<float>());
+        std::vector<float> want(n * rows);
+        ref_->matmul(x.data(), n, host, want.data());
+        // n = 70 takes the tensor cores with 16-bit activations (and bf16-decoded quantized weights).
+        const double tol = n >= 64 ? 2e-2 : 1e-5;
+        EXPECT_LE(rel_err(down<float>(dy, want.size()), want), tol) << dtype_name(type) << " cols " << cols << " n=" << n;
+      }
+      // Decode rows: a token's outputs are the same bits alone and among 7.
+      const auto x = randn(7 * cols + 1, 99);
+      auto dx = up(x);
+      DeviceBuffer d7 = gpu_->allocate(7 * rows * 4), d1 = gpu_->allocate(rows * 4);
+      gpu_->matmul(dx.as<float>(), 7, m.view, d7.as<float>());
+      gpu_->matmul(dx.as<float>() + 4 * cols, 1, m.view, d1.as<float>());
+      const auto all = down<float>(d7, 7 * rows), one = down<float>(d1, rows);
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + 4 * rows)) << dtype_name(type) << " cols " << cols;
+      // Input one float off 16-byte alignment: the scalar kernel.
+      std::vector<float> want(2 * rows);
+      ref_->matmul(x.data() + 1, 2, host, want.data());
+      gpu_->matmul(dx.as<float>() + 1, 2, m.view, d7.as<float>());
+      EXPECT_LE(rel_err(down<float>(d7, want.size()), want), 1e-5) << dtype_name(type) << " cols " << cols << " unaligned";
+    }
+  }
+}
+
+// Embedding rows of every table type (quantized tables in the split-block layout).
+TEST_F(CudaTest, EmbeddingEveryTypeMatchesTheReference) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
                      DType::Q6_K}) {
-    const int64_t rows = 37, cols = 512;
-    GpuMatrix m = make_matrix(*gpu_, type, rows, cols, 11);
-    TensorView host = m.view;  // the reference reads the stored bytes
+    const int64_t vocab = 19, cols = 768;
+    GpuMatrix m = make_matrix(*gpu_, type, vocab, cols, 61);
+    TensorView host = m.view;
     host.packed = nullptr;
     host.packed_layout = PackedLayout::kNone;
-    for (int64_t n : {1, 3, 9, 70}) {
-      const auto x = randn(n * cols, 12 + n);
-      auto dx = up(x);
-      DeviceBuffer dy = gpu_->allocate(n * rows * 4);
-      gpu_->matmul(dx.as<float>(), n, m.view, dy.as<float>());
-      std::vector<float> want(n * rows);
-      ref_->matmul(x.data(), n, host, want.data());
-      // n = 70 takes the tensor cores with 16-bit activations (and bf16-decoded quantized weights).
-      const double tol = n >= 64 ? 2e-2 : 1e-5;
-      EXPECT_LE(rel_err(down<float>(dy, want.size()), want), tol) << dtype_name(type) << " n=" << n;
-    }
-    // Decode rows: a token's outputs are the same bits alone and among 7.
-    const auto x = randn(7 * cols, 99);
-    auto dx = up(x);
-    DeviceBuffer d7 = gpu_->allocate(7 * rows * 4), d1 = gpu_->allocate(rows * 4);
-    gpu_->matmul(dx.as<float>(), 7, m.view, d7.as<float>());
-    gpu_->matmul(dx.as<float>() + 4 * cols, 1, m.view, d1.as<float>());
-    const auto all = down<float>(d7, 7 * rows), one = down<float>(d1, rows);
-    EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + 4 * rows)) << dtype_name(type);
+    const std::vector<int32_t> ids = {18, 0, 7, 7, 3};
+    auto di = up(ids);
+    DeviceBuffer dout = gpu_->allocate(ids.size() * cols * 4);
+    gpu_->embedding(m.view, di.as<int32_t>(), static_cast<int64_t>(ids.size()), dout.as<float>());
+    std::vector<float> want(ids.size() * cols);
+    ref_->embedding(host, ids.data(), static_cast<int64_t>(ids.size()), want.data());
+    EXPECT_EQ(down<float>(dout, want.size()), want) << dtype_name(type);
   }
 }
 

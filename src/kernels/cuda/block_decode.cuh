@@ -1,26 +1,54 @@
-// Device decoders of the stored weight formats (GGUF block layouts, as kernels/quant_blocks.h
-// describes them): element groups of 32, so a warp lane can take one group of a row at a time.
+// Decoders of the weight formats as the CUDA backend keeps them: plain types as stored,
+// quantized ones (GGUF blocks, kernels/quant_blocks.h) in the split-block layout
+// (kernels/split_blocks.h). A lane decodes 8 consecutive elements at a time. Host and device: a
+// host-side test checks them against the CPU's decoders on machines without a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/split_blocks.h"
+
+// `#pragma unroll` for the device pass only (the host compiler, which also compiles these
+// functions, would warn about it).
+#ifdef __CUDA_ARCH__
+#define LFM_UNROLL _Pragma("unroll")
+#else
+#define LFM_UNROLL
+#endif
 
 namespace lfm::cuda {
 
-__device__ __forceinline__ float half_at(const uint8_t* p) {
+__host__ __device__ __forceinline__ float half_at(const uint8_t* p) {
   __half h;
   memcpy(&h, p, 2);
   return __half2float(h);
 }
 
-__device__ __forceinline__ float bf16_bits_to_float(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+__host__ __device__ __forceinline__ float bits_to_float(uint32_t b) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(b);
+#else
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+#endif
+}
+
+__host__ __device__ __forceinline__ float half_bits_to_float(uint16_t b) {
+  __half_raw r;
+  r.x = b;
+  return __half2float(__half(r));
+}
+
+__host__ __device__ __forceinline__ float bf16_bits_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
-__device__ __forceinline__ void kquant_scale_min(int j, const uint8_t* q, int& sc, int& m) {
+__host__ __device__ __forceinline__ void kquant_scale_min(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
     sc = q[j] & 63;
     m = q[j + 4] & 63;
@@ -30,88 +58,99 @@ __device__ __forceinline__ void kquant_scale_min(int j, const uint8_t* q, int& s
   }
 }
 
-// Bytes of a row of `cols` elements and of one block, and elements per block, for the types the
-// CUDA kernels read.
-__host__ __device__ constexpr int block_elems(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 ? 32 : (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) ? 256 : 1;
-}
-__host__ __device__ constexpr int block_bytes(DType t) {
-  switch (t) {
-    case DType::F32: return 4;
-    case DType::F16:
-    case DType::BF16: return 2;
-    case DType::Q8_0: return 34;
-    case DType::Q4_0: return 18;
-    case DType::Q4_K: return 144;
-    case DType::Q5_K: return 176;
-    case DType::Q6_K: return 210;
-    default: return 0;
-  }
+// Bytes from one row of a device copy to the next: quantized types in the split-block layout
+// (kernels/split_blocks.h, what prepare_weights uploads), plain types as stored.
+__host__ __device__ constexpr size_t device_row_bytes(DType t, int64_t cols) {
+  if (split_block(t).valid()) return split_row_bytes(t, cols);
+  return static_cast<size_t>(cols) * (t == DType::F32 ? 4 : 2);
 }
 
-// Elements 32g .. 32g+31 of a row (starting at `row`) of a quantized type into w[0..31].
+// 8 bytes at p (8-byte aligned) as two words.
+__host__ __device__ __forceinline__ uint2 load8_bytes(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
+__host__ __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((i < 4 ? v.x : v.y) >> (8 * (i & 3))) & 0xFFu; }
+
+// Elements e .. e+7 (e a multiple of 8) of a row of `cols` elements into w[0..7]: quantized rows in
+// the split-block layout, plain rows as stored (16-byte aligned). The arithmetic per element is
+// the stored format's (dequantize_row's). A row's values start at `row`, its scales at
+// row + blocks · value_bytes; every load of values is an aligned 8 or 16 bytes.
 template <DType T>
-__device__ __forceinline__ void decode_group(const uint8_t* row, int64_t g, float* w) {
-  if constexpr (T == DType::Q8_0) {
-    const uint8_t* b = row + g * 34;
-    const float d = half_at(b);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) w[i] = d * static_cast<float>(static_cast<int8_t>(b[2 + i]));
-  } else if constexpr (T == DType::Q4_0) {
-    const uint8_t* b = row + g * 18;
-    const float d = half_at(b);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const uint8_t q = b[2 + i];
-      w[i] = d * static_cast<float>((q & 0xF) - 8);
-      w[i + 16] = d * static_cast<float>((q >> 4) - 8);
+__host__ __device__ __forceinline__ void decode8(const uint8_t* __restrict__ row, int64_t cols, int64_t e, float* w) {
+  if constexpr (T == DType::F32) {
+    const float4 a = *reinterpret_cast<const float4*>(row + 4 * e), b = *reinterpret_cast<const float4*>(row + 4 * e + 16);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else if constexpr (T == DType::F16 || T == DType::BF16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(row + 2 * e);
+    const uint32_t p[4] = {v.x, v.y, v.z, v.w};
+LFM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (T == DType::BF16) {
+        w[2 * i] = bits_to_float(p[i] << 16);
+        w[2 * i + 1] = bits_to_float(p[i] & 0xFFFF0000u);
+      } else {
+        w[2 * i] = half_bits_to_float(static_cast<uint16_t>(p[i] & 0xFFFFu));
+        w[2 * i + 1] = half_bits_to_float(static_cast<uint16_t>(p[i] >> 16));
+      }
     }
-  } else if constexpr (T == DType::Q4_K) {
-    const uint8_t* b = row + (g / 8) * 144;
-    const int j = static_cast<int>(g % 8);
-    const float d = half_at(b), dmin = half_at(b + 2);
-    int sc, m;
-    kquant_scale_min(j, b + 4, sc, m);
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    const uint8_t* q = b + 16 + 32 * (j / 2);
-    const int shift = (j & 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) w[i] = d1 * static_cast<float>((q[i] >> shift) & 0xF) - m1;
-  } else if constexpr (T == DType::Q5_K) {
-    const uint8_t* b = row + (g / 8) * 176;
-    const int j = static_cast<int>(g % 8);
-    const float d = half_at(b), dmin = half_at(b + 2);
-    int sc, m;
-    kquant_scale_min(j, b + 4, sc, m);
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    const uint8_t* qh = b + 16;
-    const uint8_t* ql = b + 48 + 32 * (j / 2);
-    const int shift = (j & 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int q = ((ql[i] >> shift) & 0xF) + (((qh[i] >> j) & 1) << 4);
-      w[i] = d1 * static_cast<float>(q) - m1;
-    }
-  } else if constexpr (T == DType::Q6_K) {
-    const uint8_t* b = row + (g / 8) * 210;
-    const int j = static_cast<int>(g % 8);
-    const int half = j / 4, quarter = j % 4;
-    const uint8_t* ql = b + 64 * half + (quarter & 1) * 32;
-    const uint8_t* qh = b + 128 + 32 * half;
-    const auto* scales = reinterpret_cast<const int8_t*>(b + 192) + 8 * half + 2 * quarter;
-    const float d = half_at(b + 208);
-    const int lshift = (quarter >> 1) * 4, hshift = 2 * quarter;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int q = (((ql[i] >> lshift) & 0xF) | (((qh[i] >> hshift) & 3) << 4)) - 32;
-      w[i] = d * static_cast<float>(scales[i / 16]) * static_cast<float>(q);
+  } else {
+    constexpr SplitBlock sb = split_block(T);
+    const int64_t b = e / sb.elems;                  // block
+    const int i0 = static_cast<int>(e % sb.elems);   // first element within it
+    const uint8_t* values = row + b * sb.value_bytes();
+    const uint8_t* scales = row + (cols / sb.elems) * sb.value_bytes() + b * sb.scale_bytes();
+    if constexpr (T == DType::Q8_0) {
+      const float d = half_at(scales);
+      const uint2 q = load8_bytes(values + i0);
+LFM_UNROLL
+      for (int i = 0; i < 8; ++i) w[i] = d * static_cast<float>(static_cast<int8_t>(byte_of(q, i)));
+    } else if constexpr (T == DType::Q4_0) {
+      // Element k of a block: nibble k / 16 of value byte k % 16.
+      const float d = half_at(scales);
+      const uint2 q = load8_bytes(values + (i0 & 15));
+      const int shift = (i0 >> 4) * 4;
+LFM_UNROLL
+      for (int i = 0; i < 8; ++i) w[i] = d * static_cast<float>(static_cast<int>((byte_of(q, i) >> shift) & 0xF) - 8);
+    } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+      // Sub-block j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
+      const int j = i0 / 32, k = i0 % 32;
+      const float d = half_at(scales), dmin = half_at(scales + 2);
+      int sc, m;
+      kquant_scale_min(j, scales + 4, sc, m);
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      const uint8_t* qs = values + (T == DType::Q5_K ? 32 : 0);
+      const uint2 q = load8_bytes(qs + 32 * (j / 2) + k);
+      const int shift = (j & 1) * 4;
+      if constexpr (T == DType::Q4_K) {
+LFM_UNROLL
+        for (int i = 0; i < 8; ++i) w[i] = d1 * static_cast<float>((byte_of(q, i) >> shift) & 0xF) - m1;
+      } else {
+        const uint2 h = load8_bytes(values + k);
+LFM_UNROLL
+        for (int i = 0; i < 8; ++i) {
+          const int v = static_cast<int>(((byte_of(q, i) >> shift) & 0xF) + (((byte_of(h, i) >> j) & 1) << 4));
+          w[i] = d1 * static_cast<float>(v) - m1;
+        }
+      }
+    } else if constexpr (T == DType::Q6_K) {
+      // Half h (128 elements), quarter u (32), element k: low nibble u / 2 of ql[64h + 32 (u % 2) + k],
+      // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16], then d.
+      const int h = i0 / 128, u = (i0 % 128) / 32, k = i0 % 32;
+      const uint2 ql = load8_bytes(values + 64 * h + 32 * (u & 1) + k);
+      const uint2 qh = load8_bytes(values + 128 + 32 * h + k);
+      const float d = half_at(scales + 16);
+      const float s = static_cast<float>(static_cast<int8_t>(scales[8 * h + 2 * u + k / 16]));
+      const int lshift = (u >> 1) * 4, hshift = 2 * u;
+LFM_UNROLL
+      for (int i = 0; i < 8; ++i) {
+        const int q = static_cast<int>(((byte_of(ql, i) >> lshift) & 0xF) | (((byte_of(qh, i) >> hshift) & 3) << 4)) - 32;
+        w[i] = d * s * static_cast<float>(q);
+      }
     }
   }
 }
 
 // Element i of a row of a plain type.
 template <DType T>
-__device__ __forceinline__ float plain_at(const uint8_t* row, int64_t i) {
+__host__ __device__ __forceinline__ float plain_at(const uint8_t* row, int64_t i) {
   if constexpr (T == DType::F32) {
     return reinterpret_cast<const float*>(row)[i];
   } else if constexpr (T == DType::F16) {

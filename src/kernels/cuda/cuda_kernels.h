@@ -102,11 +102,12 @@ void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows
 void to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t s);
 // The same to f16 (round to nearest even; past ±65504 becomes ±inf).
 void to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t s);
-// A [rows, cols] matrix of `type` decoded to bf16 (for the tensor-core GEMM of long prefills).
+// A [rows, cols] matrix of `type` (as the backend keeps it) decoded to bf16 (for the tensor-core GEMM of long prefills).
 void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
 
-// ---- matmul: y[n, rows] = x[n, cols] · Wᵀ with W [rows, cols] as stored ----
-// One warp per output row, tokens in groups of 8: every output's sum is the same whatever n.
+// ---- matmul: y[n, rows] = x[n, cols] · Wᵀ with W [rows, cols] as the backend keeps it ----
+// (quantized types in the split-block layout, kernels/split_blocks.h). Every output's sum is the
+// same whatever n (kernels_matmul.cu says how).
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s);
 

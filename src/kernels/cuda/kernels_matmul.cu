@@ -1,11 +1,12 @@
-// Matmul kernels: y[n, rows] = x[n, cols] · Wᵀ, W [rows, cols] as stored.
+// Matmul kernels: y[n, rows] = x[n, cols] · Wᵀ, W [rows, cols] as the backend keeps it (plain
+// types as stored, quantized ones in the split-block layout of kernels/split_blocks.h).
 //
-// One warp per output row, every weight byte read once per group of 8 tokens. Plain types: each
-// lane loads 8 consecutive elements (16 bytes of bf16/f16) at a time, the warp 512 contiguous
-// bytes. Q8_0 and Q4_0: 8 lanes share a block, 4 blocks (136 or 72 contiguous bytes) per warp
-// step. K-quants: a lane decodes one group of 32. Rows that do not allow aligned vector loads take
-// the scalar kernel. Each lane sums its own elements in a fixed order and the 32 lanes meet in one
-// butterfly, so an output's value depends neither on n nor on the other tokens.
+// The vector kernel (decode and small batches): a block of 4 warps takes a few rows, each warp a
+// quarter of their 256-column chunks, each lane 8 columns of a chunk, loading its 8 weights of
+// each row (8 or 16 aligned bytes) and each token's 8 activations once for all the block's rows.
+// The scalar kernel takes what vector loads cannot read. A row's output is each lane's in-order
+// sum, the lanes' butterfly and then the warps' sums in order, so an output's value depends
+// neither on n nor on the other tokens.
 #include <algorithm>
 
 #include "kernels/cuda/block_decode.cuh"
@@ -55,147 +56,99 @@ struct Groups {
   }
 };
 
-// Elements 8c .. 8c+7 of a row of a plain type (the row 16-byte aligned).
-template <DType T>
-__device__ __forceinline__ void load8(const uint8_t* row, int64_t c, float* w) {
-  if constexpr (T == DType::F32) {
-    const float4 a = reinterpret_cast<const float4*>(row)[2 * c], b = reinterpret_cast<const float4*>(row)[2 * c + 1];
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-  } else {
-    const uint4 v = reinterpret_cast<const uint4*>(row)[c];
-    const uint32_t p[4] = {v.x, v.y, v.z, v.w};
+// acc + w[0..8) · x[0..8), in order.
+__device__ __forceinline__ float dot8(float acc, const float* w, const float* x) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (T == DType::BF16) {
-        w[2 * i] = __uint_as_float(p[i] << 16);
-        w[2 * i + 1] = __uint_as_float(p[i] & 0xFFFF0000u);
-      } else {
-        const __half2 h = *reinterpret_cast<const __half2*>(&p[i]);
-        const float2 f = __half22float2(h);
-        w[2 * i] = f.x, w[2 * i + 1] = f.y;
-      }
-    }
-  }
-}
-
-// acc += w[0..n) · x[0..n), in order, x 16-byte aligned (n a multiple of 4).
-template <int N>
-__device__ __forceinline__ float dot_in_order(float acc, const float* w, const float* __restrict__ x) {
-#pragma unroll
-  for (int i = 0; i < N; i += 4) {
-    const float4 v = *reinterpret_cast<const float4*>(x + i);
-    acc += w[i] * v.x;
-    acc += w[i + 1] * v.y;
-    acc += w[i + 2] * v.z;
-    acc += w[i + 3] * v.w;
-  }
+  for (int i = 0; i < 8; ++i) acc += w[i] * x[i];
   return acc;
 }
 
-// acc[t] = row wr · token t of x0 (t < nt), this lane's share: the vector kernels' arithmetic.
-template <DType T, int NT>
-__device__ __forceinline__ void vec_row(const uint8_t* __restrict__ wr, int64_t cols, const float* __restrict__ x0,
-                                        int nt, int lane, float (&acc)[NT]) {
-#pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-  if constexpr (is_plain_v<T>) {
-#pragma unroll 8
-    for (int64_t c = lane; c < cols / 8; c += 32) {
-      float wv[8];
-      load8<T>(wr, c, wv);
-#pragma unroll
-      for (int t = 0; t < NT; ++t)
-        if (t < nt) acc[t] = dot_in_order<8>(acc[t], wv, x0 + t * cols + c * 8);
-    }
-  } else if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
-    // Lane = block (lane / 8) of the warp's 4, part (lane % 8) of it: Q8_0 elements 4p .. 4p+3;
-    // Q4_0 bytes 2p, 2p+1, i.e. elements 2p, 2p+1 (low nibbles) and 2p+16, 2p+17 (high).
-    const int part = lane & 7;
-    constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
-#pragma unroll 4
-    for (int64_t b = lane >> 3; b < cols / 32; b += 4) {
-      const uint8_t* blk = wr + b * kBlockBytes;
-      const float d = half_at(blk);
-      float wv[4];
-      if constexpr (T == DType::Q8_0) {
-        const uint16_t* qp = reinterpret_cast<const uint16_t*>(blk + 2 + 4 * part);
-        const uint32_t q = static_cast<uint32_t>(qp[0]) | (static_cast<uint32_t>(qp[1]) << 16);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) wv[i] = d * static_cast<float>(static_cast<int8_t>((q >> (8 * i)) & 0xFF));
-      } else {
-        const uint16_t q = *reinterpret_cast<const uint16_t*>(blk + 2 + 2 * part);
-        wv[0] = d * static_cast<float>(static_cast<int>(q & 0xF) - 8);
-        wv[1] = d * static_cast<float>(static_cast<int>((q >> 8) & 0xF) - 8);
-        wv[2] = d * static_cast<float>(static_cast<int>((q >> 4) & 0xF) - 8);
-        wv[3] = d * static_cast<float>(static_cast<int>(q >> 12) - 8);
-      }
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t >= nt) break;
-        const float* xb = x0 + t * cols + b * 32;
-        if constexpr (T == DType::Q8_0) {
-          acc[t] = dot_in_order<4>(acc[t], wv, xb + 4 * part);
-        } else {
-          const float2 lo = *reinterpret_cast<const float2*>(xb + 2 * part);
-          const float2 hi = *reinterpret_cast<const float2*>(xb + 16 + 2 * part);
-          acc[t] += wv[0] * lo.x;
-          acc[t] += wv[1] * lo.y;
-          acc[t] += wv[2] * hi.x;
-          acc[t] += wv[3] * hi.y;
-        }
-      }
-    }
-  } else {
-    float wv[32];
-    for (int64_t g = lane; g < cols / 32; g += 32) {
-      decode_group<T>(wr, g, wv);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t >= nt) break;
-        acc[t] += dot_in_order<32>(0.0f, wv, x0 + t * cols + g * 32);
-      }
-    }
-  }
+// x[0..8) from 16-byte aligned memory.
+__device__ __forceinline__ void load_x8(const float* __restrict__ p, float* x) {
+  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
 // silu(g) · u, as swiglu computes it.
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// The vector kernel: cols a multiple of 32 (8 for plain types), W's rows and x 16-byte aligned.
-// NT accumulators: 1 for a single token (fewer registers, more warps in flight), else 8; a token's
-// arithmetic is the same either way. Gated (groups.gated): the warp also takes the row of the
-// second matrix and writes silu(first) · second.
-template <DType T, int NT>
-__global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
-                                  const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (!groups.select(w, x, n, y, cols, rows) || row >= rows) return;
-  const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
-  const uint8_t* wu = groups.gated ? static_cast<const uint8_t*>(groups.shared.w[1]) + static_cast<size_t>(row) * row_bytes : nullptr;
+// The vector kernel. A block of 4 warps takes R rows (of both matrices when gated) and all their
+// columns: a row is cut into chunks of 256 columns, chunk c going to warp c % 4, lane l decoding
+// columns 256c + 8l .. +7. Each token's 8 activations are loaded once per chunk and used for the
+// R rows, so activations are read R times less than weights would have them; every load is 8 or
+// 16 aligned bytes. A row's output is, per token, each lane's in-order sum over its chunks, the
+// lanes' butterfly, then the 4 warps' sums added in warp order: the same bits whatever n, NT
+// (1 for a single token: fewer registers) or R. cols a multiple of 8 (32 for quantized types);
+// x 16-byte aligned. Gated (groups.gated): the rows of shared.w[1] too, out = silu(first) · second.
+template <DType T, int NT, int R, bool GATED>
+__global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
+                                                         int64_t cols, const float* __restrict__ x, int64_t n,
+                                                         float* __restrict__ y, Groups groups) {
+  constexpr int M = GATED ? 2 : 1;  // matrices read
+  __shared__ float partial[kWarpsPerBlock][M * R][NT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  if (!groups.select(w, x, n, y, cols, rows) || row0 >= rows) return;  // uniform over the block
+  const int nr = static_cast<int>(rows - row0 < R ? rows - row0 : R);
+  const uint8_t* wr[M * R];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      wr[m * R + r] = (m == 0 ? w : static_cast<const uint8_t*>(groups.shared.w[1])) + static_cast<size_t>(row0 + (r < nr ? r : 0)) * row_bytes;
   for (int64_t t0 = 0; t0 < n; t0 += NT) {
     const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
     const float* x0 = x + t0 * cols;
-    float acc[NT];
-    vec_row<T, NT>(wr, cols, x0, nt, lane, acc);
-    if (wu) {
-      float up[NT];
-      vec_row<T, NT>(wu, cols, x0, nt, lane, up);
+    float acc[M * R][NT];
+#pragma unroll
+    for (int i = 0; i < M * R; ++i)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
+#pragma unroll 2
+    for (int64_t c = warp; c * 256 < cols; c += kWarpsPerBlock) {
+      const int64_t e = c * 256 + lane * 8;
+      if (e >= cols) continue;
+      float wv[M * R][8];
+#pragma unroll
+      for (int i = 0; i < M * R; ++i)
+        if (i % R < nr) decode8<T>(wr[i], cols, e, wv[i]);
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
-        const float g = warp_sum(acc[t]), u = warp_sum(up[t]);
-        if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = silu_times(g, u);
+        if (t >= nt) break;
+        float xv[8];
+        load_x8(x0 + t * cols + e, xv);
+#pragma unroll
+        for (int i = 0; i < M * R; ++i)
+          if (i % R < nr) acc[i][t] = dot8(acc[i][t], wv[i], xv);
       }
-      continue;
     }
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const float s = warp_sum(acc[t]);
-      if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = s;
+    for (int i = 0; i < M * R; ++i)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const float s = warp_sum(acc[i][t]);
+        if (lane == 0) partial[warp][i][t] = s;
+      }
+    __syncthreads();
+    if (threadIdx.x < R * NT) {
+      const int r = static_cast<int>(threadIdx.x) / NT, t = static_cast<int>(threadIdx.x) % NT;
+      if (r < nr && t < nt) {
+        float v[M];
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          v[m] = partial[0][m * R + r][t];
+#pragma unroll
+          for (int k = 1; k < kWarpsPerBlock; ++k) v[m] += partial[k][m * R + r][t];
+        }
+        y[(t0 + t) * rows + row0 + r] = GATED ? silu_times(v[0], v[M - 1]) : v[0];
+      }
     }
+    __syncthreads();
   }
 }
 
+// The kernel for what the vector one cannot read: x not 16-byte aligned, or a plain type's cols
+// not a multiple of 8. One warp per row, tokens in groups of 8; a token's sum does not depend on n.
 template <DType T>
 __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
                               const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
@@ -216,18 +169,12 @@ __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_b
           if (t < nt) acc[t] += wv * x[(t0 + t) * cols + c];
       }
     } else {
-      float wv[32];
-      for (int64_t g = lane; g < cols / 32; g += 32) {
-        decode_group<T>(wr, g, wv);
+      for (int64_t e = 8 * lane; e < cols; e += 256) {
+        float wv[8];
+        decode8<T>(wr, cols, e, wv);
 #pragma unroll
-        for (int t = 0; t < kTokenGroup; ++t) {
-          if (t >= nt) break;
-          const float* xt = x + (t0 + t) * cols + g * 32;
-          float s = 0.0f;
-#pragma unroll
-          for (int i = 0; i < 32; ++i) s += wv[i] * xt[i];
-          acc[t] += s;
-        }
+        for (int t = 0; t < kTokenGroup; ++t)
+          if (t < nt) acc[t] = dot8(acc[t], wv, x + (t0 + t) * cols + e);
       }
     }
 #pragma unroll
@@ -238,18 +185,19 @@ __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_b
   }
 }
 
+// One thread per 8 elements of a quantized matrix.
 template <DType T>
 __global__ void dequantize_bf16_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
                                        __nv_bfloat16* __restrict__ out) {
-  const int64_t groups = cols / 32;
+  const int64_t units = cols / 8;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * groups) return;
-  const int64_t r = i / groups, g = i % groups;
-  float wv[32];
-  decode_group<T>(w + static_cast<size_t>(r) * row_bytes, g, wv);
-  __nv_bfloat16* o = out + r * cols + g * 32;
+  if (i >= rows * units) return;
+  const int64_t r = i / units, e = (i % units) * 8;
+  float wv[8];
+  decode8<T>(w + static_cast<size_t>(r) * row_bytes, cols, e, wv);
+  __nv_bfloat16* o = out + r * cols + e;
 #pragma unroll
-  for (int k = 0; k < 32; ++k) o[k] = __float2bfloat16_rn(wv[k]);
+  for (int k = 0; k < 8; ++k) o[k] = __float2bfloat16_rn(wv[k]);
 }
 
 template <DType T>
@@ -274,53 +222,66 @@ unsigned grid_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 
 
 namespace {
 
-size_t weight_row_bytes(DType type, int64_t cols) {
-  return static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
+// Rows a vector-kernel block takes: fewer when its registers hold more (8 tokens, two matrices).
+constexpr int vec_rows(bool one_token, bool gated) { return one_token ? (gated ? 2 : 4) : (gated ? 1 : 2); }
+
+template <DType T, int NT, bool GATED>
+void launch_vec(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
+                const Groups& groups, unsigned grid_y, cudaStream_t s) {
+  constexpr int R = vec_rows(NT == 1, GATED);
+  const dim3 grid(grid_for(rows, R), grid_y), block(32 * kWarpsPerBlock);
+  matmul_vec_kernel<T, NT, R, GATED><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);
 }
 
-// Launches the kernel for `type`: the vector one (1 or 8 accumulators) or the scalar one.
+// Launches the kernel for `type`: the vector one (one or 8 tokens at a time, gated or not) or
+// the scalar one, over `rows` rows (the most of any group's) and grid_y groups.
+template <DType T>
+void launch_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y, bool vec,
+                  bool one_token, const Groups& groups, unsigned grid_y, cudaStream_t s) {
+  const size_t row_bytes = device_row_bytes(T, cols);
+  if (!vec) {
+    LFM_CHECK(!groups.gated, "cuda: the gated matmul needs what the vector kernel reads");
+    const dim3 grid(grid_for(rows, kWarpsPerBlock), grid_y), block(32 * kWarpsPerBlock);
+    matmul_scalar_kernel<T><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);
+  } else if (groups.gated) {
+    if (one_token) launch_vec<T, 1, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else launch_vec<T, kTokenGroup, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+  } else {
+    if (one_token) launch_vec<T, 1, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else launch_vec<T, kTokenGroup, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+  }
+}
+
 void launch_matmul(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
-                   bool vec, bool one_token, Groups groups, dim3 grid, cudaStream_t s) {
-  const size_t row_bytes = weight_row_bytes(type, cols);
-  const dim3 block(32 * kWarpsPerBlock);
-#define LFM_MATMUL_CASE(T)                                                                          \
-  case T:                                                                                          \
-    if (vec && one_token)                                                                          \
-      matmul_vec_kernel<T, 1><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);   \
-    else if (vec)                                                                                  \
-      matmul_vec_kernel<T, kTokenGroup><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups); \
-    else                                                                                           \
-      matmul_scalar_kernel<T><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);   \
-    break;
+                   bool vec, bool one_token, const Groups& groups, unsigned grid_y, cudaStream_t s) {
   switch (type) {
-    LFM_MATMUL_CASE(DType::F32)
-    LFM_MATMUL_CASE(DType::F16)
-    LFM_MATMUL_CASE(DType::BF16)
-    LFM_MATMUL_CASE(DType::Q8_0)
-    LFM_MATMUL_CASE(DType::Q4_0)
-    LFM_MATMUL_CASE(DType::Q4_K)
-    LFM_MATMUL_CASE(DType::Q5_K)
-    LFM_MATMUL_CASE(DType::Q6_K)
+    case DType::F32: launch_typed<DType::F32>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::F16: launch_typed<DType::F16>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::BF16: launch_typed<DType::BF16>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::Q8_0: launch_typed<DType::Q8_0>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::Q4_0: launch_typed<DType::Q4_0>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::Q4_K: launch_typed<DType::Q4_K>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::Q5_K: launch_typed<DType::Q5_K>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
+    case DType::Q6_K: launch_typed<DType::Q6_K>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
     default: fail("cuda: matmul has no kernel for ", dtype_name(type), " weights");
   }
-#undef LFM_MATMUL_CASE
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
-// Vector loads need 16-byte aligned rows of W and x: whole groups of 32 (8 for plain types).
+// Vector loads need 16-byte aligned rows of W and x and a whole number of 8-column units
+// (quantized rows are whole blocks, their device rows 16-byte multiples: kernels/split_blocks.h).
 bool matmul_vector_ok(DType type, const void* w, int64_t cols, const float* x) {
-  const bool plain = type == DType::F32 || type == DType::F16 || type == DType::BF16;
-  return cols % (plain ? 8 : 32) == 0 && weight_row_bytes(type, cols) % (plain ? 16 : 2) == 0 &&
-         reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return cols % 8 == 0 && device_row_bytes(type, cols) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s) {
   if (rows == 0 || n == 0) return;
   launch_matmul(type, static_cast<const uint8_t*>(w), rows, cols, x, n, y, matmul_vector_ok(type, w, cols, x), n == 1,
-                Groups{}, dim3(grid_for(rows, kWarpsPerBlock)), s);
+                Groups{}, 1, s);
 }
 
 void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float* x, int64_t n, bool vec, cudaStream_t s) {
@@ -331,8 +292,7 @@ void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float*
   for (int g = 0; g < m.count; ++g) max_rows = std::max(max_rows, m.rows[g]);
   Groups groups;
   groups.shared = m;
-  launch_matmul(type, nullptr, max_rows, cols, x, n, nullptr, vec, n == 1, groups,
-                dim3(grid_for(max_rows, kWarpsPerBlock), static_cast<unsigned>(m.count)), s);
+  launch_matmul(type, nullptr, max_rows, cols, x, n, nullptr, vec, n == 1, groups, static_cast<unsigned>(m.count), s);
 }
 
 void matmul_swiglu(DType type, const void* w1, const void* w3, int64_t rows, int64_t cols, const float* x, int64_t n,
@@ -346,7 +306,7 @@ void matmul_swiglu(DType type, const void* w1, const void* w3, int64_t rows, int
   groups.shared.y[0] = out;
   groups.shared.rows[0] = groups.shared.rows[1] = rows;
   groups.gated = true;
-  launch_matmul(type, nullptr, rows, cols, x, n, nullptr, true, n == 1, groups, dim3(grid_for(rows, kWarpsPerBlock)), s);
+  launch_matmul(type, nullptr, rows, cols, x, n, nullptr, true, n == 1, groups, 1, s);
 }
 
 void grouped_matmul(DType type, const void* const* w_list, int64_t n_experts, int64_t rows, int64_t cols,
@@ -356,15 +316,14 @@ void grouped_matmul(DType type, const void* const* w_list, int64_t n_experts, in
   Groups groups;
   groups.w_list = w_list;
   groups.first = first;
-  launch_matmul(type, nullptr, rows, cols, x, 0, y, vec, false, groups,
-                dim3(grid_for(rows, kWarpsPerBlock), static_cast<unsigned>(n_experts)), s);
+  launch_matmul(type, nullptr, rows, cols, x, 0, y, vec, false, groups, static_cast<unsigned>(n_experts), s);
 }
 
 void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
-  const size_t row_bytes = static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
+  const size_t row_bytes = device_row_bytes(type, cols);
   const auto* wb = static_cast<const uint8_t*>(w);
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
-  const int64_t groups = rows * (cols / 32), count = rows * cols;
+  const int64_t groups = rows * (cols / 8), count = rows * cols;
   switch (type) {
     case DType::F32: plain_to_bf16_kernel<DType::F32><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
     case DType::F16: plain_to_bf16_kernel<DType::F16><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;

@@ -146,13 +146,13 @@ __global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t
     const int64_t t = i / cols, c = i % cols;
     out[i] = plain_at<T>(table + static_cast<size_t>(ids[t]) * row_bytes, c);
   } else {
-    const int64_t groups = cols / 32;
-    if (i >= n * groups) return;
-    const int64_t t = i / groups, g = i % groups;
-    float wv[32];
-    decode_group<T>(table + static_cast<size_t>(ids[t]) * row_bytes, g, wv);
+    const int64_t units = cols / 8;  // 8 elements a thread (a quantized table is in the split-block layout)
+    if (i >= n * units) return;
+    const int64_t t = i / units, e = (i % units) * 8;
+    float wv[8];
+    decode8<T>(table + static_cast<size_t>(ids[t]) * row_bytes, cols, e, wv);
 #pragma unroll
-    for (int k = 0; k < 32; ++k) out[t * cols + g * 32 + k] = wv[k];
+    for (int k = 0; k < 8; ++k) out[t * cols + e + k] = wv[k];
   }
 }
 
@@ -348,9 +348,9 @@ void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, 
 
 void embedding(DType type, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
   if (n == 0) return;
-  const size_t row_bytes = static_cast<size_t>(cols / block_elems(type)) * static_cast<size_t>(block_bytes(type));
+  const size_t row_bytes = device_row_bytes(type, cols);
   const auto* tb = static_cast<const uint8_t*>(table);
-  const unsigned plain = blocks_for(n * cols, 256), groups = blocks_for(n * (cols / 32), 128);
+  const unsigned plain = blocks_for(n * cols, 256), groups = blocks_for(n * (cols / 8), 128);
   switch (type) {
     case DType::F32: embedding_kernel<DType::F32><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
     case DType::F16: embedding_kernel<DType::F16><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
