@@ -43,7 +43,7 @@ if [ -f .devcarry.tgz ]; then
   root=$(cat devcarry/source_root)
   if [ ! -e "$root/tests/data" ]; then mkdir -p "$(dirname "$root")" && ln -sfn "$PWD" "$root"; fi
   mkdir -p devcarry/run
-  for b in lfm lfm_cuda_tests lfm_tests; do
+  for b in lfm lfm_cuda_tests lfm_tests $([ -f devcarry/bin/lfm_base ] && echo lfm_base); do
     if devcarry/bin/lfm info --help > /dev/null 2>&1; then
       printf '#!/bin/sh\nexec %s "$@"\n' "$PWD/devcarry/bin/$b" > devcarry/run/$b
     else  # this machine's glibc is older than the build's: bring the build's own
@@ -83,6 +83,23 @@ mkdir -p $models
 
 say "random-weight 1.2B files"
 [ -d $models/bf16 ] || run 60 $LFM gen-random --shape 1.2B --type bf16 -o $models/bf16 -q
+for t in q8_0 q4_0; do
+  [ -f $models/$t.gguf ] || run 60 $LFM gen-random --shape 1.2B --type $t -o $models/$t.gguf -q
+done
+
+if [ -f devcarry/bin/lfm_base ]; then
+  say "decode A/B: the base build (devcarry/base_commit) and this one alternated, batch 1 and 8"
+  cat devcarry/base_commit >> "$log"
+  for round in 1 2; do
+    for m in bf16 q8_0.gguf q4_0.gguf; do
+      for who in base this; do
+        bin=$LFM; [ $who = base ] && bin=devcarry/run/lfm_base
+        run 40 sh -c "$bin bench --device cuda --json -m $models/$m -p 0 -n 128 -b 1,8 -r 2 > $out/bench_ab_${who}_${m%.gguf}_r$round.json" ||
+          echo "bench ab $who $m failed" >> "$log"
+      done
+    done
+  done
+fi
 
 say "lfm bench --device cuda"
 bench() {  # name, limit, then lfm bench arguments
@@ -125,10 +142,9 @@ else
   say "compute-sanitizer not found"
 fi
 
-say "quantized files and their benches"
+say "quantized files' benches"
 for t in q8_0 q4_0; do
-  [ -f $models/$t.gguf ] || run 60 $LFM gen-random --shape 1.2B --type $t -o $models/$t.gguf -q
-  bench $t 60 -m $models/$t.gguf -p 512 -n 128 -r 2
+  bench $t 60 -m $models/$t.gguf -p 512 -n 128 -b 1,64 -r 2
 done
 
 say "peer: transformers (bf16, same GPU), one process per mode (PEER_MODES, empty to skip)"

@@ -5,6 +5,8 @@
 # the driver (those come from the GPU machine), and glibc with its loader in a folder of its own
 # (used only where the GPU machine's glibc is older than this one's). Writes .devcarry.tgz (ignored
 # by git): name it in the device call's `carry`; device_check.sh unpacks and uses it.
+# BASE_LFM=PATH adds another build's lfm (e.g. the previous commit's, built in a worktree) as
+# lfm_base, which device_check.sh benches alternately with this one on the same GPU.
 #   scripts/device_pack.sh [BUILD_DIR]    (default build/, configured with -DLFM_CUDA=ON)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,11 @@ d=$stage/devcarry
 mkdir -p "$d/bin" "$d/lib" "$d/lib/glibc"
 bins=("$B/lfm" "$B/tests/lfm_cuda_tests" "$B/tests/lfm_tests")
 for f in "${bins[@]}"; do cp "$f" "$d/bin/" && strip --strip-debug "$d/bin/$(basename "$f")"; done
+if [ -n "${BASE_LFM:-}" ]; then
+  cp "$BASE_LFM" "$d/bin/lfm_base" && strip --strip-debug "$d/bin/lfm_base"
+  (cd "$(dirname "$BASE_LFM")" && git log -1 --format='%H %s' 2>/dev/null || echo unknown) > "$d/base_commit"
+  bins+=("$BASE_LFM")
+fi
 # glibc's own libraries may only be used together with its loader: keep them apart.
 glibc='/(ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libgcc_s|libstdc\+\+)\.so'
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | grep -v -e libcublas -e libcuda | sort -u | while read -r lib; do

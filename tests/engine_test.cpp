@@ -573,6 +573,14 @@ TEST_P(EngineTest, SampledRequestsFromCandidatesMatchTheWholeRowSampler) {
   for (size_t i = 0; i < 3; ++i) three.push_back(top_k.submit(sampled(3, false)));
   for (auto& s : three) EXPECT_EQ(collect(*s).tokens.size(), static_cast<size_t>(n));
   EXPECT_LT(dev->downloaded_bytes - before, 3 * n * row_bytes / 4);
+
+  // A penalised request's edits grow by one a token; padded, its decode steps keep their ops and
+  // are replayed as recorded graphs.
+  if (std::string(dev->name()) != "fake-device-replay") return;
+  Engine penalised(*model_, *backend_, nullptr, o);
+  const int64_t replayed = dev->replay_stats().replayed;
+  EXPECT_EQ(collect(*penalised.submit(sampled(2, false))).tokens.size(), static_cast<size_t>(n));
+  EXPECT_GE(dev->replay_stats().replayed - replayed, n / 2);  // 0 unpadded, 11 of 13 decode steps padded
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,

@@ -48,6 +48,10 @@ inline void check_sampling_ops(Backend& be) {
       if (e.penalty != 1.0f) w = w > 0 ? w / e.penalty : w * e.penalty;
       w -= e.sub;
     }
+    // Padding among them (id kPaddingEdit, with values that would change a logit): no effect.
+    for (int64_t k = 0; k < 9; ++k)
+      edits.insert(edits.begin() + static_cast<std::ptrdiff_t>(k * 4),
+                   LogitEdit{static_cast<int32_t>(k % rows), kPaddingEdit, 3.0f, 2.0f, 1.0f});
     DeviceBuffer dl = put(logits), de = put(edits);
     be.edit_logits(dl.as<float>(), vocab, de.as<LogitEdit>(), static_cast<int64_t>(edits.size()));
     std::vector<float> edited(logits.size());

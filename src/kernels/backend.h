@@ -234,7 +234,9 @@ class Backend : public DeviceMemory {
   // sparse changes are applied in place (edit_logits), then top_candidates summarises the row.
   // edit_logits: for each edit, w = logits[row, id] + add; if penalty != 1, w = w > 0 ? w / penalty
   // : w · penalty; then w -= sub (a request's logit bias, repetition and presence/frequency
-  // penalties, in the order the host sampler applies them). Each (row, id) at most once.
+  // penalties, in the order the host sampler applies them). Each (row, id) at most once; an edit
+  // with id kPaddingEdit does nothing (a step pads its edits so that their count, and with it the
+  // step's ops, changes rarely: CUDA graphs replay a step only when its ops are the same).
   virtual void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) = 0;
   // For each listed row rows[r] (r < count) of logits [*, vocab], over the allowed ids (allowed:
   // null for every id, else [vocab] flags): best [count, n] = its n largest values, largest first,

@@ -11,6 +11,7 @@ namespace lfm {
 void ReferenceBackend::edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const LogitEdit& e = edits[i];
+    if (e.id == kPaddingEdit) continue;
     LFM_CHECK(e.id >= 0 && e.id < vocab && e.row >= 0, "edit_logits: edit ", i, " names row ", e.row, " id ", e.id,
               " (vocabulary ", vocab, ")");
     float& w = logits[static_cast<int64_t>(e.row) * vocab + e.id];

@@ -9,6 +9,9 @@ namespace lfm {
 // The most candidates a row is summarised by (the CUDA kernel's sort size).
 constexpr int64_t kMaxCandidates = 256;
 
+// A LogitEdit's id that makes it do nothing (padding).
+constexpr int32_t kPaddingEdit = -1;
+
 struct LogitEdit {
   int32_t row = 0, id = 0;
   float add = 0.0f, penalty = 1.0f, sub = 0.0f;

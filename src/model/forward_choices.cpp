@@ -2,6 +2,7 @@
 // shortlist of candidates for sampled items, whole rows for the rest; a host-memory backend
 // leaves every row in StepOutput::logits, a device backend downloads only what is asked for.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "core/error.h"
@@ -100,6 +101,9 @@ void Forward::download_shortlists(std::span<const BatchItem> items, float* logit
   out.tails.resize(static_cast<size_t>(count));
   if (count == 0) return;
   if (!edits.empty()) {
+    // Padded to a power of two (at least 64): the count, an argument of the step's ops, then
+    // stays the same for many steps while penalised requests' edits grow by one a token.
+    edits.resize(std::bit_ceil(std::max<size_t>(edits.size(), 64)), LogitEdit{0, kPaddingEdit});
     const auto n_edits = static_cast<int64_t>(edits.size());
     LogitEdit* dev = scratch<LogitEdit>(edits_buf_, n_edits);
     be_.upload(dev, edits.data(), edits.size() * sizeof(LogitEdit));

@@ -18,6 +18,7 @@ __global__ void edit_logits_kernel(float* __restrict__ logits, int64_t vocab, co
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const LogitEdit e = edits[i];
+  if (e.id == kPaddingEdit) return;
   float* p = logits + static_cast<int64_t>(e.row) * vocab + e.id;
   float w = *p;
   w += e.add;
