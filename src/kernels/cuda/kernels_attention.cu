@@ -66,27 +66,58 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int dd = 0; dd < D; ++dd) acc[i][dd] = 0.0f;
   }
+  // Where each of the chunk's positions keeps its key (dim 0) and value row, -1 past the keys:
+  // one block-table lookup and division a position instead of one an element.
+  __shared__ int64_t kbase[kChunk], vbase[kChunk];
+  const int64_t bt = kv.block_tokens;
+  // 8 positions of a dim (or 8 dims of a position) in one 16-byte load: runs of 8 positions never
+  // cross a KV block when block_tokens is a multiple of 8 (chunks start at multiples of 64).
+  const bool vec8 = bt % 8 == 0 && HD % 8 == 0;
   for (int64_t c0 = key0; c0 < key_end; c0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed
-    for (int i = threadIdx.x; i < HD * kChunk; i += kThreads) {
-      const int d = i / kChunk, j = i % kChunk;
-      const int64_t pos = c0 + j;
-      float k = 0.0f;
+    if (threadIdx.x < kChunk) {
+      const int64_t pos = c0 + threadIdx.x;
+      int64_t kb = -1, vb = -1;
       if (pos < key_end) {
-        const int32_t block = step.blocks[r.blocks_at + pos / kv.block_tokens];
-        k = load_state(kv.type, kv.k, head_block(kv, block, g) + d * kv.block_tokens + pos % kv.block_tokens);
+        const int64_t base = head_block(kv, step.blocks[r.blocks_at + pos / bt], g), t = pos % bt;
+        kb = base + t;
+        vb = base + t * HD;
       }
-      ks[i] = k;
+      kbase[threadIdx.x] = kb;
+      vbase[threadIdx.x] = vb;
     }
-    for (int i = threadIdx.x; i < kChunk * HD; i += kThreads) {
-      const int j = i / HD, d = i % HD;
-      const int64_t pos = c0 + j;
-      float v = 0.0f;  // zero past the keys: p = 0 must not meet NaN garbage
-      if (pos < key_end) {
-        const int32_t block = step.blocks[r.blocks_at + pos / kv.block_tokens];
-        v = load_state(kv.type, kv.v, head_block(kv, block, g) + (pos % kv.block_tokens) * HD + d);
+    __syncthreads();
+    if (vec8) {
+      // Keys [HD][kChunk]: dim d of positions j .. j+7; values [kChunk][HD]: dims d .. d+7 of position j.
+      for (int i = threadIdx.x; i < HD * (kChunk / 8); i += kThreads) {
+        const int d = i / (kChunk / 8), j = (i % (kChunk / 8)) * 8;
+        float k8[8];
+        if (kbase[j + 7] >= 0) {
+          load_state8(kv.type, kv.k, kbase[j] + d * bt, k8);
+        } else {  // the keys end inside these 8 (zeros past them: p = 0 must not meet NaN garbage)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) k8[e] = kbase[j + e] >= 0 ? load_state(kv.type, kv.k, kbase[j + e] + d * bt) : 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ks[d * kChunk + j + e] = k8[e];
       }
-      vs[i] = v;
+      const int hd8 = HD / 8;
+      for (int i = threadIdx.x; i < kChunk * hd8; i += kThreads) {
+        const int j = i / hd8, d = (i % hd8) * 8;
+        float v8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (vbase[j] >= 0) load_state8(kv.type, kv.v, vbase[j] + d, v8);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) vs[j * HD + d + e] = v8[e];
+      }
+    } else {
+      for (int i = threadIdx.x; i < HD * kChunk; i += kThreads) {
+        const int d = i / kChunk, j = i % kChunk;
+        ks[i] = kbase[j] >= 0 ? load_state(kv.type, kv.k, kbase[j] + d * bt) : 0.0f;
+      }
+      for (int i = threadIdx.x; i < kChunk * HD; i += kThreads) {
+        const int j = i / HD, d = i % HD;
+        vs[i] = vbase[j] >= 0 ? load_state(kv.type, kv.v, vbase[j] + d) : 0.0f;
+      }
     }
     __syncthreads();
 #pragma unroll

@@ -19,6 +19,28 @@ __device__ __forceinline__ float load_state(DType type, const void* base, int64_
   }
 }
 
+// Values i .. i+7 (i a multiple of 8, the pool 16-byte aligned) in one or two 16-byte loads.
+__device__ __forceinline__ void load_state8(DType type, const void* base, int64_t i, float* out) {
+  if (type == DType::F16 || type == DType::BF16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + i);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (type == DType::BF16) {
+        out[2 * k] = __uint_as_float(w[k] << 16);
+        out[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);
+      } else {
+        out[2 * k] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[k] & 0xFFFFu)));
+        out[2 * k + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[k] >> 16)));
+      }
+    }
+  } else {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + i);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + i + 4);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  }
+}
+
 __device__ __forceinline__ void store_state(DType type, void* base, int64_t i, float v) {
   switch (type) {
     case DType::F16: static_cast<__half*>(base)[i] = __float2half_rn(v); break;
