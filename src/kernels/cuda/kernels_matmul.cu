@@ -185,19 +185,22 @@ __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_b
   }
 }
 
-// One thread per 8 elements of a quantized matrix.
+// One thread per 8 elements of a quantized matrix (block column blockIdx.x is its row), stored
+// as one 16-byte write.
 template <DType T>
-__global__ void dequantize_bf16_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
+__global__ void dequantize_bf16_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t cols,
                                        __nv_bfloat16* __restrict__ out) {
-  const int64_t units = cols / 8;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * units) return;
-  const int64_t r = i / units, e = (i % units) * 8;
+  const int64_t r = blockIdx.x, e = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 8;
+  if (e >= cols) return;
   float wv[8];
   decode8<T>(w + static_cast<size_t>(r) * row_bytes, cols, e, wv);
-  __nv_bfloat16* o = out + r * cols + e;
+  uint32_t packed[4];
 #pragma unroll
-  for (int k = 0; k < 8; ++k) o[k] = __float2bfloat16_rn(wv[k]);
+  for (int k = 0; k < 4; ++k) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(wv[2 * k], wv[2 * k + 1]);  // .x the lower address
+    memcpy(&packed[k], &pair, 4);
+  }
+  *reinterpret_cast<uint4*>(out + r * cols + e) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
 }
 
 template <DType T>
@@ -323,16 +326,20 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
   const size_t row_bytes = device_row_bytes(type, cols);
   const auto* wb = static_cast<const uint8_t*>(w);
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
-  const int64_t groups = rows * (cols / 8), count = rows * cols;
+  if (rows == 0 || cols == 0) return;
+  const int64_t count = rows * cols;
+  // Rows in x (up to 2^31 - 1), each row's 8-element units in y: no division in the kernel.
+  LFM_CHECK(cols % 8 == 0 && rows < (int64_t{1} << 31), "cuda: cannot decode a ", rows, " x ", cols, " matrix to bf16");
+  const dim3 units(static_cast<unsigned>(rows), grid_for(cols / 8, 128));
   switch (type) {
     case DType::F32: plain_to_bf16_kernel<DType::F32><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
     case DType::F16: plain_to_bf16_kernel<DType::F16><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
     case DType::BF16: plain_to_bf16_kernel<DType::BF16><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
-    case DType::Q8_0: dequantize_bf16_kernel<DType::Q8_0><<<grid_for(groups, 128), 128, 0, s>>>(wb, row_bytes, rows, cols, o); break;
-    case DType::Q4_0: dequantize_bf16_kernel<DType::Q4_0><<<grid_for(groups, 128), 128, 0, s>>>(wb, row_bytes, rows, cols, o); break;
-    case DType::Q4_K: dequantize_bf16_kernel<DType::Q4_K><<<grid_for(groups, 128), 128, 0, s>>>(wb, row_bytes, rows, cols, o); break;
-    case DType::Q5_K: dequantize_bf16_kernel<DType::Q5_K><<<grid_for(groups, 128), 128, 0, s>>>(wb, row_bytes, rows, cols, o); break;
-    case DType::Q6_K: dequantize_bf16_kernel<DType::Q6_K><<<grid_for(groups, 128), 128, 0, s>>>(wb, row_bytes, rows, cols, o); break;
+    case DType::Q8_0: dequantize_bf16_kernel<DType::Q8_0><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
+    case DType::Q4_0: dequantize_bf16_kernel<DType::Q4_0><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
+    case DType::Q4_K: dequantize_bf16_kernel<DType::Q4_K><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
+    case DType::Q5_K: dequantize_bf16_kernel<DType::Q5_K><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
+    case DType::Q6_K: dequantize_bf16_kernel<DType::Q6_K><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
     default: fail("cuda: no bf16 decoder for ", dtype_name(type), " weights");
   }
   LFM_CUDA_CHECK(cudaGetLastError());
