@@ -175,7 +175,14 @@ SampleResult Sampler::sample(const float* logits, TokenProbs* dist) {
 SampleResult Sampler::sample_shortlist(std::span<const Candidate> best, float tail,
                                        const std::function<void(float*)>& full_row) {
   LFM_CHECK(!best.empty() && best[0].id >= 0, "sampling: no token is allowed");
-  if (p_.temperature == 0.0f) return finish(nullptr, best[0].id);
+  if (p_.temperature == 0.0f) {
+    // The best candidate the step's mask allows is the row's greedy choice: every id left out is
+    // no larger (and, when equal, of a higher id). Without one among them, the whole row.
+    for (const Candidate& c : best)
+      if (c.id >= 0 && allowed(c.id)) return finish(nullptr, c.id);
+    full_row(work_.data());
+    return finish(nullptr, greedy_choice());
+  }
   return finish(nullptr, from_candidates(best, tail, full_row));
 }
 
@@ -197,7 +204,11 @@ int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
 }
 
 bool Sampler::samples_from_shortlist(int64_t n) const {
-  return !masked_ && !p_.logprobs && p_.top_logprobs == 0 && p_.top_k <= n && !plain_greedy();
+  if (p_.logprobs || p_.top_logprobs > 0 || p_.top_k > n) return false;
+  // Under a grammar only greedy: its choice is the best candidate the step's mask allows (the
+  // mask arrives after the step), while a draw would need the mask's share of the tail.
+  if (masked_) return p_.temperature == 0.0f;
+  return !plain_greedy();
 }
 
 void Sampler::logit_edits(std::vector<LogitEdit>& out) const {

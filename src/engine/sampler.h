@@ -67,11 +67,12 @@ class Sampler {
   // exp(l/T - best/T) of the allowed ids not among them. The same token as sample() on the whole
   // row with the same seed (up to the tail's summation order); `full_row` writes the whole row
   // after the edits into its argument, and is called only when the choice depends on ids past
-  // the candidates (a draw in the tail, a top-p or min-p boundary beyond them).
+  // the candidates (a draw in the tail, a top-p or min-p boundary beyond them, no candidate that
+  // a grammar's step mask allows).
   SampleResult sample_shortlist(std::span<const Candidate> best, float tail,
                                 const std::function<void(float*)>& full_row);
-  // Whether sample_shortlist can serve this request with `n` candidates: no grammar mask, no
-  // logprobs, top_k within n, and not plain greedy (argmax_rows serves that).
+  // Whether sample_shortlist can serve this request with `n` candidates: no logprobs, top_k
+  // within n, not plain greedy (argmax_rows serves that), and greedy if under a grammar.
   bool samples_from_shortlist(int64_t n) const;
   // This step's changes to the raw logits (bias, repetition and presence/frequency penalties) as
   // Backend::edit_logits edits of row 0, one per id, replacing `out`.
