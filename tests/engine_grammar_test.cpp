@@ -147,8 +147,9 @@ TEST_F(EngineGrammarTest, GreedyPicksTheHighestLogitAllowedToken) {
 
 // On a device, greedy requests under a grammar come down as the row's best candidates, the
 // step's mask applied to them on the host (the whole row only where it allows none of them): the
-// tokens of the whole-row path (which asking for logprobs takes), with less downloaded.
-TEST_F(EngineGrammarTest, GreedyUnderAGrammarFromCandidatesMatchesTheWholeRow) {
+// tokens of the whole-row path (sample_candidates 0), with less downloaded. Likewise requests with
+// logprobs.
+TEST_F(EngineGrammarTest, GreedyUnderAGrammarAndLogprobsFromCandidatesMatchTheWholeRow) {
   ThreadPool pool(2);
   LoadOptions load;
   std::string why;
@@ -158,16 +159,19 @@ TEST_F(EngineGrammarTest, GreedyUnderAGrammarFromCandidatesMatchesTheWholeRow) {
   ASSERT_NE(dev, nullptr);
   auto model = load_model(dir_->str(), load);
   Engine e(*model, *dev_backend, tok_.get(), options(4));  // 256 candidates a row
-  auto tg = e.compile_grammar(grammar::parse_gbnf(grammar::testing_grammars::kJson));
+  EngineOptions rows_opt = options(4);
+  rows_opt.sample_candidates = 0;
+  Engine rows(*model, *dev_backend, tok_.get(), rows_opt);
+  auto g = grammar::parse_gbnf(grammar::testing_grammars::kJson);
+  auto tg = e.compile_grammar(g), tg_rows = rows.compile_grammar(g);
   const size_t row_bytes = static_cast<size_t>(model->config().vocab_size) * sizeof(float);
   size_t tokens = 0, candidate_bytes = 0;
   for (const char* prompt : kPrompts) {
     Request r = request(prompt, 16, 0.0f, 1);
-    r.grammar = tg;
-    r.sampling.logprobs = true;
-    const Result want = collect(*e.submit(r));
+    r.grammar = tg_rows;
+    const Result want = collect(*rows.submit(r));
     ASSERT_EQ(want.error, "");
-    r.sampling.logprobs = false;
+    r.grammar = tg;
     const size_t before = dev->downloaded_bytes;
     const Result got = collect(*e.submit(r));
     candidate_bytes += dev->downloaded_bytes - before;
@@ -177,6 +181,26 @@ TEST_F(EngineGrammarTest, GreedyUnderAGrammarFromCandidatesMatchesTheWholeRow) {
   // Random weights rarely rank a JSON token among a row's 256 best: 13 of these 40 tokens needed
   // their rows (a trained model's rows would need fewer).
   EXPECT_LT(candidate_bytes, tokens * row_bytes / 2);
+
+  // Greedy requests with logprobs and top_logprobs (no grammar): candidates and the row's
+  // logsumexp come down, never the row; the same tokens and logprobs.
+  for (const char* prompt : kPrompts) {
+    Request r = request(prompt, 8, 0.0f, 1);
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 3;
+    const Result want = collect(*rows.submit(r));
+    const size_t before = dev->downloaded_bytes;
+    const Result got = collect(*e.submit(r));
+    EXPECT_LT(dev->downloaded_bytes - before, row_bytes) << prompt;
+    EXPECT_EQ(got.tokens, want.tokens) << prompt;
+    EXPECT_EQ(got.logprobs, want.logprobs) << prompt;
+    ASSERT_EQ(got.top_logprobs.size(), want.top_logprobs.size());
+    for (size_t t = 0; t < want.top_logprobs.size(); ++t)
+      for (size_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(got.top_logprobs[t][k].token, want.top_logprobs[t][k].token);
+        EXPECT_EQ(got.top_logprobs[t][k].logprob, want.top_logprobs[t][k].logprob);
+      }
+  }
 }
 
 // Random weights at temperature 1 wander: every output is still in the language (complete when

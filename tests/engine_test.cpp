@@ -537,10 +537,9 @@ TEST_P(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
 // the draws), alone and in a batch with greedy ones. On the fake device, a top-k request's
 // tokens come down as candidates, never as rows.
 TEST_P(EngineTest, SampledRequestsFromCandidatesMatchTheWholeRowSampler) {
-  auto sampled = [&](size_t i, bool whole_rows) {
+  auto sampled = [&](size_t i) {
     Request r = greedy(i, 14);
     r.sampling.seed = 500 + i;
-    r.sampling.logprobs = whole_rows;
     r.sampling.temperature = 0.6f + 0.2f * static_cast<float>(i);
     if (i % 4 == 1) r.sampling.top_p = 0.9f, r.sampling.min_p = 0.02f;
     if (i % 4 == 2) r.sampling.repetition_penalty = 1.4f, r.sampling.presence_penalty = 0.4f,
@@ -549,15 +548,16 @@ TEST_P(EngineTest, SampledRequestsFromCandidatesMatchTheWholeRowSampler) {
     return r;
   };
   EngineOptions o = options(8, 7);
-  o.sample_candidates = 8;
   std::vector<std::vector<int32_t>> want;
   {
+    o.sample_candidates = 0;  // whole rows
     Engine e(*model_, *backend_, nullptr, o);
-    for (size_t i = 0; i < 6; ++i) want.push_back(collect(*e.submit(sampled(i, true))).tokens);
+    for (size_t i = 0; i < 6; ++i) want.push_back(collect(*e.submit(sampled(i))).tokens);
   }
+  o.sample_candidates = 8;
   Engine e(*model_, *backend_, nullptr, o);
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (size_t i = 0; i < 8; ++i) streams.push_back(e.submit(i < 6 ? sampled(i, false) : greedy(i)));
+  for (size_t i = 0; i < 8; ++i) streams.push_back(e.submit(i < 6 ? sampled(i) : greedy(i)));
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(collect(*streams[i]).tokens, want[i]) << "request " << i;
   for (size_t i = 6; i < 8; ++i) collect(*streams[i]);
   e.wait_idle();
@@ -570,7 +570,7 @@ TEST_P(EngineTest, SampledRequestsFromCandidatesMatchTheWholeRowSampler) {
   const size_t before = dev->downloaded_bytes;
   const int64_t n = 14;
   std::vector<std::shared_ptr<RequestStream>> three;
-  for (size_t i = 0; i < 3; ++i) three.push_back(top_k.submit(sampled(3, false)));
+  for (size_t i = 0; i < 3; ++i) three.push_back(top_k.submit(sampled(3)));
   for (auto& s : three) EXPECT_EQ(collect(*s).tokens.size(), static_cast<size_t>(n));
   EXPECT_LT(dev->downloaded_bytes - before, 3 * n * row_bytes / 4);
 
@@ -579,8 +579,47 @@ TEST_P(EngineTest, SampledRequestsFromCandidatesMatchTheWholeRowSampler) {
   if (std::string(dev->name()) != "fake-device-replay") return;
   Engine penalised(*model_, *backend_, nullptr, o);
   const int64_t replayed = dev->replay_stats().replayed;
-  EXPECT_EQ(collect(*penalised.submit(sampled(2, false))).tokens.size(), static_cast<size_t>(n));
+  EXPECT_EQ(collect(*penalised.submit(sampled(2))).tokens.size(), static_cast<size_t>(n));
   EXPECT_GE(dev->replay_stats().replayed - replayed, n / 2);  // 0 unpadded, 11 of 13 decode steps padded
+}
+
+// Logprobs and top_logprobs of requests without edits come from the candidates and the row's
+// logsumexp (Backend::logsumexp_rows): the tokens and logprobs of the whole-row path, bit for bit
+// (the logsumexp is the host's arithmetic on these backends), greedy and sampled. (What comes
+// down is measured on a 65,536-id vocabulary in EngineGrammarTest.)
+TEST_P(EngineTest, LogprobsFromCandidatesAreTheWholeRowsLogprobs) {
+  auto request = [&](size_t i) {
+    Request r = greedy(i, 10);
+    r.sampling.seed = 700 + i;
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = i % 2 == 1 ? 5 : 0;
+    if (i >= 2) r.sampling.temperature = 0.9f, r.sampling.top_p = 0.95f;
+    return r;
+  };
+  auto run = [&](int64_t candidates) {
+    EngineOptions o = options(4, 7);
+    o.sample_candidates = candidates;
+    Engine e(*model_, *backend_, nullptr, o);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (size_t i = 0; i < 4; ++i) streams.push_back(e.submit(request(i)));
+    std::vector<Result> out;
+    for (auto& s : streams) out.push_back(collect(*s));
+    return out;
+  };
+  const std::vector<Result> want = run(0), got = run(16);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i].error, "");
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+    ASSERT_EQ(got[i].top_logprobs.size(), want[i].top_logprobs.size());
+    for (size_t t = 0; t < want[i].top_logprobs.size(); ++t) {
+      ASSERT_EQ(got[i].top_logprobs[t].size(), i % 2 == 1 ? 5u : 0u);
+      for (size_t k = 0; k < want[i].top_logprobs[t].size(); ++k) {
+        EXPECT_EQ(got[i].top_logprobs[t][k].token, want[i].top_logprobs[t][k].token) << "request " << i << " token " << t;
+        EXPECT_EQ(got[i].top_logprobs[t][k].logprob, want[i].top_logprobs[t][k].logprob);
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,

@@ -13,6 +13,7 @@ namespace lfm::test {
 struct Result {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;  // per token, when asked for
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // per token
   FinishReason finish = FinishReason::kNone;
   Usage usage;
   std::string error;
@@ -25,6 +26,7 @@ inline Result collect(RequestStream& s) {
     if (ev.kind == Event::Kind::kToken) {
       r.tokens.push_back(ev.token);
       r.logprobs.push_back(ev.logprob);
+      r.top_logprobs.push_back(ev.top_logprobs);
     }
     if (ev.kind == Event::Kind::kDone) {
       r.finish = ev.finish;

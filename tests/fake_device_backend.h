@@ -348,6 +348,13 @@ class FakeDeviceBackend final : public ReferenceBackend {
     }, logits, vocab, rows, count, allowed, n, best, tail);
   }
 
+  void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) override {
+    mine(logits, "logsumexp_rows logits"), mine(rows, "logsumexp_rows rows"), mine(out, "logsumexp_rows out");
+    run("logsumexp_rows", [this](const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) {
+      ReferenceBackend::logsumexp_rows(logits, vocab, rows, count, out);
+    }, logits, vocab, rows, count, out);
+  }
+
   int uploads = 0, downloads = 0, allocations = 0;
   size_t downloaded_bytes = 0;
 

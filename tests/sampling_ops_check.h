@@ -1,4 +1,4 @@
-// The sampling ops (Backend::edit_logits, Backend::top_candidates) against plain loops written
+// The sampling ops (Backend::edit_logits, top_candidates, logsumexp_rows) against plain loops written
 // here: on every CPU backend, the fake device and (tests/cuda) the GPU. Awkward vocabularies, ties
 // at the cut (values rounded to halves), both zeros, an allowed-id mask, fewer allowed ids than
 // candidates, listed rows out of order, and n = 1, 7 and 256.
@@ -103,6 +103,20 @@ inline void check_sampling_ops(Backend& be) {
           ASSERT_NEAR(tail[static_cast<size_t>(r)], sum, 1e-5 * sum + 1e-30) << where;
         }
       }
+    // logsumexp_rows over every id of listed rows (out of order, one twice): the float differences
+    // exps summed in long double here, in double in any order there.
+    const std::vector<int32_t> lse_rows = {4, 1, 1, 0};
+    DeviceBuffer dlr = put(lse_rows), dlse = be.allocate(lse_rows.size() * sizeof(double));
+    be.logsumexp_rows(dl.as<float>(), vocab, dlr.as<int32_t>(), static_cast<int64_t>(lse_rows.size()), dlse.as<double>());
+    std::vector<double> lse(lse_rows.size());
+    get(dlse, lse);
+    for (size_t k = 0; k < lse_rows.size(); ++k) {
+      const float* x = want.data() + lse_rows[k] * vocab;
+      const float m = *std::max_element(x, x + vocab);
+      long double sum = 0;
+      for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<long double>(x[i] - m));  // a float difference
+      ASSERT_NEAR(lse[k], static_cast<double>(m + std::log(sum)), 1e-12) << "logsumexp_rows, vocab " << vocab << " row " << lse_rows[k];
+    }
   }
 }
 

@@ -50,13 +50,13 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   LFM_CHECK(opt.prefill_chunk >= -1, "engine: --prefill-chunk must be 0 or more, got ", opt.prefill_chunk);
   LFM_CHECK(opt.itl_target_ms >= 0 && std::isfinite(opt.itl_target_ms),
             "engine: --itl-target-ms must be 0 (off) or more, got ", opt.itl_target_ms);
-  LFM_CHECK(opt.sample_candidates >= 1 && opt.sample_candidates <= Forward::kShortlist,
-            "engine: sample_candidates must be in [1, ", Forward::kShortlist, "], got ", opt.sample_candidates);
+  LFM_CHECK(opt.sample_candidates >= 0 && opt.sample_candidates <= Forward::kShortlist,
+            "engine: sample_candidates must be in [0, ", Forward::kShortlist, "], got ", opt.sample_candidates);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
   cache_ = make_state_cache(model, opt.state, backend);
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
-  forward_->set_shortlist_size(opt.sample_candidates);
+  if (opt.sample_candidates > 0) forward_->set_shortlist_size(opt.sample_candidates);
   eos_ids_ = model.config().eos_token_ids;
   if (tok_) {
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
@@ -439,7 +439,7 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     if (token_due && batch[i]->sampler->samples_from_shortlist(opt_.sample_candidates)) {
       Active& a = *batch[i];
       a.sampler->logit_edits(a.edits);
-      a.shortlist = {a.sampler->tail_temperature(opt_.sample_candidates), a.edits};
+      a.shortlist = {a.sampler->tail_temperature(opt_.sample_candidates), a.edits, a.sampler->wants_logprobs()};
       items.back().shortlist = &a.shortlist;
     }
     if (!batch[i]->tiles.empty()) {
@@ -475,7 +475,7 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     if (items[i].shortlist)
       after_token(*a, [&] {
         return a->sampler->sample_shortlist(out_.shortlist(i), out_.tail(i),
-                                            [&](float* row) { forward_->fetch_row(out_, i, row); });
+                                            [&](float* row) { forward_->fetch_row(out_, i, row); }, out_.logsumexp(i));
       });
     else if (items[i].argmax_only)
       after_token(*a, [&] { return a->sampler->accept(out_.argmax[i]); });

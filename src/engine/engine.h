@@ -72,7 +72,8 @@ struct EngineOptions {
   double encode_slice_ms = -1;
   int64_t max_queued = 4096;   // submissions waiting beyond this are refused
   // The candidates a sampled row comes down as (1 to Forward::kShortlist); a choice that depends
-  // on ids past them fetches the whole row. Fewer: less to transfer, more whole rows.
+  // on ids past them fetches the whole row. Fewer: less to transfer, more whole rows; 0: every
+  // request that is not plain greedy takes its whole row.
   int64_t sample_candidates = Forward::kShortlist;
 };
 

@@ -173,17 +173,48 @@ SampleResult Sampler::sample(const float* logits, TokenProbs* dist) {
 }
 
 SampleResult Sampler::sample_shortlist(std::span<const Candidate> best, float tail,
-                                       const std::function<void(float*)>& full_row) {
+                                       const std::function<void(float*)>& full_row, double logsumexp) {
   LFM_CHECK(!best.empty() && best[0].id >= 0, "sampling: no token is allowed");
+  bool fetched = false;
+  auto fetch = [&](float* row) {
+    full_row(row);
+    fetched = true;
+  };
+  int32_t token = -1;
   if (p_.temperature == 0.0f) {
     // The best candidate the step's mask allows is the row's greedy choice: every id left out is
     // no larger (and, when equal, of a higher id). Without one among them, the whole row.
     for (const Candidate& c : best)
-      if (c.id >= 0 && allowed(c.id)) return finish(nullptr, c.id);
-    full_row(work_.data());
-    return finish(nullptr, greedy_choice());
+      if (c.id >= 0 && allowed(c.id)) {
+        token = c.id;
+        break;
+      }
+    if (token < 0) {
+      fetch(work_.data());
+      token = greedy_choice();
+    }
+  } else {
+    token = from_candidates(best, tail, fetch);
   }
-  return finish(nullptr, from_candidates(best, tail, full_row));
+  // With logprobs there are no edits: a fetched row is the raw row, and a token chosen among the
+  // candidates has its raw logit there.
+  if (fetched || !wants_logprobs()) return finish(fetched ? work_.data() : nullptr, token);
+  LFM_CHECK(std::isfinite(logsumexp), "sampling: logprobs from candidates without the row's logsumexp");
+  return finish_from_candidates(best, token, logsumexp);
+}
+
+SampleResult Sampler::finish_from_candidates(std::span<const Candidate> best, int32_t token, double logsumexp) {
+  // finish()'s logprobs, read from the candidates: they are the row's best allowed ids in
+  // finish()'s order, and the chosen token is one of them.
+  SampleResult res;
+  res.token = token;
+  for (const Candidate& c : best)
+    if (c.id == token) res.logprob = static_cast<float>(static_cast<double>(c.value) - logsumexp);
+  for (size_t i = 0; i < best.size() && i < static_cast<size_t>(p_.top_logprobs) && best[i].id >= 0; ++i)
+    res.top.push_back({best[i].id, static_cast<float>(static_cast<double>(best[i].value) - logsumexp)});
+  ++out_count_[res.token];
+  mark_seen(res.token);
+  return res;
 }
 
 int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
@@ -204,7 +235,11 @@ int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
 }
 
 bool Sampler::samples_from_shortlist(int64_t n) const {
-  if (p_.logprobs || p_.top_logprobs > 0 || p_.top_k > n) return false;
+  if (n <= 0 || p_.top_k > n) return false;
+  // Logprobs are of the raw row: the candidates serve them where there are no edits.
+  if (wants_logprobs() && (p_.top_logprobs > n || !p_.logit_bias.empty() || p_.repetition_penalty != 1.0f ||
+                           p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f))
+    return false;
   // Under a grammar only greedy: its choice is the best candidate the step's mask allows (the
   // mask arrives after the step), while a draw would need the mask's share of the tail.
   if (masked_) return p_.temperature == 0.0f;
@@ -269,10 +304,7 @@ SampleResult Sampler::finish(const float* logits, int32_t token) {
   res.token = token;
   if (p_.logprobs || p_.top_logprobs > 0) {
     // log-softmax of the raw logits over the whole vocabulary.
-    const float mx = *std::max_element(logits, logits + vocab_);
-    double sum = 0;
-    for (int64_t i = 0; i < vocab_; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-    const double lse = mx + std::log(sum);
+    const double lse = row_logsumexp(logits, vocab_);
     res.logprob = static_cast<float>(logits[res.token] - lse);
     if (p_.top_logprobs > 0) {
       cand_.clear();  // alternatives among the allowed ids only (others have no text to show)

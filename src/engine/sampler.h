@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <span>
@@ -69,10 +70,15 @@ class Sampler {
   // after the edits into its argument, and is called only when the choice depends on ids past
   // the candidates (a draw in the tail, a top-p or min-p boundary beyond them, no candidate that
   // a grammar's step mask allows).
+  // A request with logprobs (no edits then) also needs its row's logsumexp
+  // (Backend::logsumexp_rows): the logprobs are then those finish() computes from the row.
   SampleResult sample_shortlist(std::span<const Candidate> best, float tail,
-                                const std::function<void(float*)>& full_row);
-  // Whether sample_shortlist can serve this request with `n` candidates: no logprobs, top_k
-  // within n, not plain greedy (argmax_rows serves that), and greedy if under a grammar.
+                                const std::function<void(float*)>& full_row,
+                                double logsumexp = std::numeric_limits<double>::quiet_NaN());
+  bool wants_logprobs() const { return p_.logprobs || p_.top_logprobs > 0; }
+  // Whether sample_shortlist can serve this request with `n` candidates: top_k within n, not
+  // plain greedy (argmax_rows serves that), greedy if under a grammar, and with logprobs only
+  // without edits (bias, penalties) and with top_logprobs within n.
   bool samples_from_shortlist(int64_t n) const;
   // This step's changes to the raw logits (bias, repetition and presence/frequency penalties) as
   // Backend::edit_logits edits of row 0, one per id, replacing `out`.
@@ -124,6 +130,7 @@ class Sampler {
     if (!seen_.empty() && !seen_[token]) seen_[token] = 1, seen_ids_.push_back(token);
   }
   SampleResult finish(const float* logits, int32_t token);  // logprobs, then records the token
+  SampleResult finish_from_candidates(std::span<const Candidate> best, int32_t token, double logsumexp);
   bool allowed(int64_t i) const {
     return (!allowed_ || (*allowed_)[i]) && (!step_mask_ || ((step_mask_[i >> 6] >> (i & 63)) & 1));
   }

@@ -246,6 +246,10 @@ class Backend : public DeviceMemory {
   static constexpr int64_t kMaxCandidates = lfm::kMaxCandidates;
   virtual void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
                               const uint8_t* allowed, int64_t n, Candidate* best, float* tail) = 0;
+  // out[r] = log Σ exp(w) over every id of row rows[r] (r < count) of logits [*, vocab]: what a
+  // request's logprobs are measured against (row_logsumexp's arithmetic: the max, then the exps of
+  // the differences summed in double, in any fixed order).
+  virtual void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) = 0;
 };
 
 // The plain reference CPU backend; matmul and attention are spread over `pool`.

@@ -44,6 +44,7 @@ class ReferenceBackend : public Backend {
                  int32_t* src) override;
   void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids) override;
   void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) override;
+  void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) override;
   void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
                       const uint8_t* allowed, int64_t n, Candidate* best, float* tail) override;
   // Every CPU backend packs as prepare_cpu_weights does (kernels/weight_pack.h).

@@ -1,4 +1,4 @@
-// The reference of the sampling ops (Backend::edit_logits, Backend::top_candidates): what a
+// The reference of the sampling ops (Backend::edit_logits, top_candidates, logsumexp_rows): what a
 // device computes in place so that a sampled row comes down as a few candidates.
 #include <vector>
 
@@ -29,6 +29,14 @@ void ReferenceBackend::top_candidates(const float* logits, int64_t vocab, const 
     tail[r] = select_top_candidates(
         logits + static_cast<int64_t>(rows[r].row) * vocab, vocab, [&](int64_t i) { return !allowed || allowed[i]; }, n,
         rows[r].temperature, best + r * n, scratch);
+}
+
+void ReferenceBackend::logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count,
+                                      double* out) {
+  for (int64_t r = 0; r < count; ++r) {
+    LFM_CHECK(rows[r] >= 0, "logsumexp_rows: row ", rows[r]);
+    out[r] = row_logsumexp(logits + static_cast<int64_t>(rows[r]) * vocab, vocab);
+  }
 }
 
 }  // namespace lfm

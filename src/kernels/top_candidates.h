@@ -12,6 +12,14 @@
 
 namespace lfm {
 
+// log Σ exp(x[i]) over i < n: the max m, then m + log Σ exp(double(x[i] − m)) in index order.
+inline double row_logsumexp(const float* x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - m));
+  return m + std::log(sum);
+}
+
 // best [n] = the n largest x[i] over the ids i with allowed(i), largest first, equal values by
 // lower id (-0 counted as +0), then {-inf, -1}. Returns the tail: Σ exp(x/t − best/t) over the
 // allowed ids not in best (float exps summed in double; 0 when t = 0). `all` is scratch.

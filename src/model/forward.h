@@ -27,6 +27,7 @@ namespace lfm {
 struct ShortlistRequest {
   float temperature = 0.0f;  // for the tail's mass (0: greedy, no tail)
   std::span<const LogitEdit> edits;
+  bool logsumexp = false;    // also the row's log Σ exp over every id (Backend::logsumexp_rows, before the edits)
 };
 
 struct BatchItem {
@@ -66,10 +67,12 @@ struct StepOutput {
   std::vector<Candidate> candidates;
   std::vector<float> tails;
   std::vector<int64_t> shortlist_of;  // per item: its index among the shortlisted (-1: none)
+  std::vector<double> logsumexps;     // per shortlisted item: its row's logsumexp when asked for, else NaN
   std::vector<int64_t> logits_row;    // per item: its last row in the step's logits (Forward::fetch_row)
   const float* row(size_t item, int64_t i = 0) const;  // logits of the item's i-th row
   std::span<const Candidate> shortlist(size_t item) const;
   float tail(size_t item) const { return tails[static_cast<size_t>(shortlist_of[item])]; }
+  double logsumexp(size_t item) const { return logsumexps[static_cast<size_t>(shortlist_of[item])]; }
 };
 
 // Debug hook: named intermediate tensors of a step ([rows, cols], rows = packed tokens).
@@ -130,7 +133,7 @@ class Forward {
   const int64_t* positions_ = nullptr;                   // [T]
   DeviceBuffer h_buf_, a_buf_, mix_buf_, proj_buf_, tmp_buf_, tmp2_buf_, tmp3_buf_, ids_buf_, positions_buf_;
   DeviceBuffer rows_buf_, logits_buf_, argmax_buf_, allowed_buf_, keep_buf_, kept_buf_;
-  DeviceBuffer edits_buf_, candidate_rows_buf_, candidates_buf_, tails_buf_;
+  DeviceBuffer edits_buf_, candidate_rows_buf_, candidates_buf_, tails_buf_, lse_rows_buf_, lse_buf_;
   const float* step_logits_ = nullptr;
   int64_t shortlist_size_ = kShortlist;  // the last step's logits [rows, vocab] (fetch_row)
   bool has_allowed_ = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "model/forward.h"
@@ -81,12 +82,18 @@ void Forward::download_shortlists(std::span<const BatchItem> items, float* logit
   const int64_t V = model_.config().vocab_size;
   std::vector<LogitEdit> edits;
   std::vector<CandidateRow> rows;
+  std::vector<int32_t> lse_rows;  // the rows whose logsumexp is asked for
+  std::vector<size_t> lse_of;     // and their indices among the shortlisted
   out.shortlist_of.assign(items.size(), -1);
   for (size_t i = 0; i < items.size(); ++i) {
     const ShortlistRequest* s = items[i].shortlist;
     if (!s) continue;
     const auto row = static_cast<int32_t>(out.logits_row[i]);
     out.shortlist_of[i] = static_cast<int64_t>(rows.size());
+    if (s->logsumexp) {
+      lse_rows.push_back(row);
+      lse_of.push_back(rows.size());
+    }
     rows.push_back({row, s->temperature});
     for (LogitEdit e : s->edits) {
       LFM_CHECK(e.id >= 0 && e.id < V, "forward: a logit edit names id ", e.id, " outside the vocabulary of ", V);
@@ -99,7 +106,17 @@ void Forward::download_shortlists(std::span<const BatchItem> items, float* logit
   out.shortlist_size = n;
   out.candidates.resize(static_cast<size_t>(count * n));
   out.tails.resize(static_cast<size_t>(count));
+  out.logsumexps.assign(static_cast<size_t>(count), std::numeric_limits<double>::quiet_NaN());
   if (count == 0) return;
+  // The logsumexps first: they are of the raw rows, before the edits.
+  double* lse = nullptr;
+  if (!lse_rows.empty()) {
+    const auto n_lse = static_cast<int64_t>(lse_rows.size());
+    int32_t* lse_rows_dev = scratch<int32_t>(lse_rows_buf_, n_lse);
+    be_.upload(lse_rows_dev, lse_rows.data(), lse_rows.size() * sizeof(int32_t));
+    lse = scratch<double>(lse_buf_, n_lse);
+    be_.logsumexp_rows(logits, V, lse_rows_dev, n_lse, lse);
+  }
   if (!edits.empty()) {
     // Padded to a power of two (at least 64): the count, an argument of the step's ops, then
     // stays the same for many steps while penalised requests' edits grow by one a token.
@@ -116,6 +133,11 @@ void Forward::download_shortlists(std::span<const BatchItem> items, float* logit
   be_.top_candidates(logits, V, rows_dev, count, has_allowed_ ? allowed_buf_.as<uint8_t>() : nullptr, n, best, tails);
   be_.download(out.candidates.data(), best, out.candidates.size() * sizeof(Candidate));
   be_.download(out.tails.data(), tails, out.tails.size() * sizeof(float));
+  if (lse) {
+    std::vector<double> got(lse_rows.size());
+    be_.download(got.data(), lse, got.size() * sizeof(double));
+    for (size_t k = 0; k < got.size(); ++k) out.logsumexps[lse_of[k]] = got[k];
+  }
 }
 
 void Forward::fetch_row(const StepOutput& out, size_t item, float* dst) {

@@ -546,6 +546,12 @@ class CudaBackend final : public Backend {
       cuda::top_candidates(logits, vocab, rows, count, allowed, n, best, tail, stream_);
     }, logits, vocab, rows, count, allowed, n, best, tail);
   }
+  void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) override {
+    auto timer = time_op("logsumexp_rows");
+    enqueue("logsumexp_rows", [this](const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) {
+      cuda::logsumexp_rows(logits, vocab, rows, count, out, stream_);
+    }, logits, vocab, rows, count, out);
+  }
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override {
     auto timer = time_op("moe_combine");

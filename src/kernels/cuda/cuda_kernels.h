@@ -96,6 +96,8 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t
 // Backend::edit_logits (one thread per edit) and Backend::top_candidates (one block per listed
 // row: radix select, the ties in id order, a bitonic sort; n <= 256).
 void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n, cudaStream_t s);
+// Backend::logsumexp_rows: one block per listed row, the sum in double in a fixed order.
+void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out, cudaStream_t s);
 void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows, int64_t count,
                     const uint8_t* allowed, int64_t n, Candidate* best, float* tail, cudaStream_t s);
 // out[i] = the float's bf16 rounding (round to nearest even), n values.

@@ -28,6 +28,7 @@ __global__ void edit_logits_kernel(float* __restrict__ logits, int64_t vocab, co
 }
 
 constexpr int kTopThreads = 512;
+constexpr int kLseThreads = 256;
 constexpr int kTopSlots = 256;  // Backend::kMaxCandidates: the bitonic sort's size
 
 // An unsigned key in the floats' order (a larger float, a larger key), -0 as +0; 0 marks an id
@@ -185,6 +186,28 @@ void check_launch() { LFM_CUDA_CHECK(cudaGetLastError()); }
 void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   edit_logits_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(logits, vocab, edits, n);
+  check_launch();
+}
+
+// One block per listed row: the row's max, then Σ exp(double(w − max)), each thread's ids in
+// order and the threads' sums in block_reduce's fixed tree.
+__global__ void __launch_bounds__(kLseThreads) logsumexp_rows_kernel(const float* __restrict__ logits, int64_t vocab,
+                                                                   const int32_t* __restrict__ rows, double* __restrict__ out) {
+  __shared__ float max_shared[kLseThreads / 32];
+  __shared__ double sum_shared[kLseThreads / 32];
+  const float* x = logits + static_cast<int64_t>(rows[blockIdx.x]) * vocab;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += kLseThreads) m = fmaxf(m, x[i]);
+  m = block_reduce<kLseThreads>(m, max_shared, MaxOp{});
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < vocab; i += kLseThreads) sum += exp(static_cast<double>(x[i] - m));
+  sum = block_reduce<kLseThreads>(sum, sum_shared, SumOp{});
+  if (threadIdx.x == 0) out[blockIdx.x] = m + log(sum);
+}
+
+void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out, cudaStream_t s) {
+  if (count == 0) return;
+  logsumexp_rows_kernel<<<static_cast<unsigned>(count), kLseThreads, 0, s>>>(logits, vocab, rows, out);
   check_launch();
 }
 
