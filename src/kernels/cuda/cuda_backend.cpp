@@ -19,7 +19,7 @@
 #include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_profile.h"
-#include "kernels/split_blocks.h"
+#include "kernels/cuda/cuda_weights.h"
 
 namespace lfm {
 
@@ -162,71 +162,15 @@ class CudaBackend final : public Backend {
     for (const TensorView* t : set.tables)
       LFM_CHECK(cuda_supports_weight_type(t->dtype), "cuda: no kernels for a ", dtype_name(t->dtype),
                 " embedding table");
-    // Each distinct byte range once (a tied lm_head is the embedding table), 256-byte aligned;
-    // quantized matrices and tables in the split-block layout (kernels/split_blocks.h), whose
-    // blocks the kernels load 8 and 16 bytes at a time, plain ones as stored.
-    std::unordered_map<const void*, size_t> offset_of, size_of;
-    size_t total = 0;
-    auto place = [&](const void* p, size_t n) {
-      if (offset_of.emplace(p, total).second) {
-        size_of[p] = n;
-        total += (n + 255) / 256 * 256;
-      }
-      LFM_CHECK(size_of.at(p) == n, "cuda: one weight buffer is read as two tensors of different sizes");
-    };
-    for (const TensorView* t : set.matrices) place(t->data, device_bytes(*t));
-    for (const TensorView* t : set.tables) place(t->data, device_bytes(*t));
-    for (const WeightVector* v : set.vectors) place(v->host.data(), v->size() * sizeof(float));
+    const WeightArena plan = plan_weight_arena(set);
     auto out = std::make_unique<CudaPreparedWeights>();
-    out->arena = allocate(total);
-    auto* base = static_cast<uint8_t*>(out->arena.data());
-    std::unordered_map<const void*, bool> sent;
-    std::vector<uint8_t> split;
-    auto send_tensor = [&](const TensorView& t) {
-      uint8_t* dst = base + offset_of.at(t.data);
-      if (sent[t.data]) return dst;
-      sent[t.data] = true;
-      if (!split_block(t.dtype).valid()) {
-        upload(dst, t.data, t.nbytes);
-        return dst;
-      }
-      const int64_t cols = t.shape.back(), rows = t.rows();
-      split.resize(rows * split_row_bytes(t.dtype, cols));
-      split_rows(t.dtype, t.data, rows, cols, split.data());
-      upload(dst, split.data(), split.size());
-      LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `split` is refilled for the next tensor
-      return dst;
-    };
-    for (TensorView* t : set.matrices) {
-      t->packed = send_tensor(*t);
-      t->packed_layout = PackedLayout::kDevice;
-    }
-    for (TensorView* t : set.tables) {
-      t->packed = send_tensor(*t);
-      t->packed_layout = PackedLayout::kDevice;
-    }
-    auto send = [&](const void* p, size_t n) {
-      uint8_t* dst = base + offset_of.at(p);
-      if (!sent[p]) upload(dst, p, n);
-      sent[p] = true;
-      return dst;
-    };
-    for (WeightVector* v : set.vectors) v->device = reinterpret_cast<const float*>(send(v->host.data(), v->size() * sizeof(float)));
+    out->arena = allocate(plan.bytes);
+    fill_weight_arena(set, plan, static_cast<uint8_t*>(out->arena.data()),
+                      [this](void* dst, const void* src, size_t n) { upload(dst, src, n); },
+                      [this] { LFM_CUDA_CHECK(cudaStreamSynchronize(stream_)); });
     LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    out->bytes = total;
+    out->bytes = plan.bytes;
     return out;
-  }
-
-  // Bytes of a weight's device copy (quantized types in the split-block layout: a few bytes of
-  // padding a row).
-  static size_t device_bytes(const TensorView& t) {
-    if (!split_block(t.dtype).valid()) return t.nbytes;
-    LFM_CHECK(!t.shape.empty() && t.shape.back() > 0, "cuda: a ", dtype_name(t.dtype), " weight of shape ",
-              shape_str(t.shape), " has no rows to upload");
-    const int64_t cols = t.shape.back();
-    LFM_CHECK(t.nbytes == static_cast<size_t>(t.rows()) * dtype_row_bytes(t.dtype, cols), "cuda: a ",
-              dtype_name(t.dtype), " weight of shape ", shape_str(t.shape), " holds ", t.nbytes, " bytes");
-    return static_cast<size_t>(t.rows()) * split_row_bytes(t.dtype, cols);
   }
 
   // ---- the step's descriptors ----
