@@ -145,11 +145,11 @@ TEST_F(EngineGrammarTest, GreedyPicksTheHighestLogitAllowedToken) {
   }
 }
 
-// On a device, greedy requests under a grammar come down as the row's best candidates, the
-// step's mask applied to them on the host (the whole row only where it allows none of them): the
-// tokens of the whole-row path (sample_candidates 0), with less downloaded. Likewise requests with
-// logprobs.
-TEST_F(EngineGrammarTest, GreedyUnderAGrammarAndLogprobsFromCandidatesMatchTheWholeRow) {
+// On a device, requests under a grammar come down as the row's best candidates, the step's mask
+// applied to them on the host (the whole row only where the choice depends on ids past them):
+// the tokens of the whole-row path (sample_candidates 0), greedy and sampled, with less
+// downloaded for greedy ones. Likewise requests with logprobs.
+TEST_F(EngineGrammarTest, GrammarAndLogprobsRequestsFromCandidatesMatchTheWholeRow) {
   ThreadPool pool(2);
   LoadOptions load;
   std::string why;
@@ -181,6 +181,17 @@ TEST_F(EngineGrammarTest, GreedyUnderAGrammarAndLogprobsFromCandidatesMatchTheWh
   // Random weights rarely rank a JSON token among a row's 256 best: 13 of these 40 tokens needed
   // their rows (a trained model's rows would need fewer).
   EXPECT_LT(candidate_bytes, tokens * row_bytes / 2);
+
+  // Sampled requests under the grammar (random weights: flat rows, so most draws need their rows).
+  for (size_t i = 0; i < std::size(kPrompts); ++i) {
+    Request r = request(kPrompts[i], 16, 1.0f, 300 + i);
+    r.sampling.top_p = i % 2 ? 0.95f : 1.0f;
+    r.grammar = tg_rows;
+    const Result want = collect(*rows.submit(r));
+    ASSERT_EQ(want.error, "");
+    r.grammar = tg;
+    EXPECT_EQ(collect(*e.submit(r)).tokens, want.tokens) << kPrompts[i];
+  }
 
   // Greedy requests with logprobs and top_logprobs (no grammar): candidates and the row's
   // logsumexp come down, never the row; the same tokens and logprobs.

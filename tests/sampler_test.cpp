@@ -165,6 +165,68 @@ TEST(Sampler, ShortlistGivesTheTokensOfTheWholeRow) {
   }
 }
 
+// Under a grammar (a step mask applied on the host after the step) the candidates give the
+// whole row's tokens too: the mask's share of the tail is bounded by none and all of it, and
+// the row is fetched when the draw differs between the two (or the mask allows no candidate).
+TEST(Sampler, ShortlistUnderAStepMaskGivesTheTokensOfTheWholeRow) {
+  const int64_t V = 3000, n = 16;
+  ThreadPool pool(1);
+  ReferenceBackend ref(pool);
+  std::vector<uint8_t> allowed(V, 1);
+  for (int64_t i = 0; i < V; i += 7) allowed[i] = 0;
+  auto with = [](float t, int k, float top_p, float min_p) {
+    SamplingParams p;
+    p.temperature = t, p.top_k = k, p.top_p = top_p, p.min_p = min_p;
+    return p;
+  };
+  const std::vector<SamplingParams> kinds = {with(0.8f, 0, 1.0f, 0.0f), with(1.0f, 0, 0.9f, 0.0f),
+                                             with(0.7f, 0, 1.0f, 0.05f), with(1.2f, 12, 1.0f, 0.0f),
+                                             with(1.0f, 16, 0.8f, 0.02f), with(0.0f, 0, 1.0f, 0.0f)};
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    SamplingParams p = kinds[k];
+    p.seed = 77 + k;
+    Sampler whole(p, {}, V, &allowed), shortlisted(p, {}, V, &allowed);
+    whole.use_step_masks(), shortlisted.use_step_masks();
+    ASSERT_TRUE(shortlisted.samples_from_shortlist(n)) << "kind " << k;
+    std::mt19937 rng(static_cast<uint32_t>(100 + k));
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<float> coin;
+    int fetched = 0, peaked_dense = 0, peaked_dense_fetched = 0;
+    const int steps = 400;
+    std::vector<Candidate> best(n);
+    std::vector<uint64_t> mask((V + 63) / 64);
+    float tail = 0;
+    for (int step = 0; step < steps; ++step) {
+      const float scale = step % 2 ? 0.3f : 6.0f;  // flat rows and peaked rows
+      std::vector<float> logits(V);
+      for (float& x : logits) x = normal(rng) * scale;
+      const float density = step % 3 == 0 ? 0.9f : step % 3 == 1 ? 0.3f : 0.02f;
+      std::fill(mask.begin(), mask.end(), 0);
+      for (int64_t i = 0; i < V; ++i)
+        if (coin(rng) < density) mask[static_cast<size_t>(i >> 6)] |= uint64_t{1} << (i & 63);
+      const CandidateRow listed{0, shortlisted.tail_temperature(n)};
+      ref.top_candidates(logits.data(), V, &listed, 1, allowed.data(), n, best.data(), &tail);
+      whole.set_step_mask(mask.data()), shortlisted.set_step_mask(mask.data());
+      const int32_t want = whole.sample(logits.data()).token;
+      const int before = fetched;
+      const int32_t got = shortlisted.sample_shortlist(best, tail, [&](float* dst) {
+        ++fetched;
+        std::copy(logits.begin(), logits.end(), dst);
+      }).token;
+      if (scale > 1 && density == 0.9f) peaked_dense++, peaked_dense_fetched += fetched - before;
+      ASSERT_EQ(got, want) << "kind " << k << " step " << step;
+      ASSERT_TRUE(mask[static_cast<size_t>(got >> 6)] >> (got & 63) & 1);
+      whole.set_step_mask(nullptr), shortlisted.set_step_mask(nullptr);
+    }
+    EXPECT_GT(fetched, 0) << "kind " << k;  // sparse masks leave no candidate now and then
+    // Peaked rows under masks that allow most ids: the candidates settle most draws (0 to 15 of
+    // 67 fetched); not top_k 16 of 16 candidates, which needs all of them allowed.
+    if (p.top_k != n) {
+      EXPECT_LT(peaked_dense_fetched, peaked_dense / 3) << "kind " << k;
+    }
+  }
+}
+
 TEST(Sampler, LogprobsAreThoseOfTheRawDistribution) {
   const std::vector<float> logits = {1.0f, 2.0f, 3.0f};
   SamplingParams p;

@@ -219,15 +219,35 @@ SampleResult Sampler::finish_from_candidates(std::span<const Candidate> best, in
 
 int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
                                  const std::function<void(float*)>& full_row) {
+  // The candidates the step's mask allows (every one without a grammar), as the whole-row path
+  // holds them: logit / T, best first.
   cand_.clear();
+  size_t listed = 0;
   for (const Candidate& c : best) {
     if (c.id < 0) break;
-    cand_.push_back({c.value / p_.temperature, c.id});
+    ++listed;
+    if (allowed(c.id)) cand_.push_back({c.value / p_.temperature, c.id});
   }
-  const bool every_id = cand_.size() < best.size();
+  const bool every_id = listed < best.size();  // the candidates are every allowed id: no tail
   const double u = uniform();
-  if (const auto rest = shape(every_id ? 0.0 : static_cast<double>(tail)))
-    if (const auto token = draw(cand_, u, *rest)) return *token;
+  if (!cand_.empty() && (!step_mask_ || every_id)) {
+    if (const auto rest = shape(every_id ? 0.0 : static_cast<double>(tail)))
+      if (const auto token = draw(cand_, u, *rest)) return *token;
+  } else if (!cand_.empty()) {
+    // Under a grammar, the share of the tail the mask allows is unknown: between none and all
+    // of it. A heavier tail moves the draw only toward later candidates (and widens top-p's
+    // nucleus), so when both ends give the same candidate, every mass between does. The tail
+    // is relative to the row's best value, the softmax here to the best allowed candidate's.
+    const TokenProbs allowed_candidates = cand_;
+    const double most = static_cast<double>(tail) *
+                        std::exp(static_cast<double>(best[0].value / p_.temperature) - allowed_candidates[0].first) *
+                        (1 + 1e-6);
+    std::optional<int32_t> none, all;
+    if (const auto rest = shape(0.0)) none = draw(cand_, u, *rest);
+    cand_ = allowed_candidates;
+    if (const auto rest = shape(most)) all = draw(cand_, u, *rest);
+    if (none && all && *none == *all) return *none;
+  }
   // The choice depends on ids past the candidates: the whole row, and the same draw.
   full_row(work_.data());
   distribution();
@@ -235,14 +255,11 @@ int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
 }
 
 bool Sampler::samples_from_shortlist(int64_t n) const {
-  if (n <= 0 || p_.top_k > n) return false;
+  if (n <= 0 || p_.top_k > n) return false;  // (a grammar's requests too: their mask is applied on the host)
   // Logprobs are of the raw row: the candidates serve them where there are no edits.
   if (wants_logprobs() && (p_.top_logprobs > n || !p_.logit_bias.empty() || p_.repetition_penalty != 1.0f ||
                            p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f))
     return false;
-  // Under a grammar only greedy: its choice is the best candidate the step's mask allows (the
-  // mask arrives after the step), while a draw would need the mask's share of the tail.
-  if (masked_) return p_.temperature == 0.0f;
   return !plain_greedy();
 }
 

@@ -68,8 +68,8 @@ class Sampler {
   // exp(l/T - best/T) of the allowed ids not among them. The same token as sample() on the whole
   // row with the same seed (up to the tail's summation order); `full_row` writes the whole row
   // after the edits into its argument, and is called only when the choice depends on ids past
-  // the candidates (a draw in the tail, a top-p or min-p boundary beyond them, no candidate that
-  // a grammar's step mask allows).
+  // the candidates (a draw in the tail, a top-p or min-p boundary beyond them; under a grammar,
+  // no candidate its step mask allows, or a draw that depends on how much of the tail it allows).
   // A request with logprobs (no edits then) also needs its row's logsumexp
   // (Backend::logsumexp_rows): the logprobs are then those finish() computes from the row.
   SampleResult sample_shortlist(std::span<const Candidate> best, float tail,
@@ -77,15 +77,18 @@ class Sampler {
                                 double logsumexp = std::numeric_limits<double>::quiet_NaN());
   bool wants_logprobs() const { return p_.logprobs || p_.top_logprobs > 0; }
   // Whether sample_shortlist can serve this request with `n` candidates: top_k within n, not
-  // plain greedy (argmax_rows serves that), greedy if under a grammar, and with logprobs only
-  // without edits (bias, penalties) and with top_logprobs within n.
+  // plain greedy (argmax_rows serves that), and with logprobs only without edits (bias,
+  // penalties) and with top_logprobs within n.
   bool samples_from_shortlist(int64_t n) const;
   // This step's changes to the raw logits (bias, repetition and presence/frequency penalties) as
   // Backend::edit_logits edits of row 0, one per id, replacing `out`.
   void logit_edits(std::vector<LogitEdit>& out) const;
   // The temperature of the candidates' tail mass (Backend::top_candidates), 0 where the tail
   // cannot matter (greedy, or top_k within the `n` candidates): no exps over the rest of the row.
-  float tail_temperature(int64_t n) const { return p_.top_k > 0 && p_.top_k <= n ? 0.0f : p_.temperature; }
+  // (Under a grammar the k best allowed ids may reach past the candidates: the tail is needed.)
+  float tail_temperature(int64_t n) const {
+    return p_.top_k > 0 && p_.top_k <= n && !masked_ ? 0.0f : p_.temperature;
+  }
 
   // Speculative decoding: the token at a position where a drafter proposed `draft`, drawn from
   // its distribution `q` (null: the drafter always proposes it, as prompt lookup does). Greedy:
