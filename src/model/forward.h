@@ -133,9 +133,11 @@ class Forward {
   const int64_t* positions_ = nullptr;                   // [T]
   DeviceBuffer h_buf_, a_buf_, mix_buf_, proj_buf_, tmp_buf_, tmp2_buf_, tmp3_buf_, ids_buf_, positions_buf_;
   DeviceBuffer rows_buf_, logits_buf_, argmax_buf_, allowed_buf_, keep_buf_, kept_buf_;
-  DeviceBuffer edits_buf_, candidate_rows_buf_, candidates_buf_, tails_buf_, lse_rows_buf_, lse_buf_;
-  const float* step_logits_ = nullptr;
-  int64_t shortlist_size_ = kShortlist;  // the last step's logits [rows, vocab] (fetch_row)
+  DeviceBuffer edits_buf_, candidate_rows_buf_, lse_rows_buf_;
+  DeviceBuffer shortlist_out_buf_;        // candidates | tails | logsumexps, downloaded at once
+  std::vector<uint8_t> shortlist_host_;   // and where they land
+  const float* step_logits_ = nullptr;  // the last step's logits [rows, vocab] (fetch_row)
+  int64_t shortlist_size_ = kShortlist;
   bool has_allowed_ = false;
   DeviceBuffer gate_buf_, up_buf_;  // [rows, F] SwiGLU scratch, reused across layers and steps
   // MoE: router logits [rows, E]; each token's experts and weights [rows, k]; the experts' gathered

@@ -77,7 +77,8 @@ void Forward::download_choices(std::span<const BatchItem> items, float* logits, 
   be_.download(out.logits.data(), kept, out.logits.size() * sizeof(float));
 }
 
-// The shortlisted items' edits applied in place, then their rows' candidates and tails down.
+// The shortlisted items' edits applied in place, then their rows' candidates, tails and (where
+// asked for) logsumexps down in one transfer.
 void Forward::download_shortlists(std::span<const BatchItem> items, float* logits, StepOutput& out) {
   const int64_t V = model_.config().vocab_size;
   std::vector<LogitEdit> edits;
@@ -108,13 +109,19 @@ void Forward::download_shortlists(std::span<const BatchItem> items, float* logit
   out.tails.resize(static_cast<size_t>(count));
   out.logsumexps.assign(static_cast<size_t>(count), std::numeric_limits<double>::quiet_NaN());
   if (count == 0) return;
+  // What comes down, in one download: candidates [count, n] | tails [count] | logsumexps.
+  const size_t best_bytes = static_cast<size_t>(count * n) * sizeof(Candidate);
+  const size_t tails_bytes = (static_cast<size_t>(count) * sizeof(float) + 7) / 8 * 8;
+  const size_t lse_bytes = lse_rows.size() * sizeof(double);
+  uint8_t* down = scratch<uint8_t>(shortlist_out_buf_, static_cast<int64_t>(best_bytes + tails_bytes + lse_bytes));
+  auto* best = reinterpret_cast<Candidate*>(down);
+  auto* tails = reinterpret_cast<float*>(down + best_bytes);
+  auto* lse = reinterpret_cast<double*>(down + best_bytes + tails_bytes);
   // The logsumexps first: they are of the raw rows, before the edits.
-  double* lse = nullptr;
   if (!lse_rows.empty()) {
     const auto n_lse = static_cast<int64_t>(lse_rows.size());
     int32_t* lse_rows_dev = scratch<int32_t>(lse_rows_buf_, n_lse);
     be_.upload(lse_rows_dev, lse_rows.data(), lse_rows.size() * sizeof(int32_t));
-    lse = scratch<double>(lse_buf_, n_lse);
     be_.logsumexp_rows(logits, V, lse_rows_dev, n_lse, lse);
   }
   if (!edits.empty()) {
@@ -128,16 +135,14 @@ void Forward::download_shortlists(std::span<const BatchItem> items, float* logit
   }
   CandidateRow* rows_dev = scratch<CandidateRow>(candidate_rows_buf_, count);
   be_.upload(rows_dev, rows.data(), rows.size() * sizeof(CandidateRow));
-  Candidate* best = scratch<Candidate>(candidates_buf_, count * n);
-  float* tails = scratch<float>(tails_buf_, count);
   be_.top_candidates(logits, V, rows_dev, count, has_allowed_ ? allowed_buf_.as<uint8_t>() : nullptr, n, best, tails);
-  be_.download(out.candidates.data(), best, out.candidates.size() * sizeof(Candidate));
-  be_.download(out.tails.data(), tails, out.tails.size() * sizeof(float));
-  if (lse) {
-    std::vector<double> got(lse_rows.size());
-    be_.download(got.data(), lse, got.size() * sizeof(double));
-    for (size_t k = 0; k < got.size(); ++k) out.logsumexps[lse_of[k]] = got[k];
-  }
+  shortlist_host_.resize(best_bytes + tails_bytes + lse_bytes);
+  be_.download(shortlist_host_.data(), down, shortlist_host_.size());
+  std::memcpy(out.candidates.data(), shortlist_host_.data(), best_bytes);
+  std::memcpy(out.tails.data(), shortlist_host_.data() + best_bytes, out.tails.size() * sizeof(float));
+  for (size_t k = 0; k < lse_rows.size(); ++k)
+    std::memcpy(&out.logsumexps[lse_of[k]], shortlist_host_.data() + best_bytes + tails_bytes + k * sizeof(double),
+                sizeof(double));
 }
 
 void Forward::fetch_row(const StepOutput& out, size_t item, float* dst) {
