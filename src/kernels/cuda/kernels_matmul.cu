@@ -90,12 +90,13 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   if (!groups.select(w, x, n, y, cols, rows) || row0 >= rows) return;  // uniform over the block
   const int nr = static_cast<int>(rows - row0 < R ? rows - row0 : R);
-  const uint8_t* wr[M * R];
+  const uint8_t* wr[M * R];  // row r of matrix m at wr[m * R + r] (rows past the end: row0's)
 #pragma unroll
-  for (int m = 0; m < M; ++m)
+  for (int m = 0; m < M; ++m) {
+    const uint8_t* base = m == 0 ? w : static_cast<const uint8_t*>(groups.shared.w[1]);
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-      wr[m * R + r] = (m == 0 ? w : static_cast<const uint8_t*>(groups.shared.w[1])) + static_cast<size_t>(row0 + (r < nr ? r : 0)) * row_bytes;
+    for (int r = 0; r < R; ++r) wr[m * R + r] = base + static_cast<size_t>(row0 + (r < nr ? r : 0)) * row_bytes;
+  }
   for (int64_t t0 = 0; t0 < n; t0 += NT) {
     const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
     const float* x0 = x + t0 * cols;
