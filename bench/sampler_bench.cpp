@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "kernels/reference_backend.h"
+#include "kernels/top_candidates.h"
 
 namespace lfm {
 namespace {
@@ -77,9 +78,21 @@ void BM_SampleFromCandidates(benchmark::State& state) {
   state.counters["whole_rows"] = benchmark::Counter(static_cast<double>(fetched), benchmark::Counter::kAvgIterations);
 }
 
+// The selection alone (select_top_candidates: 256 best of 65,536 and the tail at temperature 1).
+void BM_SelectTopCandidates(benchmark::State& state) {
+  const auto data = rows(state.range(0));
+  std::vector<Candidate> best(Backend::kMaxCandidates), scratch;
+  size_t i = 0;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(select_top_candidates(
+        data[i++ % data.size()].data(), kVocab, [](int64_t) { return true; }, Backend::kMaxCandidates, 1.0f,
+        best.data(), scratch));
+}
+
 // Args: (row shape: 0 flat, 1 peaked), (request: 0 temperature 1, 1 temperature 0.8 + top-p 0.95).
 BENCHMARK(BM_SampleWholeRow)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleFromCandidates)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SelectTopCandidates)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace lfm

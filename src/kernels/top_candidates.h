@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -20,24 +21,57 @@ inline double row_logsumexp(const float* x, int64_t n) {
   return m + std::log(sum);
 }
 
+// An unsigned key in the floats' order (a larger float, a larger key), -0 as +0.
+inline uint32_t float_order_key(float v) {
+  uint32_t b;
+  v += 0.0f;  // -0 + 0 = +0
+  std::memcpy(&b, &v, 4);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
 // best [n] = the n largest x[i] over the ids i with allowed(i), largest first, equal values by
 // lower id (-0 counted as +0), then {-inf, -1}. Returns the tail: Σ exp(x/t − best/t) over the
-// allowed ids not in best (float exps summed in double; 0 when t = 0). `all` is scratch.
+// allowed ids not in best (float exps summed in double, in a fixed order; 0 when t = 0). `all`
+// is scratch. A histogram of the values' top 12 key bits finds the bin the n-th value falls in,
+// so only the ids from that bin up are sorted (a few hundred for most rows, not the vocabulary).
 template <typename Allowed>
 float select_top_candidates(const float* x, int64_t vocab, Allowed allowed, int64_t n, float t, Candidate* best,
                             std::vector<Candidate>& all) {
+  constexpr int kBinShift = 20, kBins = 1 << (32 - kBinShift);
   auto better = [](const Candidate& a, const Candidate& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); };
-  all.clear();
+  uint32_t count[kBins] = {};
+  int64_t n_allowed = 0;
+  float top_value = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i)
-    if (allowed(i)) all.push_back({x[i] + 0.0f, static_cast<int32_t>(i)});  // +0 + (-0) = +0
-  const size_t m = std::min(all.size(), static_cast<size_t>(n));
+    if (allowed(i)) {
+      ++count[float_order_key(x[i]) >> kBinShift];
+      ++n_allowed;
+      top_value = std::max(top_value, x[i] + 0.0f);
+    }
+  const size_t m = static_cast<size_t>(std::min<int64_t>(n_allowed, n));
+  // The lowest bin whose ids, with those of every bin above, number at least m.
+  uint32_t cut = kBins;
+  for (uint64_t above = 0; cut > 0 && above < m;) above += count[--cut];
+  // The ids from the cut's bin up are sorted; those below it go straight to the tail, in id order.
+  all.clear();
+  double sum = 0;
+  const bool tail = t > 0 && m > 0;
+  const float top = top_value / t;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!allowed(i)) continue;
+    const float v = x[i] + 0.0f;
+    if (float_order_key(v) >> kBinShift >= cut)
+      all.push_back({v, static_cast<int32_t>(i)});
+    else if (tail)
+      sum += std::exp(v / t - top);
+  }
   if (m < all.size()) std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(m), all.end(), better);
   std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(m), better);
   std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(m), best);
   std::fill(best + m, best + n, Candidate{-std::numeric_limits<float>::infinity(), -1});
-  double sum = 0;
-  if (t > 0 && m > 0) {
-    const float top = best[0].value / t;
+  if (tail) {  // the cut bin's ids past the m best, by id
+    std::sort(all.begin() + static_cast<std::ptrdiff_t>(m), all.end(),
+              [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
     for (size_t i = m; i < all.size(); ++i) sum += std::exp(all[i].value / t - top);
   }
   return static_cast<float>(sum);
