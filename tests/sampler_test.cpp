@@ -4,6 +4,7 @@
 // end generation, pieces add up to the decoded text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -15,6 +16,7 @@
 #include "engine/stop_strings.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/reference_backend.h"
+#include "kernels/top_candidates.h"
 #include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
@@ -224,6 +226,29 @@ TEST(Sampler, ShortlistUnderAStepMaskGivesTheTokensOfTheWholeRow) {
     if (p.top_k != n) {
       EXPECT_LT(peaked_dense_fetched, peaked_dense / 3) << "kind " << k;
     }
+  }
+}
+
+// The radix sort the whole-row path orders the vocabulary with: the order of a comparison sort
+// by value then id, with many ties, both zeros and infinities, below and above its cut-over size.
+TEST(Sampler, RadixSortByValueIsTheComparisonSort) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (size_t n : {size_t{100}, size_t{5000}, size_t{70001}}) {
+    TokenProbs v, scratch;
+    for (size_t i = 0; i < n; ++i) {
+      float x = std::round(normal(rng) * 4.0f) / 4.0f;  // ties
+      if (i % 97 == 0) x = (i % 194 == 0) ? -0.0f : 0.0f;
+      if (i % 1001 == 0) x = (i % 2002 == 0) ? -INFINITY : INFINITY;
+      v.push_back({x, static_cast<int32_t>(i)});
+    }
+    TokenProbs want = v;
+    std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    sort_by_value(v, scratch);
+    ASSERT_EQ(v.size(), want.size());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(v[i].second, want[i].second) << "n " << n << " rank " << i;
   }
 }
 

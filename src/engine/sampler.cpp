@@ -94,7 +94,7 @@ void Sampler::distribution() {
     std::partial_sort(cand_.begin(), cand_.begin() + keep, cand_.end(), by_logit);
     cand_.resize(static_cast<size_t>(keep));
   } else {
-    std::sort(cand_.begin(), cand_.end(), by_logit);
+    sort_by_value(cand_, sort_scratch_);
   }
   shape(0.0);
 }

@@ -148,7 +148,7 @@ class Sampler {
   std::vector<int32_t> seen_ids_;                   // the ids set in seen_
   std::unordered_map<int32_t, int32_t> out_count_;  // output occurrences (presence/frequency)
   std::vector<float> work_;
-  TokenProbs cand_, residual_;
+  TokenProbs cand_, residual_, sort_scratch_;
   std::vector<Candidate> best_, scratch_;  // sample()'s candidates of the row it holds
 };
 
