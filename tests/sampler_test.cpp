@@ -108,6 +108,19 @@ TEST(Sampler, SameSeedSameTokens) {
   EXPECT_NE(ta, tc);
 }
 
+// A request's filters, for the shortlist tests.
+SamplingParams with(float t, int k, float top_p, float min_p) {
+  SamplingParams p;
+  p.temperature = t, p.top_k = k, p.top_p = top_p, p.min_p = min_p;
+  return p;
+}
+
+std::vector<uint8_t> every_seventh_id_disallowed(int64_t vocab) {
+  std::vector<uint8_t> allowed(static_cast<size_t>(vocab), 1);
+  for (int64_t i = 0; i < vocab; i += 7) allowed[static_cast<size_t>(i)] = 0;
+  return allowed;
+}
+
 // What a device sends down for a sampled row (its best candidates after the request's edits, and
 // the mass of the rest) gives the token sample() gives on the whole row, for every kind of
 // request, the same seed, flat rows (draws past the candidates: the whole row is fetched) and
@@ -116,13 +129,7 @@ TEST(Sampler, ShortlistGivesTheTokensOfTheWholeRow) {
   const int64_t V = 3000, n = 16;
   ThreadPool pool(1);
   ReferenceBackend ref(pool);
-  std::vector<uint8_t> allowed(V, 1);
-  for (int64_t i = 0; i < V; i += 7) allowed[i] = 0;
-  auto with = [](float t, int k, float top_p, float min_p) {
-    SamplingParams p;
-    p.temperature = t, p.top_k = k, p.top_p = top_p, p.min_p = min_p;
-    return p;
-  };
+  const std::vector<uint8_t> allowed = every_seventh_id_disallowed(V);
   std::vector<SamplingParams> kinds = {with(0.8f, 0, 1.0f, 0.0f), with(1.0f, 0, 0.9f, 0.0f), with(0.7f, 0, 1.0f, 0.05f),
                                        with(1.2f, 12, 1.0f, 0.0f), with(1.0f, 16, 0.8f, 0.02f), with(0.9f, 0, 0.95f, 0.0f)};
   kinds.back().repetition_penalty = 1.3f, kinds.back().presence_penalty = 0.5f, kinds.back().frequency_penalty = 0.2f;
@@ -174,13 +181,7 @@ TEST(Sampler, ShortlistUnderAStepMaskGivesTheTokensOfTheWholeRow) {
   const int64_t V = 3000, n = 16;
   ThreadPool pool(1);
   ReferenceBackend ref(pool);
-  std::vector<uint8_t> allowed(V, 1);
-  for (int64_t i = 0; i < V; i += 7) allowed[i] = 0;
-  auto with = [](float t, int k, float top_p, float min_p) {
-    SamplingParams p;
-    p.temperature = t, p.top_k = k, p.top_p = top_p, p.min_p = min_p;
-    return p;
-  };
+  const std::vector<uint8_t> allowed = every_seventh_id_disallowed(V);
   const std::vector<SamplingParams> kinds = {with(0.8f, 0, 1.0f, 0.0f), with(1.0f, 0, 0.9f, 0.0f),
                                              with(0.7f, 0, 1.0f, 0.05f), with(1.2f, 12, 1.0f, 0.0f),
                                              with(1.0f, 16, 0.8f, 0.02f), with(0.0f, 0, 1.0f, 0.0f)};
