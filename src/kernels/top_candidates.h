@@ -30,20 +30,25 @@ inline uint32_t float_order_key(float v) {
 }
 
 // (value, id) pairs `v`, built in id order, sorted as a comparison sort by value (largest first)
-// then id would: equal values (-0 as +0) by lower id. A stable radix sort of the values' order
-// keys, 11 bits a pass, where there are many: a few linear passes instead of ~16 comparisons an
-// element. `scratch` is reused.
+// then id would: equal values (-0 as +0) by lower id. Where there are many, a stable radix sort
+// of the values' order keys: one pass counts all four bytes' digits, then a scatter pass a byte
+// (skipped where every key has the same digit), 256 write streams each. `scratch` is reused.
 template <typename Pairs>
 void sort_by_value(Pairs& v, Pairs& scratch) {
   auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   if (v.size() < 4096) return std::sort(v.begin(), v.end(), better);
-  constexpr int kBits = 11, kBins = 1 << kBits;
+  auto key = [](float x) { return ~float_order_key(x); };  // ascending keys: descending values
+  uint32_t count[4][257] = {};
+  for (const auto& c : v) {
+    const uint32_t k = key(c.first);
+    for (int d = 0; d < 4; ++d) ++count[d][((k >> (8 * d)) & 0xFF) + 1];
+  }
   scratch.resize(v.size());
-  for (int shift = 0; shift < 32; shift += kBits) {
-    uint32_t start[kBins + 1] = {};
-    for (const auto& c : v) ++start[((~float_order_key(c.first)) >> shift & (kBins - 1)) + 1];
-    for (int b = 0; b < kBins; ++b) start[b + 1] += start[b];
-    for (const auto& c : v) scratch[start[(~float_order_key(c.first)) >> shift & (kBins - 1)]++] = c;
+  for (int d = 0; d < 4; ++d) {
+    uint32_t* start = count[d];
+    if (std::any_of(start + 1, start + 257, [&](uint32_t n) { return n == v.size(); })) continue;
+    for (int b = 0; b < 256; ++b) start[b + 1] += start[b];
+    for (const auto& c : v) scratch[start[(key(c.first) >> (8 * d)) & 0xFF]++] = c;
     v.swap(scratch);
   }
 }
