@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check of issue 36, one command for a lent H200: runs the GPU tests (lfm_cuda_tests, and
 # the engine tests on the CUDA backend), compute-sanitizer memcheck on a short run, `lfm bench
-# --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape, and the peer (transformers
-# in bf16 on the same GPU), and writes log.txt plus figures.json into the folder it is given.
+# --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape, `lfm serve --device cuda`
+# under 64 concurrent streams, and the peer (transformers in bf16 on the same GPU), and writes
+# log.txt plus figures.json into the folder it is given.
 # Binaries: the build packed by scripts/device_pack.sh (.devcarry.tgz, carried along, since the
 # GPU machine lacks this project's Debian packages), else a build made here with every core.
 # Every stage has its own time limit, and stages that no longer fit DEADLINE seconds (default
@@ -120,6 +121,15 @@ for from in candidates rows; do
     echo "bench sampled $from failed" >> "$log"
 done
 
+say "serving: lfm serve --device cuda, 64 concurrent streams (tools/bench/serve_load.py: prompts of 128-512 random ids, 64 greedy tokens each)"
+serve_port=18611
+$LFM serve --device cuda -m $models/bf16 --port $serve_port --parallel 64 --ctx-size 1024 > "$out/serve.log" 2>&1 &
+serve_pid=$!
+run 120 python3 tools/bench/serve_load.py http://127.0.0.1:$serve_port --wait 60 --concurrency 64 --requests 192 \
+  --prompt 128-512 --max-tokens 64 --out "$out/serve_64.json" || echo "serving load failed" >> "$log"
+kill -TERM $serve_pid 2> /dev/null; wait $serve_pid 2> /dev/null
+tail -3 "$out/serve.log" >> "$log"
+
 say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"
 run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
 run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
@@ -175,6 +185,9 @@ for f in sorted(glob.glob(os.path.join(out, "bench_*.json"))):
         test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
         key = f"{os.path.basename(f)[6:-5]} {test} b{r['n_seqs']} d{r['n_depth']}"
         fig[key] = {"tok_s": r["avg_ts"], "read_gb_s": r.get("read_gb_per_s", 0)}
+serve = os.path.join(out, "serve_64.json")
+if os.path.exists(serve):
+    fig["serve 64 streams"] = json.load(open(serve))
 peer = os.path.join(out, "peer_transformers.json")
 if os.path.exists(peer):
     fig["transformers"] = json.load(open(peer))
