@@ -208,8 +208,9 @@ SampleResult Sampler::finish_from_candidates(std::span<const Candidate> best, in
   // finish()'s order, and the chosen token is one of them.
   SampleResult res;
   res.token = token;
-  for (const Candidate& c : best)
-    if (c.id == token) res.logprob = static_cast<float>(static_cast<double>(c.value) - logsumexp);
+  const auto chosen = std::find_if(best.begin(), best.end(), [&](const Candidate& c) { return c.id == token; });
+  LFM_CHECK(chosen != best.end(), "sampling: token ", token, " is not among the candidates its logprob is read from");
+  res.logprob = static_cast<float>(static_cast<double>(chosen->value) - logsumexp);
   for (size_t i = 0; i < best.size() && i < static_cast<size_t>(p_.top_logprobs) && best[i].id >= 0; ++i)
     res.top.push_back({best[i].id, static_cast<float>(static_cast<double>(best[i].value) - logsumexp)});
   ++out_count_[res.token];
