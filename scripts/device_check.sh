@@ -68,6 +68,8 @@ ldd devcarry/bin/lfm 2>/dev/null | grep -i "not found" >> "$log"
 
 say "GPU tests (lfm_cuda_tests)"
 run 200 $CUDA_TESTS
+say "the matmul tests with LFM_CUDA_GEMV=scalar (one warp a row: tells a vector-kernel fault from others)"
+run 120 env LFM_CUDA_GEMV=scalar $CUDA_TESTS --gtest_filter='CudaTest.Matmul*:CudaTest.Shared*:CudaTest.Grouped*:CudaTest.Fixtures*:CudaTest.Greedy*'
 say "engine tests on the CUDA backend (batching, preemption, prefix cache, cancellation)"
 run 200 $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
 if [ $? -ge 128 ] && [ -x devcarry/bin/lfm_tests ] && command -v cuda-gdb > /dev/null; then

@@ -8,6 +8,8 @@
 // sum, the lanes' butterfly and then the warps' sums in order, so an output's value depends
 // neither on n nor on the other tokens.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/block_decode.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -274,10 +276,20 @@ void launch_matmul(DType type, const uint8_t* w, int64_t rows, int64_t cols, con
 
 }  // namespace
 
+// LFM_CUDA_GEMV=scalar sends what the vector kernel would take to the scalar kernel (one warp a
+// row, as before the vector kernel's blocks of rows): a check that isolates the vector kernel.
+bool scalar_matmuls_forced() {
+  static const bool forced = [] {
+    const char* env = std::getenv("LFM_CUDA_GEMV");
+    return env && std::strcmp(env, "scalar") == 0;
+  }();
+  return forced;
+}
+
 // Vector loads need 16-byte aligned rows of W and x and a whole number of 8-column units
 // (quantized rows are whole blocks, their device rows 16-byte multiples: kernels/split_blocks.h).
 bool matmul_vector_ok(DType type, const void* w, int64_t cols, const float* x) {
-  return cols % 8 == 0 && device_row_bytes(type, cols) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+  return !scalar_matmuls_forced() && cols % 8 == 0 && device_row_bytes(type, cols) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
