@@ -258,9 +258,7 @@ int32_t Sampler::from_candidates(std::span<const Candidate> best, float tail,
 bool Sampler::samples_from_shortlist(int64_t n) const {
   if (n <= 0 || p_.top_k > n) return false;  // (a grammar's requests too: their mask is applied on the host)
   // Logprobs are of the raw row: the candidates serve them where there are no edits.
-  if (wants_logprobs() && (p_.top_logprobs > n || !p_.logit_bias.empty() || p_.repetition_penalty != 1.0f ||
-                           p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f))
-    return false;
+  if (wants_logprobs() && (p_.top_logprobs > n || edits_logits())) return false;
   return !plain_greedy();
 }
 
@@ -340,8 +338,12 @@ SampleResult Sampler::finish(const float* logits, int32_t token) {
 }
 
 bool Sampler::plain_greedy() const {
-  return !masked_ && p_.temperature == 0.0f && p_.logit_bias.empty() && p_.repetition_penalty == 1.0f &&
-         p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f && !p_.logprobs && p_.top_logprobs == 0;
+  return !masked_ && p_.temperature == 0.0f && !edits_logits() && !wants_logprobs();
+}
+
+bool Sampler::edits_logits() const {
+  return !p_.logit_bias.empty() || p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
+         p_.frequency_penalty != 0.0f;
 }
 
 SampleResult Sampler::accept(int32_t token) {

@@ -76,6 +76,9 @@ class Sampler {
                                 const std::function<void(float*)>& full_row,
                                 double logsumexp = std::numeric_limits<double>::quiet_NaN());
   bool wants_logprobs() const { return p_.logprobs || p_.top_logprobs > 0; }
+  // Whether the request changes logits before choosing (bias, repetition or presence/frequency
+  // penalty): what logit_edits lists.
+  bool edits_logits() const;
   // Whether sample_shortlist can serve this request with `n` candidates: top_k within n, not
   // plain greedy (argmax_rows serves that), and with logprobs only without edits (bias,
   // penalties) and with top_logprobs within n.
