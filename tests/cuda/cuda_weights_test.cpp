@@ -40,25 +40,25 @@ TEST(CudaWeightArena, EachBufferOnceAlignedSplitWhereQuantized) {
   set.tables = {&table};
   set.vectors = {&norm};
 
-  const WeightArena plan = plan_weight_arena(set);
+  const cuda::WeightArena plan = cuda::plan_weight_arena(set);
   EXPECT_EQ(plan.offset_of.size(), 4u);  // q4, bf16, the tied Q8_0 bytes once, the vector
-  EXPECT_EQ(device_weight_bytes(w_q4), 5 * split_row_bytes(DType::Q4_0, 96));
-  EXPECT_EQ(device_weight_bytes(w_bf), bf.size());
+  EXPECT_EQ(cuda::device_weight_bytes(w_q4), 5 * split_row_bytes(DType::Q4_0, 96));
+  EXPECT_EQ(cuda::device_weight_bytes(w_bf), bf.size());
   for (const auto& [p, off] : plan.offset_of) EXPECT_EQ(off % 256, 0u);
 
   std::vector<uint8_t> arena(plan.bytes, 0xEE);
   int syncs = 0;
-  fill_weight_arena(
+  cuda::fill_weight_arena(
       set, plan, arena.data(), [](void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }, [&] { ++syncs; });
   EXPECT_EQ(syncs, 2);  // after each split tensor (the Q4_0 matrix, the Q8_0 bytes)
   EXPECT_EQ(lm_head.packed, table.packed);
   EXPECT_EQ(w_q4.packed_layout, PackedLayout::kDevice);
   EXPECT_EQ(table.packed_layout, PackedLayout::kDevice);
 
-  std::vector<uint8_t> want(device_weight_bytes(w_q4));
+  std::vector<uint8_t> want(cuda::device_weight_bytes(w_q4));
   split_rows(DType::Q4_0, q4.data(), 5, 96, want.data());
   EXPECT_EQ(0, std::memcmp(w_q4.packed, want.data(), want.size()));
-  want.resize(device_weight_bytes(table));
+  want.resize(cuda::device_weight_bytes(table));
   split_rows(DType::Q8_0, emb.data(), 7, 64, want.data());
   EXPECT_EQ(0, std::memcmp(table.packed, want.data(), want.size()));
   EXPECT_EQ(0, std::memcmp(w_bf.packed, bf.data(), bf.size()));
@@ -71,14 +71,14 @@ TEST(CudaWeightArena, RefusesMismatchedViewsOfOneBuffer) {
   WeightSet two_views;
   two_views.matrices = {&a, &b};  // 4 rows of 32 and 2 of 64: different split sizes
   try {
-    plan_weight_arena(two_views);
+    cuda::plan_weight_arena(two_views);
     FAIL() << "planned";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("two tensors of different sizes"), std::string::npos) << e.what();
   }
   TensorView short_view = view(DType::Q4_0, {4, 64}, bytes);  // 4 x 64 Q4_0 needs 144 bytes, has 136
   try {
-    device_weight_bytes(short_view);
+    cuda::device_weight_bytes(short_view);
     FAIL() << "sized";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("holds 136 bytes"), std::string::npos) << e.what();

@@ -70,9 +70,9 @@ class CudaBackend final : public Backend {
     // The default math mode: tensor cores for bf16/f16, and float32 GEMMs stay float32 (cuBLAS
     // uses TF32 only when asked to), as the fixtures' bounds assume.
     LFM_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
-    graphs_ = std::make_unique<CudaGraphs>(stream_);
+    graphs_ = std::make_unique<cuda::CudaGraphs>(stream_);
     ReplayQueue::Options qo;
-    qo.enabled = cuda_graphs_requested() && !profile_.enabled();
+    qo.enabled = cuda::cuda_graphs_requested() && !profile_.enabled();
     queue_ = std::make_unique<ReplayQueue>(*graphs_, qo);
     if (qo.enabled) name_ += ", graphs";
     gate_ = queue_->free_gate();
@@ -88,7 +88,7 @@ class CudaBackend final : public Backend {
     }
     cudaStreamSynchronize(stream_);
     if (profile_.enabled()) profile_.print(name_);
-    if (queue_->enabled() && cuda_graph_stats_requested()) {
+    if (queue_->enabled() && cuda::cuda_graph_stats_requested()) {
       const ReplayQueue::Stats& st = queue_->stats();
       std::fprintf(stderr, "cuda graphs (%s): %lld flushes: %lld replayed, %lld recorded, %lld op by op\n", name_.c_str(),
                    static_cast<long long>(st.flushes), static_cast<long long>(st.replayed),
@@ -162,10 +162,10 @@ class CudaBackend final : public Backend {
     for (const TensorView* t : set.tables)
       LFM_CHECK(cuda_supports_weight_type(t->dtype), "cuda: no kernels for a ", dtype_name(t->dtype),
                 " embedding table");
-    const WeightArena plan = plan_weight_arena(set);
+    const cuda::WeightArena plan = cuda::plan_weight_arena(set);
     auto out = std::make_unique<CudaPreparedWeights>();
     out->arena = allocate(plan.bytes);
-    fill_weight_arena(set, plan, static_cast<uint8_t*>(out->arena.data()),
+    cuda::fill_weight_arena(set, plan, static_cast<uint8_t*>(out->arena.data()),
                       [this](void* dst, const void* src, size_t n) { upload(dst, src, n); },
                       [this] { LFM_CUDA_CHECK(cudaStreamSynchronize(stream_)); });
     LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -505,7 +505,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  OpProfile::Timer time_op(std::string_view name) { return profile_.time(stream_, name); }
+  cuda::OpProfile::Timer time_op(std::string_view name) { return profile_.time(stream_, name); }
 
   const void* device_weight(const TensorView& w) const {
     LFM_CHECK(w.packed && w.packed_layout == PackedLayout::kDevice, "cuda: a ", dtype_name(w.dtype), " weight ",
@@ -585,7 +585,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   bool own_only_;
-  OpProfile profile_;
+  cuda::OpProfile profile_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -610,7 +610,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer blas_workspace_;
   // Declared last: the queue's ops use the members above, and it goes first.
   std::shared_ptr<FreeGate> gate_;
-  std::unique_ptr<CudaGraphs> graphs_;
+  std::unique_ptr<cuda::CudaGraphs> graphs_;
   std::unique_ptr<ReplayQueue> queue_;
 };
 

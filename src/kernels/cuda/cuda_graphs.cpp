@@ -5,7 +5,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 
-namespace lfm {
+namespace lfm::cuda {
 
 void* CudaGraphs::record(std::span<const std::function<void()>> ops) {
   // Relaxed: the ops may set a kernel's attributes (not a stream operation) while capturing.
@@ -51,8 +51,6 @@ bool cuda_graph_stats_requested() {
   return env && std::strcmp(env, "stats") == 0;
 }
 
-namespace cuda {
-
 void append_signature(std::vector<uint64_t>& words, const DevKv& kv) {
   lfm::append_signatures(words, kv.k, kv.v, kv.type, kv.block_tokens, kv.kv_heads, kv.head_dim);
 }
@@ -71,6 +69,4 @@ void append_signature(std::vector<uint64_t>& words, const SharedMatmul& m) {
   for (int g = 0; g < m.count; ++g) lfm::append_signatures(words, m.w[g], m.y[g], m.rows[g]);
 }
 
-}  // namespace cuda
-
-}  // namespace lfm
+}  // namespace lfm::cuda

@@ -13,7 +13,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/replay_queue.h"
 
-namespace lfm {
+namespace lfm::cuda {
 
 class CudaGraphs final : public OpGraphs {
  public:
@@ -35,11 +35,8 @@ class CudaGraphs final : public OpGraphs {
 bool cuda_graphs_requested();
 bool cuda_graph_stats_requested();
 
-namespace cuda {
 void append_signature(std::vector<uint64_t>& words, const DevKv& kv);
 void append_signature(std::vector<uint64_t>& words, const DevConv& conv);
 void append_signature(std::vector<uint64_t>& words, const DevStep& step);
 void append_signature(std::vector<uint64_t>& words, const SharedMatmul& m);
-}  // namespace cuda
-
-}  // namespace lfm
+}  // namespace lfm::cuda

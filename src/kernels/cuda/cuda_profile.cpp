@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-namespace lfm {
+namespace lfm::cuda {
 
 OpProfile::OpProfile() {
   const char* env = std::getenv("LFM_CUDA_PROFILE");
@@ -41,4 +41,4 @@ void OpProfile::print(const std::string& backend) const {
                  100.0 * r.second.first / total);
 }
 
-}  // namespace lfm
+}  // namespace lfm::cuda

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-namespace lfm {
+namespace lfm::cuda {
 
 class OpProfile {
  public:
@@ -44,4 +44,4 @@ class OpProfile {
   std::map<std::string, std::pair<double, int64_t>> table_;  // op → (seconds, calls)
 };
 
-}  // namespace lfm
+}  // namespace lfm::cuda

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "kernels/split_blocks.h"
 
-namespace lfm {
+namespace lfm::cuda {
 
 size_t device_weight_bytes(const TensorView& t) {
   if (!split_block(t.dtype).valid()) return t.nbytes;
@@ -60,4 +60,4 @@ void fill_weight_arena(WeightSet& set, const WeightArena& arena, uint8_t* base,
     v->device = reinterpret_cast<const float*>(send(v->host.data(), v->size() * sizeof(float)));
 }
 
-}  // namespace lfm
+}  // namespace lfm::cuda

@@ -12,7 +12,7 @@
 #include "core/tensor.h"
 #include "kernels/weight_set.h"
 
-namespace lfm {
+namespace lfm::cuda {
 
 struct WeightArena {
   std::unordered_map<const void*, size_t> offset_of;  // a host buffer's place in the arena
@@ -29,4 +29,4 @@ WeightArena plan_weight_arena(const WeightSet& set);
 void fill_weight_arena(WeightSet& set, const WeightArena& arena, uint8_t* base,
                        const std::function<void(void*, const void*, size_t)>& upload, const std::function<void()>& sync);
 
-}  // namespace lfm
+}  // namespace lfm::cuda

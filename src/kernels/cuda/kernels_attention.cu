@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/state_access.cuh"
 
 namespace lfm::cuda {
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* __restrict__ q, DevKv kv, DevStep step, int n_heads, float scale,
                            float* __restrict__ out, float* __restrict__ partial, int max_splits) {
   const int HD = static_cast<int>(kv.head_dim);
-  extern __shared__ float smem[];
+  LFM_DYNAMIC_SHARED(float, smem);
   float* ks = smem;              // [HD][kChunk]
   float* vs = ks + HD * kChunk;  // [kChunk][HD]
   float* qs = vs + kChunk * HD;  // [tile rows · G][HD]
@@ -218,10 +219,10 @@ void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, f
     raised = true;
   }
   const dim3 grid(static_cast<unsigned>(step.n_tiles), static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits));
-  attention_split_kernel<D><<<grid, kThreads, smem, s>>>(q, kv, step, n_heads, scale, out, partial, splits);
+  LFM_LAUNCH(grid, kThreads, smem, s, attention_split_kernel<D>)(q, kv, step, n_heads, scale, out, partial, splits);
   LFM_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) {
-    attention_merge_kernel<<<dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), 32 * D, 0, s>>>(
+    LFM_LAUNCH(dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), 32 * D, 0, s, attention_merge_kernel)(
         step, n_heads, HD, partial, splits, out);
     LFM_CUDA_CHECK(cudaGetLastError());
   }

@@ -5,6 +5,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace lfm::cuda {
 
@@ -85,13 +86,13 @@ __global__ void segment_attention_kernel(const float* __restrict__ q, const floa
 void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps, float* out,
                 cudaStream_t s) {
   if (rows == 0) return;
-  layer_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, b, dim, eps, out);
+  LFM_LAUNCH(static_cast<unsigned>(rows), 256, 0, s, layer_norm_kernel)(x, w, b, dim, eps, out);
   check_launch();
 }
 
 void gelu(const float* x, int64_t n, bool tanh_approximation, float* out, cudaStream_t s) {
   if (n == 0) return;
-  gelu_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(x, n, tanh_approximation, out);
+  LFM_LAUNCH(static_cast<unsigned>((n + 255) / 256), 256, 0, s, gelu_kernel)(x, n, tanh_approximation, out);
   check_launch();
 }
 
@@ -100,7 +101,7 @@ void segment_attention(const float* q, const float* k, const float* v, const int
                        float* out, cudaStream_t s) {
   if (rows == 0) return;
   const int64_t tasks = rows * n_heads;
-  segment_attention_kernel<<<static_cast<unsigned>((tasks + 7) / 8), 256, 0, s>>>(q, k, v, row_begin, row_end, rows,
+  LFM_LAUNCH(static_cast<unsigned>((tasks + 7) / 8), 256, 0, s, segment_attention_kernel)(q, k, v, row_begin, row_end, rows,
                                                                                    n_heads, head_dim, scale, out);
   check_launch();
 }

@@ -14,6 +14,7 @@
 #include "kernels/cuda/block_decode.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace lfm::cuda {
 
@@ -236,7 +237,7 @@ void launch_vec(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, 
                 const Groups& groups, unsigned grid_y, cudaStream_t s) {
   constexpr int R = vec_rows(NT == 1, GATED);
   const dim3 grid(grid_for(rows, R), grid_y), block(32 * kWarpsPerBlock);
-  matmul_vec_kernel<T, NT, R, GATED><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);
+  LFM_LAUNCH(grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x, n, y, groups);
 }
 
 // Launches the kernel for `type`: the vector one (one or 8 tokens at a time, gated or not) or
@@ -248,7 +249,7 @@ void launch_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, 
   if (!vec) {
     LFM_CHECK(!groups.gated, "cuda: the gated matmul needs what the vector kernel reads");
     const dim3 grid(grid_for(rows, kWarpsPerBlock), grid_y), block(32 * kWarpsPerBlock);
-    matmul_scalar_kernel<T><<<grid, block, 0, s>>>(w, row_bytes, rows, cols, x, n, y, groups);
+    LFM_LAUNCH(grid, block, 0, s, matmul_scalar_kernel<T>)(w, row_bytes, rows, cols, x, n, y, groups);
   } else if (groups.gated) {
     if (one_token) launch_vec<T, 1, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
     else launch_vec<T, kTokenGroup, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
@@ -345,14 +346,14 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
   LFM_CHECK(cols % 8 == 0 && rows < (int64_t{1} << 31), "cuda: cannot decode a ", rows, " x ", cols, " matrix to bf16");
   const dim3 units(static_cast<unsigned>(rows), grid_for(cols / 8, 128));
   switch (type) {
-    case DType::F32: plain_to_bf16_kernel<DType::F32><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
-    case DType::F16: plain_to_bf16_kernel<DType::F16><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
-    case DType::BF16: plain_to_bf16_kernel<DType::BF16><<<grid_for(count, 256), 256, 0, s>>>(wb, count, o); break;
-    case DType::Q8_0: dequantize_bf16_kernel<DType::Q8_0><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
-    case DType::Q4_0: dequantize_bf16_kernel<DType::Q4_0><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
-    case DType::Q4_K: dequantize_bf16_kernel<DType::Q4_K><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
-    case DType::Q5_K: dequantize_bf16_kernel<DType::Q5_K><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
-    case DType::Q6_K: dequantize_bf16_kernel<DType::Q6_K><<<units, 128, 0, s>>>(wb, row_bytes, cols, o); break;
+    case DType::F32: LFM_LAUNCH(grid_for(count, 256), 256, 0, s, plain_to_bf16_kernel<DType::F32>)(wb, count, o); break;
+    case DType::F16: LFM_LAUNCH(grid_for(count, 256), 256, 0, s, plain_to_bf16_kernel<DType::F16>)(wb, count, o); break;
+    case DType::BF16: LFM_LAUNCH(grid_for(count, 256), 256, 0, s, plain_to_bf16_kernel<DType::BF16>)(wb, count, o); break;
+    case DType::Q8_0: LFM_LAUNCH(units, 128, 0, s, dequantize_bf16_kernel<DType::Q8_0>)(wb, row_bytes, cols, o); break;
+    case DType::Q4_0: LFM_LAUNCH(units, 128, 0, s, dequantize_bf16_kernel<DType::Q4_0>)(wb, row_bytes, cols, o); break;
+    case DType::Q4_K: LFM_LAUNCH(units, 128, 0, s, dequantize_bf16_kernel<DType::Q4_K>)(wb, row_bytes, cols, o); break;
+    case DType::Q5_K: LFM_LAUNCH(units, 128, 0, s, dequantize_bf16_kernel<DType::Q5_K>)(wb, row_bytes, cols, o); break;
+    case DType::Q6_K: LFM_LAUNCH(units, 128, 0, s, dequantize_bf16_kernel<DType::Q6_K>)(wb, row_bytes, cols, o); break;
     default: fail("cuda: no bf16 decoder for ", dtype_name(type), " weights");
   }
   LFM_CUDA_CHECK(cudaGetLastError());
@@ -360,13 +361,13 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
 
 void to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t s) {
   if (n == 0) return;
-  to_bf16_kernel<<<grid_for(n, 256), 256, 0, s>>>(x, n, reinterpret_cast<__nv_bfloat16*>(out));
+  LFM_LAUNCH(grid_for(n, 256), 256, 0, s, to_bf16_kernel)(x, n, reinterpret_cast<__nv_bfloat16*>(out));
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
 void to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t s) {
   if (n == 0) return;
-  to_f16_kernel<<<grid_for(n, 256), 256, 0, s>>>(x, n, reinterpret_cast<__half*>(out));
+  LFM_LAUNCH(grid_for(n, 256), 256, 0, s, to_f16_kernel)(x, n, reinterpret_cast<__half*>(out));
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -7,6 +7,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace lfm::cuda {
 
@@ -221,7 +222,7 @@ __global__ void moe_combine_kernel(const float* x, const int32_t* src, const flo
 constexpr int kGroupThreads = 256;
 __global__ void moe_group_kernel(const int32_t* __restrict__ experts, int64_t n, int64_t k, int64_t n_experts,
                                  int32_t* __restrict__ first, int32_t* __restrict__ index, int32_t* __restrict__ src) {
-  extern __shared__ int32_t count[];  // [n_experts + 1]
+  LFM_DYNAMIC_SHARED(int32_t, count);  // [n_experts + 1]
   for (int64_t e = threadIdx.x; e < n_experts; e += kGroupThreads) {
     int32_t c = 0;
     for (int64_t i = 0; i < n; ++i) c += experts[i] == e ? 1 : 0;
@@ -260,7 +261,7 @@ __global__ void argmax_rows_kernel(const float* __restrict__ logits, int64_t voc
   best_i[threadIdx.x] = bi;
   __syncthreads();
   for (int half = kArgmaxThreads / 2; half > 0; half >>= 1) {
-    if (threadIdx.x < half) {
+    if (static_cast<int>(threadIdx.x) < half) {
       const float ov = best_v[threadIdx.x + half];
       const int64_t oi = best_i[threadIdx.x + half];
       const int64_t mi = best_i[threadIdx.x];
@@ -278,14 +279,14 @@ void check_launch() { LFM_CUDA_CHECK(cudaGetLastError()); }
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, dim, eps, out);
+  LFM_LAUNCH(static_cast<unsigned>(rows), 256, 0, s, rms_norm_kernel)(x, w, dim, eps, out);
   check_launch();
 }
 
 void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out,
                   cudaStream_t s) {
   if (rows == 0) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(h, x, w, dim, eps, out);
+  LFM_LAUNCH(static_cast<unsigned>(rows), 256, 0, s, add_rms_norm_kernel)(h, x, w, dim, eps, out);
   check_launch();
 }
 
@@ -296,7 +297,7 @@ void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t 
             kMaxNormRopeDim, ", got ", head_dim);
   const int64_t blocks = n_tokens * (n_heads + kv_heads);
   if (blocks == 0) return;
-  qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(q, k, qw, kw, n_heads, kv_heads, head_dim, eps,
+  LFM_LAUNCH(static_cast<unsigned>(blocks), 256, 0, s, qk_norm_rope_kernel)(q, k, qw, kw, n_heads, kv_heads, head_dim, eps,
                                                                     positions, inv_freq);
   check_launch();
 }
@@ -305,44 +306,44 @@ void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, co
                const float* inv_freq, cudaStream_t s) {
   const int64_t n = n_tokens * n_heads * (head_dim / 2);
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n_tokens, n_heads, head_dim, positions, inv_freq);
+  LFM_LAUNCH(blocks_for(n, 256), 256, 0, s, rope_kernel)(x, n_tokens, n_heads, head_dim, positions, inv_freq);
   check_launch();
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
   if (n == 0) return;
-  swiglu_kernel<<<blocks_for(n, 256), 256, 0, s>>>(gate, up, n, out);
+  LFM_LAUNCH(blocks_for(n, 256), 256, 0, s, swiglu_kernel)(gate, up, n, out);
   check_launch();
 }
 
 void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
               int64_t ldo, cudaStream_t s) {
   if (rows * cols == 0) return;
-  mul_rows_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(a, lda, b, ldb, rows, cols, out, ldo);
+  LFM_LAUNCH(blocks_for(rows * cols, 256), 256, 0, s, mul_rows_kernel)(a, lda, b, ldb, rows, cols, out, ldo);
   check_launch();
 }
 
 void add(float* y, const float* x, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
+  LFM_LAUNCH(blocks_for(n, 256), 256, 0, s, add_kernel)(y, x, n);
   check_launch();
 }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t s) {
   if (rows * cols == 0) return;
-  add_bias_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(y, bias, rows, cols);
+  LFM_LAUNCH(blocks_for(rows * cols, 256), 256, 0, s, add_bias_kernel)(y, bias, rows, cols);
   check_launch();
 }
 
 void softmax(float* x, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  softmax_kernel<<<1, 256, 0, s>>>(x, n);
+  LFM_LAUNCH(1, 256, 0, s, softmax_kernel)(x, n);
   check_launch();
 }
 
 void gather_rows(const float* x, int64_t cols, const int32_t* index, int64_t n, float* out, cudaStream_t s) {
   if (n * cols == 0) return;
-  gather_rows_kernel<<<blocks_for(n * cols, 256), 256, 0, s>>>(x, cols, index, n, out);
+  LFM_LAUNCH(blocks_for(n * cols, 256), 256, 0, s, gather_rows_kernel)(x, cols, index, n, out);
   check_launch();
 }
 
@@ -352,14 +353,14 @@ void embedding(DType type, const void* table, int64_t cols, const int32_t* ids, 
   const auto* tb = static_cast<const uint8_t*>(table);
   const unsigned plain = blocks_for(n * cols, 256), groups = blocks_for(n * (cols / 8), 128);
   switch (type) {
-    case DType::F32: embedding_kernel<DType::F32><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::F16: embedding_kernel<DType::F16><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::BF16: embedding_kernel<DType::BF16><<<plain, 256, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::Q8_0: embedding_kernel<DType::Q8_0><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::Q4_0: embedding_kernel<DType::Q4_0><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::Q4_K: embedding_kernel<DType::Q4_K><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::Q5_K: embedding_kernel<DType::Q5_K><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
-    case DType::Q6_K: embedding_kernel<DType::Q6_K><<<groups, 128, 0, s>>>(tb, row_bytes, cols, ids, n, out); break;
+    case DType::F32: LFM_LAUNCH(plain, 256, 0, s, embedding_kernel<DType::F32>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::F16: LFM_LAUNCH(plain, 256, 0, s, embedding_kernel<DType::F16>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::BF16: LFM_LAUNCH(plain, 256, 0, s, embedding_kernel<DType::BF16>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q8_0: LFM_LAUNCH(groups, 128, 0, s, embedding_kernel<DType::Q8_0>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q4_0: LFM_LAUNCH(groups, 128, 0, s, embedding_kernel<DType::Q4_0>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q4_K: LFM_LAUNCH(groups, 128, 0, s, embedding_kernel<DType::Q4_K>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q5_K: LFM_LAUNCH(groups, 128, 0, s, embedding_kernel<DType::Q5_K>)(tb, row_bytes, cols, ids, n, out); break;
+    case DType::Q6_K: LFM_LAUNCH(groups, 128, 0, s, embedding_kernel<DType::Q6_K>)(tb, row_bytes, cols, ids, n, out); break;
     default: fail("cuda: no embedding kernel for ", dtype_name(type), " tables");
   }
   check_launch();
@@ -370,7 +371,7 @@ void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, 
   LFM_CHECK(n_experts <= kMaxExperts && k >= 1 && k <= kMaxChosen && k <= n_experts, "cuda: moe_route supports up to ",
             kMaxExperts, " experts and ", kMaxChosen, " chosen, got ", k, " of ", n_experts);
   if (rows == 0) return;
-  moe_route_kernel<<<blocks_for(rows, 64), 64, 0, s>>>(logits, rows, n_experts, k, selection_bias, normalize, scale,
+  LFM_LAUNCH(blocks_for(rows, 64), 64, 0, s, moe_route_kernel)(logits, rows, n_experts, k, selection_bias, normalize, scale,
                                                        experts, weights);
   check_launch();
 }
@@ -378,14 +379,14 @@ void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, const uint8_t* allowed, int32_t* ids,
                  cudaStream_t s) {
   if (rows == 0) return;
-  argmax_rows_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, s>>>(logits, vocab, allowed, ids);
+  LFM_LAUNCH(static_cast<unsigned>(rows), kArgmaxThreads, 0, s, argmax_rows_kernel)(logits, vocab, allowed, ids);
   check_launch();
 }
 
 void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                  float* out, cudaStream_t s) {
   if (rows * cols == 0) return;
-  moe_combine_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(x, src, weights, rows, k, cols, out);
+  LFM_LAUNCH(blocks_for(rows * cols, 256), 256, 0, s, moe_combine_kernel)(x, src, weights, rows, k, cols, out);
   check_launch();
 }
 
@@ -393,7 +394,7 @@ void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_expert
                int32_t* src, cudaStream_t s) {
   LFM_CHECK(n_experts >= 1 && n_experts <= kMaxExperts, "cuda: moe_group supports up to ", kMaxExperts,
             " experts, got ", n_experts);
-  moe_group_kernel<<<1, kGroupThreads, sizeof(int32_t) * static_cast<size_t>(n_experts + 1), s>>>(
+  LFM_LAUNCH(1, kGroupThreads, sizeof(int32_t) * static_cast<size_t>(n_experts + 1), s, moe_group_kernel)(
       experts, rows * k, k, n_experts, first, index, src);
   check_launch();
 }

@@ -7,6 +7,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace lfm::cuda {
 
@@ -185,7 +186,7 @@ void check_launch() { LFM_CUDA_CHECK(cudaGetLastError()); }
 
 void edit_logits(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  edit_logits_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(logits, vocab, edits, n);
+  LFM_LAUNCH(static_cast<unsigned>((n + 255) / 256), 256, 0, s, edit_logits_kernel)(logits, vocab, edits, n);
   check_launch();
 }
 
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(kLseThreads) logsumexp_rows_kernel(const float
 
 void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out, cudaStream_t s) {
   if (count == 0) return;
-  logsumexp_rows_kernel<<<static_cast<unsigned>(count), kLseThreads, 0, s>>>(logits, vocab, rows, out);
+  LFM_LAUNCH(static_cast<unsigned>(count), kLseThreads, 0, s, logsumexp_rows_kernel)(logits, vocab, rows, out);
   check_launch();
 }
 
@@ -215,7 +216,7 @@ void top_candidates(const float* logits, int64_t vocab, const CandidateRow* rows
                     const uint8_t* allowed, int64_t n, Candidate* best, float* tail, cudaStream_t s) {
   LFM_CHECK(n >= 1 && n <= kTopSlots, "cuda: top_candidates takes 1 to ", kTopSlots, " candidates, got ", n);
   if (count == 0) return;
-  top_candidates_kernel<<<static_cast<unsigned>(count), kTopThreads, 0, s>>>(logits, vocab, rows, allowed,
+  LFM_LAUNCH(static_cast<unsigned>(count), kTopThreads, 0, s, top_candidates_kernel)(logits, vocab, rows, allowed,
                                                                             static_cast<int>(n), best, tail);
   check_launch();
 }

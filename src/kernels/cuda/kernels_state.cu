@@ -3,6 +3,7 @@
 // row → run table; positions map to blocks through the run's block table.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/state_access.cuh"
 
 namespace lfm::cuda {
@@ -92,7 +93,7 @@ unsigned blocks_for(int64_t n, int per) { return static_cast<unsigned>((n + per 
 void kv_write(const DevKv& kv, const DevStep& step, const float* k, const float* v, cudaStream_t s) {
   const int64_t n = step.n_rows * kv.kv_heads * kv.head_dim;
   if (n == 0) return;
-  kv_write_kernel<<<blocks_for(n, 256), 256, 0, s>>>(kv, step, k, v);
+  LFM_LAUNCH(blocks_for(n, 256), 256, 0, s, kv_write_kernel)(kv, step, k, v);
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -108,9 +109,9 @@ void short_conv_gated(const float* u, const float* proj, const DevConv& conv, co
   const int64_t n = step.n_rows * conv.dim, runs = static_cast<int64_t>(step.n_runs) * conv.dim;
   if (n == 0) return;
   const ConvIn in{proj ? nullptr : u, proj};
-  short_conv_out_kernel<<<blocks_for(n, 256), 256, 0, s>>>(in, conv, step, kernel, w, bias, out);
+  LFM_LAUNCH(blocks_for(n, 256), 256, 0, s, short_conv_out_kernel)(in, conv, step, kernel, w, bias, out);
   LFM_CUDA_CHECK(cudaGetLastError());
-  short_conv_state_kernel<<<blocks_for(runs, 128), 128, 0, s>>>(in, conv, step, kernel);
+  LFM_LAUNCH(blocks_for(runs, 128), 128, 0, s, short_conv_state_kernel)(in, conv, step, kernel);
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
