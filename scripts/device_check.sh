@@ -79,7 +79,7 @@ if [ $? -ge 128 ] && [ -x devcarry/bin/lfm_tests ] && command -v cuda-gdb > /dev
 fi
 
 say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of transformers, logits, engine greedy, staged encoding)"
-run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*cuda*'
+run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*_cuda'
 
 models=/tmp/lfm_device_models
 mkdir -p $models

@@ -251,6 +251,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineSpeculativeTest,
                                                               ,
                                                               "cuda"  // skipped without a GPU
 #endif
+#if LFM_HAVE_CUDA_EMU
+                                                              ,
+                                                              "cuda-emu"  // the CUDA backend on the CPU emulator
+#endif
                                                               ),
                                             ::testing::Values(int64_t{1}, int64_t{16})));
 

@@ -630,6 +630,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
                                                               ,
                                                               "cuda"
 #endif
+#if LFM_HAVE_CUDA_EMU
+                                                              ,
+                                                              "cuda-emu"  // the CUDA backend on the CPU emulator
+#endif
                                                               )),
                          [](const auto& info) { return test::fixture_backend_name(info, 9); });
 

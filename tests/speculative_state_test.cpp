@@ -255,6 +255,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeStateTest,
                                                               ,
                                                               "cuda"  // skipped without a GPU
 #endif
+#if LFM_HAVE_CUDA_EMU
+                                                              ,
+                                                              "cuda-emu"  // the CUDA backend on the CPU emulator
+#endif
                                                               ),
                                             ::testing::Values(int64_t{1}, int64_t{16}), ::testing::Values("f32", "bf16")));
 

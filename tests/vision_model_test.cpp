@@ -90,7 +90,8 @@ class VisionModelTest : public ::testing::TestWithParam<std::tuple<std::string, 
  protected:
   void SetUp() override {
     const auto& [fixture, backend] = GetParam();
-    if (backend == "fake-device" || backend == "fake-device-replay" || backend == "cuda") {
+    if (backend == "fake-device" || backend == "fake-device-replay" || backend == "cuda" ||
+        backend == "cuda-emu") {
       // A backend whose memory the host may not read (every op checks it gets only backend
       // memory: the vision path is device-neutral), or the GPU (skipped without one).
       std::string why;
@@ -430,6 +431,9 @@ std::vector<std::string> vision_backends() {
   out.push_back("fake-device");
   out.push_back("fake-device-replay");  // the ops queued and replayed, as CUDA graphs run them
   out.push_back("cuda");
+#if LFM_HAVE_CUDA_EMU
+  out.push_back("cuda-emu");  // the CUDA backend's kernels on the CPU emulator
+#endif
   return out;
 }
 

@@ -1,4 +1,5 @@
-// The CUDA backend on a GPU (ctest label `cuda`; every test skips on a machine without one):
+// The CUDA backend on a GPU (ctest label `cuda`; every test skips on a machine without one), and
+// the same tests on the CPU emulator of the CUDA runtime (lfm_cuda_emu_tests, gpu_under_test.h):
 // each op against the reference CPU backend on random inputs of awkward sizes, batch invariance of
 // the decode matmuls, the state ops over device pools, every transformers fixture through the GPU
 // (float32 logits within 1e-4, greedy tokens exact), and greedy tokens alone vs in a mixed batch.
@@ -12,8 +13,8 @@
 #include "convert/quant.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "gpu_under_test.h"
 #include "kernels/backend_factory.h"
-#include "kernels/cuda/cuda_backend.h"
 #include "kernels/reference_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
@@ -29,8 +30,8 @@ class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!cuda_device_present(&why)) GTEST_SKIP() << why;
-    gpu_ = make_cuda_backend(0, pool_);
+    if (!test::gpu_present(&why)) GTEST_SKIP() << why;
+    gpu_ = test::make_gpu_backend(pool_);
     ref_ = make_reference_backend(pool_);
   }
   // Host floats (or ints) into a new device buffer, and back.
@@ -388,7 +389,7 @@ TEST_F(CudaTest, GraphReplayGivesTheSameBitsAsLaunchingOpByOp) {
       const char* was = std::getenv("LFM_CUDA_GRAPHS");
       const std::string saved = was ? was : "";
       setenv("LFM_CUDA_GRAPHS", graphs ? "stats" : "0", 1);
-      auto be = make_cuda_backend(0, pool_);
+      auto be = test::make_gpu_backend(pool_);
       if (was)
         setenv("LFM_CUDA_GRAPHS", saved.c_str(), 1);
       else

@@ -1,0 +1,50 @@
+// The CUDA emulator (tests/cuda_emu/) keeps CUDA's execution rules: barriers that wait for every
+// live thread of a block and release without those that returned, warp shuffles and ballots,
+// graphs that replay what they captured; and it refuses what a GPU refuses or would fault on.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "cuda_emu/emu_probes.h"
+
+namespace lfm_emu_probe {
+namespace {
+
+TEST(CudaEmu, BlockReductionsThroughShufflesAndBarriers) {
+  std::vector<float> x(1000);
+  std::iota(x.begin(), x.end(), 1.0f);
+  const auto sums = block_sums(x, 256);
+  ASSERT_EQ(sums.size(), 4u);
+  const float want[] = {32896.0f, 98432.0f, 163968.0f, 205204.0f};  // 1..256, 257..512, 513..768, 769..1000
+  for (int b = 0; b < 4; ++b) EXPECT_EQ(sums[static_cast<size_t>(b)], want[b]) << "block " << b;
+}
+
+TEST(CudaEmu, ABarrierReleasesWithoutThreadsThatReturned) {
+  const auto seen = early_exit_barrier(128, 45);
+  ASSERT_EQ(seen.size(), 45u);
+  for (int v : seen) EXPECT_EQ(v, 45);
+}
+
+TEST(CudaEmu, BallotsAndBroadcastsSeeTheirWarp) {
+  const auto b = ballots(96, 3);
+  ASSERT_EQ(b.size(), 3u);
+  for (unsigned v : b) EXPECT_EQ(v, 0x49249249u);
+  const auto s = broadcasts(64, 5);
+  for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], i < 32 ? 5 : 37) << i;
+}
+
+TEST(CudaEmu, FaultsAreReportedNamingTheKernel) {
+  EXPECT_NE(divergent_barrier_error().find("deadlock"), std::string::npos);
+  EXPECT_NE(divergent_barrier_error().find("divergent_kernel"), std::string::npos);
+  const std::string oob = write_past_end_error();
+  EXPECT_NE(oob.find("fill_kernel wrote past the end of a 400-byte allocation"), std::string::npos) << oob;
+  EXPECT_NE(oversized_block_error().find("blocks (2048,1,1)"), std::string::npos);
+}
+
+TEST(CudaEmu, GraphsReplayWhatTheyCaptured) {
+  EXPECT_EQ(graph_replays(3, 2.5f), 7.5f);
+  EXPECT_TRUE(sync_in_capture_refused());
+}
+
+}  // namespace
+}  // namespace lfm_emu_probe

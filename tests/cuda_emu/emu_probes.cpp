@@ -1,0 +1,180 @@
+// Probe kernels for the CUDA emulator's tests (emu_probes.h); compiled through cuda_emu.h.
+#include "cuda_emu/emu_probes.h"
+
+#include "cuda_emu/emu_internal.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace lfm_emu_probe {
+namespace {
+
+__global__ void block_sum_kernel(const float* x, int n, float* out) {
+  __shared__ float warp_sums[32];
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  float v = i < n ? x[i] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) s += warp_sums[w];
+    out[blockIdx.x] = s;
+  }
+}
+
+__global__ void early_exit_kernel(int stay, int* counter, int* seen) {
+  if (static_cast<int>(threadIdx.x) >= stay) return;
+  atomicAdd(counter, 1);
+  __syncthreads();
+  seen[threadIdx.x] = *counter;
+}
+
+__global__ void ballot_kernel(int m, unsigned* out) {
+  const unsigned b = __ballot_sync(0xffffffffu, threadIdx.x % 32 % m == 0);
+  if (threadIdx.x % 32 == 0) out[threadIdx.x / 32] = b;
+}
+
+__global__ void broadcast_kernel(int src, int* out) {
+  out[threadIdx.x] = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x), src);
+}
+
+// Lane 0 waits at the block's barrier for lanes that wait in a shuffle for lane 0.
+__global__ void divergent_kernel(int* out) {
+  int v = static_cast<int>(threadIdx.x);
+  if (threadIdx.x == 0)
+    __syncthreads();
+  else
+    v = __shfl_xor_sync(0xffffffffu, v, 1);
+  out[threadIdx.x] = v;
+}
+
+__global__ void fill_kernel(float* p, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) p[i] = 1.0f;
+}
+
+__global__ void add_kernel(float* p, float v) { *p += v; }
+
+template <typename T>
+T* device(size_t n) {
+  void* p = nullptr;
+  cudaMalloc(&p, n * sizeof(T));
+  cudaMemsetAsync(p, 0, n * sizeof(T), nullptr);
+  return static_cast<T*>(p);
+}
+
+template <typename T>
+std::vector<T> host(const T* p, size_t n) {
+  std::vector<T> v(n);
+  cudaMemcpyAsync(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, nullptr);
+  cudaStreamSynchronize(nullptr);
+  return v;
+}
+
+std::string error_and_reset() {
+  const cudaError_t e = cudaGetLastError();
+  std::string s = e == cudaSuccess ? std::string() : lfm_emu::last_error_detail();
+  lfm_emu::clear_fault();
+  return s;
+}
+
+}  // namespace
+
+std::vector<float> block_sums(const std::vector<float>& x, int threads) {
+  const int n = static_cast<int>(x.size());
+  const int blocks = (n + threads - 1) / threads;
+  float* dx = device<float>(x.size());
+  float* dout = device<float>(static_cast<size_t>(blocks));
+  cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, nullptr);
+  LFM_LAUNCH(blocks, threads, 0, nullptr, block_sum_kernel)(dx, n, dout);
+  auto r = host(dout, static_cast<size_t>(blocks));
+  cudaFree(dx);
+  cudaFree(dout);
+  return r;
+}
+
+std::vector<int> early_exit_barrier(int threads, int stay) {
+  int* counter = device<int>(1);
+  int* seen = device<int>(static_cast<size_t>(threads));
+  LFM_LAUNCH(1, threads, 0, nullptr, early_exit_kernel)(stay, counter, seen);
+  auto r = host(seen, static_cast<size_t>(stay));
+  cudaFree(counter);
+  cudaFree(seen);
+  return r;
+}
+
+std::vector<unsigned> ballots(int threads, int m) {
+  unsigned* out = device<unsigned>(static_cast<size_t>(threads / 32));
+  LFM_LAUNCH(1, threads, 0, nullptr, ballot_kernel)(m, out);
+  auto r = host(out, static_cast<size_t>(threads / 32));
+  cudaFree(out);
+  return r;
+}
+
+std::vector<int> broadcasts(int threads, int src) {
+  int* out = device<int>(static_cast<size_t>(threads));
+  LFM_LAUNCH(1, threads, 0, nullptr, broadcast_kernel)(src, out);
+  auto r = host(out, static_cast<size_t>(threads));
+  cudaFree(out);
+  return r;
+}
+
+std::string divergent_barrier_error() {
+  int* out = device<int>(32);
+  LFM_LAUNCH(1, 32, 0, nullptr, divergent_kernel)(out);
+  std::string e = error_and_reset();
+  cudaFree(out);
+  return e;
+}
+
+std::string write_past_end_error() {
+  float* p = device<float>(100);
+  LFM_LAUNCH(1, 128, 0, nullptr, fill_kernel)(p, 101);
+  std::string e = error_and_reset();
+  cudaFree(p);
+  lfm_emu::clear_fault();
+  return e;
+}
+
+std::string oversized_block_error() {
+  float* p = device<float>(4096);
+  LFM_LAUNCH(1, 2048, 0, nullptr, fill_kernel)(p, 4096);
+  cudaFree(p);
+  return error_and_reset();
+}
+
+float graph_replays(int replays, float v) {
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  float* p = device<float>(1);
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+  float captured = v;
+  LFM_LAUNCH(1, 1, 0, s, add_kernel)(p, captured);
+  captured = 1000;  // the graph keeps the value it was captured with
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(s, &g);
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  const float before = host(p, 1)[0];  // capturing ran nothing
+  for (int i = 0; i < replays; ++i) cudaGraphLaunch(exec, s);
+  cudaGraphExecDestroy(exec);
+  const float r = host(p, 1)[0];
+  cudaFree(p);
+  cudaStreamDestroy(s);
+  return before == 0 ? r : -1;
+}
+
+bool sync_in_capture_refused() {
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+  const bool refused = cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported;
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(s, &g);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  error_and_reset();
+  return refused;
+}
+
+}  // namespace lfm_emu_probe

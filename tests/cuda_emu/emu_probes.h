@@ -1,0 +1,33 @@
+// Small kernels that probe the CUDA emulator's own promises (emu_probes.cpp is compiled like the
+// backend's sources, through cuda_emu.h); each returns what the kernel computed, or the error the
+// runtime reported, and clears the emulated device's fault afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lfm_emu_probe {
+
+// Per block of `threads`, the sum of its x through a warp butterfly, shared memory and
+// __syncthreads (threads past x's end add 0).
+std::vector<float> block_sums(const std::vector<float>& x, int threads);
+// A block of `threads` where threads >= `stay` return before a barrier: each remaining thread
+// gets the count of those that wrote before it, proving the barrier released without the others.
+std::vector<int> early_exit_barrier(int threads, int stay);
+// __ballot_sync of (lane % m == 0) in every warp of one block.
+std::vector<unsigned> ballots(int threads, int m);
+// __shfl_sync broadcast of lane `src`'s id in each warp.
+std::vector<int> broadcasts(int threads, int src);
+// The error text a faulting launch leaves: lane 0 at a block barrier while its warp waits for it
+// in a shuffle; a write one element past a device allocation; a block of 2048 threads.
+std::string divergent_barrier_error();
+std::string write_past_end_error();
+std::string oversized_block_error();
+// Launches captured into a graph run again with the values they were captured with: a captured
+// "add v" applied `replays` times to a zeroed device float.
+float graph_replays(int replays, float v);
+// cudaStreamSynchronize while capturing is refused.
+bool sync_in_capture_refused();
+
+}  // namespace lfm_emu_probe

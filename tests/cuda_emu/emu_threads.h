@@ -1,0 +1,80 @@
+// The CUDA emulator's execution model (see cuda_emu.h): a launch runs its blocks one after
+// another; a block's threads are fibers on one OS thread that switch only where CUDA threads wait
+// for each other (__syncthreads, a warp's shuffle or ballot), so a barrier releases when every
+// live thread of the block (or warp) has reached it, threads that returned early no longer count,
+// and a barrier some threads can never reach is reported as a deadlock naming the kernel.
+// Kernels seen to run a whole launch without a barrier run their later launches as plain calls.
+// Launches from several OS threads take turns (one global lock).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace lfm_emu {
+
+// The running thread's indices and the launch's shape.
+const uint3& thread_idx();
+const uint3& block_idx();
+const dim3& block_dim();
+const dim3& grid_dim();
+// The launch's dynamic shared memory (zeroed, as many bytes as the launch asked for).
+void* dynamic_shared();
+
+void sync_block();
+// The running thread's lane in its warp.
+int lane_id();
+// Every lane of the warp offers `bits`; each gets the bits offered by lane `source`.
+uint64_t warp_exchange(uint64_t bits, int source);
+unsigned warp_ballot(unsigned mask, bool predicate);
+
+template <typename T>
+T warp_shuffle(unsigned /*mask*/, T v, int source) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "emulated shuffles move up to 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = warp_exchange(bits, source);
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+
+struct LaunchConfig {
+  const char* kernel;  // the launch's kernel expression, for messages
+  const void* key;     // the kernel function
+  dim3 grid, block;
+  size_t shared_bytes;
+  cudaStream_t stream;
+};
+
+// Checks the configuration, then runs the grid (or records it while the stream is captured).
+// Errors become the runtime's sticky error, as a failed launch does on a GPU.
+void submit(const LaunchConfig& cfg, std::function<void()> thread_body);
+// Runs every block of a launch now (emu_runtime.cpp calls it when the launch's turn comes).
+void run_grid(const LaunchConfig& cfg, const std::function<void()>& thread_body);
+
+template <typename... P>
+struct Launcher {
+  LaunchConfig cfg;
+  void (*kernel)(P...);
+  template <typename... A>
+  void operator()(A&&... args) const {
+    // The parameters are copied at the launch, converted to the kernel's types, as CUDA does.
+    std::tuple<std::decay_t<P>...> params(static_cast<std::decay_t<P>>(std::forward<A>(args))...);
+    submit(cfg, [k = kernel, params] { std::apply(k, params); });
+  }
+};
+
+template <typename... P>
+Launcher<P...> launcher(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                        void (*kernel)(P...)) {
+  return Launcher<P...>{{name, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, stream}, kernel};
+}
+
+}  // namespace lfm_emu
