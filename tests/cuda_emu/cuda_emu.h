@@ -82,19 +82,11 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline int __popc(unsigned u) { return std::popcount(u); }
-// CUDA's global integer min/max overloads.
+// CUDA's global integer min overloads (the kernels use min).
 inline int min(int a, int b) { return a < b ? a : b; }
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
-inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline long max(long a, long b) { return a > b ? a : b; }
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __fdividef(float a, float b) { return a / b; }
 
 // ---- the CUDA runtime and cuBLAS, renamed (emu_runtime.cpp) ----
 #undef cudaGetDeviceProperties
