@@ -52,7 +52,7 @@ install(FILES ${CMAKE_BINARY_DIR}/lfmConfig.cmake ${CMAKE_BINARY_DIR}/lfmConfigV
 # pkg-config: the static link's system libraries, as the core links them.
 set(LFM_PC_PRIVATE "-lpcre2-8 -lcurl -lcrypto ${IMAGE_LIBS_LDFLAGS} -lstdc++ -lm -lpthread")
 if(LFM_CUDA)
-  string(APPEND LFM_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart_static -ldl -lrt")
+  string(APPEND LFM_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
 endif()
 string(REPLACE ";" " " LFM_PC_PRIVATE "${LFM_PC_PRIVATE}")
 # Relocatable: the prefix is found from the .pc file's own place (an install with --prefix works).

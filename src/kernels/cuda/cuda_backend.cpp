@@ -58,18 +58,18 @@ bool own_kernels_only() {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, ThreadPool& pool)
-      : device_(device), own_only_(own_kernels_only()) {
+      : device_(device), own_only_(own_kernels_only()), blas_lib_(cuda::cublas_library()) {
     (void)pool;
     LFM_CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
     LFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     name_ = cat("cuda:", device, " (", prop.name, ", sm_", prop.major, prop.minor, ")");
     LFM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    LFM_CUBLAS_CHECK(cublasCreate(&blas_));
-    LFM_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    LFM_CUBLAS_CHECK(blas_lib_.create(&blas_));
+    LFM_CUBLAS_CHECK(blas_lib_.set_stream(blas_, stream_));
     // The default math mode: tensor cores for bf16/f16, and float32 GEMMs stay float32 (cuBLAS
     // uses TF32 only when asked to), as the fixtures' bounds assume.
-    LFM_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    LFM_CUBLAS_CHECK(blas_lib_.set_math_mode(blas_, CUBLAS_DEFAULT_MATH));
     graphs_ = std::make_unique<cuda::CudaGraphs>(stream_);
     ReplayQueue::Options qo;
     qo.enabled = cuda::cuda_graphs_requested() && !profile_.enabled();
@@ -78,7 +78,7 @@ class CudaBackend final : public Backend {
     gate_ = queue_->free_gate();
     // cuBLAS's workspace fixed here, so a captured GEMM never allocates.
     blas_workspace_ = allocate(kBlasWorkspaceBytes);
-    LFM_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_.data(), blas_workspace_.size()));
+    LFM_CUBLAS_CHECK(blas_lib_.set_workspace(blas_, blas_workspace_.data(), blas_workspace_.size()));
   }
   ~CudaBackend() override {
     try {
@@ -96,7 +96,7 @@ class CudaBackend final : public Backend {
     }
     queue_.reset();
     blas_workspace_ = DeviceBuffer();
-    cublasDestroy(blas_);
+    blas_lib_.destroy(blas_);
     cudaStreamDestroy(stream_);
   }
 
@@ -557,7 +557,7 @@ class CudaBackend final : public Backend {
       const float one = 1.0f, zero = 0.0f;
       const int m = static_cast<int>(rows), nn = static_cast<int>(n), k = static_cast<int>(cols);
       if (type == DType::F32) {
-        LFM_CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, static_cast<const float*>(w), k,
+        LFM_CUBLAS_CHECK(blas_lib_.sgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, static_cast<const float*>(w), k,
                                      x, k, &zero, y, m));
         return;
       }
@@ -573,7 +573,7 @@ class CudaBackend final : public Backend {
           a = wa;
         }
       }
-      LFM_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, a, t, k, xa, t, k, &zero, y,
+      LFM_CUBLAS_CHECK(blas_lib_.gemm_ex(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, a, t, k, xa, t, k, &zero, y,
                                     CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }, x, n, type, w, rows, cols, y, xa, wa);
   }
@@ -588,6 +588,7 @@ class CudaBackend final : public Backend {
   cuda::OpProfile profile_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  const cuda::CublasLibrary& blas_lib_;  // opened by the first backend
   cublasHandle_t blas_ = nullptr;
   // The step's descriptors (begin_step) and what they were made from.
   std::vector<uint8_t> staging_;
