@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: the release build (with the CUDA backend where nvcc is found; its GPU tests
-# skip without a GPU), then the whole suite again under ASan + UBSan (CPU engine). Installs missing
-# Debian/npm packages first (scripts/setup.sh). No micro-benchmarks are built here.
+# skip without a GPU), then the whole suite again under ASan + UBSan (CPU engine; there ctest runs
+# each suite or parameterised test as one process, cmake/GTestGroups.cmake, as a sanitized process
+# is slow to start). Installs missing Debian/npm packages first (scripts/setup.sh). No
+# micro-benchmarks are built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for kind in release asan; do

@@ -1,0 +1,38 @@
+# Run by ctest (through the file lfm_gtest_groups writes): lists LFM_GROUPS_EXE's tests and adds
+# one ctest test per group. Group names: "Suite.*" for a plain suite, "Prefix/Suite.Test/*" for
+# the instances of a parameterised test.
+if(NOT EXISTS "${LFM_GROUPS_EXE}")
+  add_test("${LFM_GROUPS_EXE}_NOT_BUILT" "${LFM_GROUPS_EXE}_NOT_BUILT")
+  return()
+endif()
+execute_process(COMMAND "${LFM_GROUPS_EXE}" --gtest_list_tests WORKING_DIRECTORY "${LFM_GROUPS_DIR}"
+                OUTPUT_VARIABLE listing RESULT_VARIABLE listed TIMEOUT 120)
+if(NOT listed EQUAL 0)
+  add_test("${LFM_GROUPS_EXE}_LISTING_FAILED" "${LFM_GROUPS_EXE}" --gtest_list_tests)
+  return()
+endif()
+string(REPLACE ";" "\\;" listing "${listing}")
+string(REPLACE "\n" ";" lines "${listing}")
+set(suite "")
+set(groups "")
+set(last_group "")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^([^ #][^ ]*)\\.")          # "Suite."  (maybe followed by "  # TypeParam = ...")
+    set(suite "${CMAKE_MATCH_1}")
+  elseif(suite AND line MATCHES "^  ([^ ]+)")  # "  Test" or "  Test/Param"
+    set(test "${CMAKE_MATCH_1}")
+    if(test MATCHES "^([^/]+)/")
+      set(group "${suite}.${CMAKE_MATCH_1}/*")
+    else()
+      set(group "${suite}.*")
+    endif()
+    if(NOT group STREQUAL last_group)  # a group's tests are listed together
+      list(APPEND groups "${group}")
+      set(last_group "${group}")
+    endif()
+  endif()
+endforeach()
+foreach(group IN LISTS groups)
+  add_test("${group}" "${LFM_GROUPS_EXE}" "--gtest_filter=${group}" --gtest_also_run_disabled_tests)
+  set_tests_properties("${group}" PROPERTIES WORKING_DIRECTORY "${LFM_GROUPS_DIR}" TIMEOUT ${LFM_GROUPS_TIMEOUT})
+endforeach()
