@@ -2,7 +2,8 @@
 # Packs the CUDA build for scripts/device_check.sh on a GPU machine that lacks this project's Debian
 # packages (the lent H200 has nvcc and CMake but not nlohmann-json, CLI11, GoogleTest, httplib):
 # lfm, lfm_cuda_tests and lfm_tests (stripped), every shared library they load except cuBLAS and
-# the driver (those come from the GPU machine), and glibc with its loader in a folder of its own
+# the driver (those come from the GPU machine; cuBLAS is opened at run time through the library
+# path device_check.sh sets, or from the toolkit's folder), and glibc with its loader in a folder of its own
 # (used only where the GPU machine's glibc is older than this one's). Writes .devcarry.tgz (ignored
 # by git): name it in the device call's `carry`; device_check.sh unpacks and uses it.
 # BASE_LFM=PATH adds another build's lfm (e.g. the previous commit's, built in a worktree) as
