@@ -323,6 +323,8 @@ TEST_P(EngineTest, StatsCountWorkAsSoonAsItIsAdmitted) {
       token_first = true;
       break;
     }
+    // Leave the core to the engine's thread: the prefill takes far longer than a pause.
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   EXPECT_FALSE(token_first) << "the prefill step finished before the request was reported running";
   EXPECT_EQ(st.running, 1);
