@@ -14,6 +14,14 @@
 
 namespace lfm::test {
 
+// Whether the backend under test is the emulator: tests that only repeat the same launches for
+// the GPU's sake (more decode steps of one shape) run fewer of them there.
+#ifdef LFM_TEST_CUDA_EMU
+constexpr bool kGpuIsEmulated = true;
+#else
+constexpr bool kGpuIsEmulated = false;
+#endif
+
 inline bool gpu_present(std::string* why) {
 #ifdef LFM_TEST_CUDA_EMU
   return cuda_emu_device_present(why);
