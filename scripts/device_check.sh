@@ -167,7 +167,7 @@ done
 
 say "the 8B-A1B MoE shape"
 [ -d $models/moe_bf16 ] || run 90 $LFM gen-random --shape 8B-A1B --type bf16 -o $models/moe_bf16 -q
-bench moe_bf16 90 -m $models/moe_bf16 -p 512 -n 64 -r 2
+bench moe_bf16 120 -m $models/moe_bf16 -p 512 -n 64 -b 1,64 -r 2
 }
 
 say "figures"

@@ -293,7 +293,8 @@ TEST_F(CudaTest, MatmulSwigluIsTwoMatmulsThenSwiglu) {
 
 // The experts' grouping and grouped matmuls on the device: the reference's grouping, and each
 // expert's rows the bits a matmul on them alone gives (one launch for every expert; experts with
-// no rows skipped), for a decode-sized and a prefill-sized batch, in two weight types.
+// no rows skipped), for decode-sized batches (one grouped launch) and a prefill-sized one (each
+// expert's rows a matmul of their own, as the experts average 64+ rows), in two weight types.
 TEST_F(CudaTest, GroupedExpertMatmulsMatchOneMatmulPerExpert) {
   const int64_t E = 6, k = 2, cols = 256, out = 40;
   for (DType type : {DType::BF16, DType::Q4_0}) {
@@ -301,7 +302,7 @@ TEST_F(CudaTest, GroupedExpertMatmulsMatchOneMatmulPerExpert) {
     std::vector<const TensorView*> ws;
     for (int64_t e = 0; e < E; ++e) experts.push_back(make_matrix(*gpu_, type, out, cols, 40 + e));
     for (const GpuMatrix& m : experts) ws.push_back(&m.view);
-    for (int64_t rows : {3, 40}) {
+    for (int64_t rows : {3, 40, 200}) {
       std::vector<int32_t> choice(rows * k);  // expert 5 never chosen
       for (int64_t t = 0; t < rows; ++t) {
         choice[t * k] = static_cast<int32_t>(t % 3);

@@ -450,9 +450,11 @@ class CudaBackend final : public Backend {
       LFM_CHECK(w->dtype == w0.dtype && w->shape == w0.shape, "cuda: moe_matmul's experts differ: ",
                 dtype_name(w->dtype), " ", shape_str(w->shape), " and ", dtype_name(w0.dtype), " ", shape_str(w0.shape));
     const int64_t out = w0.shape[0], cols = w0.shape[1];
-    if (rows >= kGemmMinTokens && !own_only_) {
-      // Long batches (prefill): each expert's rows as one matmul (cuBLAS where it has enough), sized
-      // on the host from the groups (one wait; the step is compute-bound).
+    if (rows >= kGemmMinTokens * E && !own_only_) {
+      // Long batches (prefill), where the experts average a cuBLAS matmul's worth of rows: each
+      // expert's rows as one matmul, sized on the host from the groups (one wait; the step is
+      // compute-bound). Fewer rows (batched decode) stay one grouped launch: no wait mid-step, no
+      // launch per expert, and the step remains one CUDA graph.
       std::vector<int32_t> f(static_cast<size_t>(E + 1));
       download(f.data(), first, f.size() * sizeof(int32_t));
       LFM_CHECK(f[0] == 0 && f[E] == rows, "cuda: moe_matmul's groups cover ", f[E] - f[0], " rows, not ", rows);
