@@ -3,7 +3,12 @@
 // graphs that replay what they captured; and it refuses what a GPU refuses or would fault on.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <numeric>
+#include <random>
+#include <vector>
 
 #include "cuda_emu/emu_probes.h"
 
@@ -17,6 +22,24 @@ TEST(CudaEmu, BlockReductionsThroughShufflesAndBarriers) {
   ASSERT_EQ(sums.size(), 4u);
   const float want[] = {32896.0f, 98432.0f, 163968.0f, 205204.0f};  // 1..256, 257..512, 513..768, 769..1000
   for (int b = 0; b < 4; ++b) EXPECT_EQ(sums[static_cast<size_t>(b)], want[b]) << "block " << b;
+}
+
+// warp_reduce's one-exchange form gives the bits of the five shuffles it stands for, on every
+// lane: floats of mixed magnitudes, where another order of additions rounds differently.
+TEST(CudaEmu, WarpReductionsInOneExchangeAreTheButterflysBits) {
+  std::mt19937 rng(7);
+  std::vector<float> x(96);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (float& v : x) v = std::ldexp(unit(rng), static_cast<int>(rng() % 24) - 12);
+  const auto r = warp_reductions(x);
+  ASSERT_EQ(r.size(), 4 * x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(r[4 * i]), std::bit_cast<uint32_t>(r[4 * i + 2])) << "sum, thread " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(r[4 * i + 1]), std::bit_cast<uint32_t>(r[4 * i + 3])) << "max, thread " << i;
+  }
+  float plain = 0;  // and the butterfly is not merely the lanes' sum in order (the check can fail)
+  for (size_t i = 0; i < 32; ++i) plain += x[i];
+  EXPECT_NE(std::bit_cast<uint32_t>(plain), std::bit_cast<uint32_t>(r[0]));
 }
 
 TEST(CudaEmu, ABarrierReleasesWithoutThreadsThatReturned) {

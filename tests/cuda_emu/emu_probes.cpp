@@ -2,6 +2,7 @@
 #include "cuda_emu/emu_probes.h"
 
 #include "cuda_emu/emu_internal.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace lfm_emu_probe {
@@ -19,6 +20,20 @@ __global__ void block_sum_kernel(const float* x, int n, float* out) {
     for (unsigned w = 0; w < blockDim.x / 32; ++w) s += warp_sums[w];
     out[blockIdx.x] = s;
   }
+}
+
+// out[4 i ..]: thread i's warp sum and max through warp_reduce (one exchange on the emulator),
+// then the same through the explicit shuffle loop (five).
+__global__ void warp_reduce_kernel(const float* x, float* out) {
+  const float v = x[threadIdx.x];
+  float s = v, m = v;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float* o = out + 4 * threadIdx.x;
+  o[0] = lfm::cuda::warp_reduce(v, lfm::cuda::SumOp{});
+  o[1] = lfm::cuda::warp_reduce(v, lfm::cuda::MaxOp{});
+  o[2] = s;
+  o[3] = m;
 }
 
 __global__ void early_exit_kernel(int stay, int* counter, int* seen) {
@@ -87,6 +102,17 @@ std::vector<float> block_sums(const std::vector<float>& x, int threads) {
   cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, nullptr);
   LFM_LAUNCH(blocks, threads, 0, nullptr, block_sum_kernel)(dx, n, dout);
   auto r = host(dout, static_cast<size_t>(blocks));
+  cudaFree(dx);
+  cudaFree(dout);
+  return r;
+}
+
+std::vector<float> warp_reductions(const std::vector<float>& x) {
+  float* dx = device<float>(x.size());
+  float* dout = device<float>(4 * x.size());
+  cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, nullptr);
+  LFM_LAUNCH(1, static_cast<unsigned>(x.size()), 0, nullptr, warp_reduce_kernel)(dx, dout);
+  auto r = host(dout, 4 * x.size());
   cudaFree(dx);
   cudaFree(dout);
   return r;

@@ -288,6 +288,18 @@ uint64_t warp_exchange(uint64_t bits, int src) {
   return w.slot[buf][src];
 }
 
+uint64_t warp_reduce_bits(uint64_t bits, void (*butterfly)(uint64_t* lanes)) {
+  enter_barrier();
+  const int lane = g_run.current % 32;
+  Warp& w = g_run.warps[static_cast<size_t>(g_run.current / 32)];
+  if (w.live != 32) misuse("a warp reduction over " + std::to_string(w.live) + " live lanes (a full warp shuffles)");
+  const int buf = static_cast<int>(w.gen & 1);
+  w.slot[buf][lane] = bits;
+  if (w.arrived + 1 == w.live) butterfly(w.slot[buf]);  // the last lane in reduces for all
+  warp_barrier();
+  return w.slot[buf][lane];  // the other slot is the next exchange's (warp_exchange)
+}
+
 unsigned warp_ballot(unsigned mask, bool predicate) {
   enter_barrier();
   const int lane = g_run.current % 32;

@@ -33,6 +33,37 @@ int lane_id();
 // Every lane of the warp offers `bits`; each gets the bits offered by lane `source`.
 uint64_t warp_exchange(uint64_t bits, int source);
 unsigned warp_ballot(unsigned mask, bool predicate);
+// Every lane of a full warp offers `bits`; the last to arrive runs `butterfly` over the 32 offers
+// (in place, lane order) and each lane gets its own entry of the result.
+uint64_t warp_reduce_bits(uint64_t bits, void (*butterfly)(uint64_t* lanes));
+
+// The kernels' warp_reduce (kernels/cuda/block_reduce.cuh): the butterfly
+//   for (o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(~0u, v, o));
+// as the same operations in the same order on every lane's value, in one exchange, not five.
+template <typename T, typename Op>
+void butterfly_lanes(uint64_t* lanes) {
+  T t[32], n[32];
+  for (int l = 0; l < 32; ++l) std::memcpy(&t[l], &lanes[l], sizeof(T));
+  for (int o = 16; o > 0; o >>= 1) {
+    for (int l = 0; l < 32; ++l) n[l] = Op{}(t[l], t[l ^ o]);
+    for (int l = 0; l < 32; ++l) t[l] = n[l];
+  }
+  for (int l = 0; l < 32; ++l) {
+    lanes[l] = 0;
+    std::memcpy(&lanes[l], &t[l], sizeof(T));
+  }
+}
+template <typename T, typename Op>
+T warp_butterfly(T v, Op) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "emulated reductions move up to 8 bytes");
+  static_assert(std::is_empty_v<Op>, "an emulated reduction's operation carries no state");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = warp_reduce_bits(bits, &butterfly_lanes<T, Op>);
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
 
 template <typename T>
 T warp_shuffle(unsigned /*mask*/, T v, int source) {

@@ -1,5 +1,6 @@
-// A reduction over one thread block in a fixed order (butterfly within each warp, then the warps'
-// results in order), so every thread gets the same value whatever the data's neighbours.
+// Reductions over a warp and over one thread block in a fixed order (butterfly within each warp,
+// then the warps' results in order), so every thread gets the same value whatever the data's
+// neighbours.
 #pragma once
 
 namespace lfm::cuda {
@@ -14,11 +15,24 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
+// Op over a full warp's 32 values, combined in a butterfly: every lane does the same operations
+// in the same order, so every lane gets the same bits. The CUDA emulator (tests/cuda_emu) does
+// exactly these operations in one warp exchange instead of five.
+template <typename V, typename Op>
+__device__ __forceinline__ V warp_reduce(V v, Op op) {
+#ifdef LFM_CUDA_EMULATED
+  return lfm_emu_warp_reduce(v, op);
+#else
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+#endif
+}
+
 // `shared` holds Threads / 32 values; the block must have exactly Threads threads.
 template <int Threads, typename V, typename Op>
 __device__ V block_reduce(V v, V* shared, Op op) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = warp_reduce(v, op);
   if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
   __syncthreads();
   V r = shared[0];

@@ -10,6 +10,7 @@
 // batch or the step.
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -24,16 +25,8 @@ constexpr int kChunk = 64;    // key positions staged at once
 constexpr int kMaxGroup = 8;  // query heads per KV head
 constexpr int kMaxVecPerWarp = kAttnTileRows * kMaxGroup / kWarps;
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, MaxOp{}); }
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
 
 // D: output dims per lane (lane, lane + 32, ...), so head_dim ≤ 32·D.
 template <int D>

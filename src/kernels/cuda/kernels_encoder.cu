@@ -59,9 +59,7 @@ __global__ void segment_attention_kernel(const float* __restrict__ q, const floa
     const float* kr = k + j * stride + h * head_dim;
     float s = 0;
     for (int64_t d = lane; d < head_dim; d += 32) s += qr[d] * kr[d];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    s *= scale;
+    s = warp_reduce(s, SumOp{}) * scale;
     const float new_mx = fmaxf(mx, s);
     const float correction = expf(mx - new_mx), p = expf(s - new_mx);
     denom = denom * correction + p;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/cuda/block_decode.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -23,11 +24,7 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kTokenGroup = 8;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
 
 // Several matmuls in one launch, block column blockIdx.y choosing one. Grouped (grouped_matmul):
 // expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
