@@ -69,11 +69,15 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   return ::lfm_emu::warp_shuffle(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane);
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate) { return ::lfm_emu::warp_ballot(mask, predicate != 0); }
-// block_reduce.cuh's warp_reduce: the same butterfly in one exchange.
+// block_reduce.cuh's warp_reduce and warp_reduce_each: the same butterflies in one exchange.
 #define LFM_CUDA_EMULATED 1
 template <typename T, typename Op>
 T lfm_emu_warp_reduce(T v, Op op) {
   return ::lfm_emu::warp_butterfly(v, op);
+}
+template <typename T, typename Op>
+void lfm_emu_warp_reduce_each(T* v, int n, Op op) {
+  ::lfm_emu::warp_butterfly_each(v, n, op);
 }
 // One block's threads run on one OS thread, switching only at barriers: a read-modify-write is atomic.
 template <typename T>

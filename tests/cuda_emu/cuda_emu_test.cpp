@@ -24,18 +24,22 @@ TEST(CudaEmu, BlockReductionsThroughShufflesAndBarriers) {
   for (int b = 0; b < 4; ++b) EXPECT_EQ(sums[static_cast<size_t>(b)], want[b]) << "block " << b;
 }
 
-// warp_reduce's one-exchange form gives the bits of the five shuffles it stands for, on every
-// lane: floats of mixed magnitudes, where another order of additions rounds differently.
+// warp_reduce's and warp_reduce_each's one-exchange forms give the bits of the shuffles they
+// stand for, on every lane: floats of mixed magnitudes, where another order of additions rounds
+// differently.
 TEST(CudaEmu, WarpReductionsInOneExchangeAreTheButterflysBits) {
   std::mt19937 rng(7);
   std::vector<float> x(96);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   for (float& v : x) v = std::ldexp(unit(rng), static_cast<int>(rng() % 24) - 12);
   const auto r = warp_reductions(x);
-  ASSERT_EQ(r.size(), 4 * x.size());
+  ASSERT_EQ(r.size(), 7 * x.size());
+  auto bits = [&](size_t i, int k) { return std::bit_cast<uint32_t>(r[7 * i + static_cast<size_t>(k)]); };
   for (size_t i = 0; i < x.size(); ++i) {
-    EXPECT_EQ(std::bit_cast<uint32_t>(r[4 * i]), std::bit_cast<uint32_t>(r[4 * i + 2])) << "sum, thread " << i;
-    EXPECT_EQ(std::bit_cast<uint32_t>(r[4 * i + 1]), std::bit_cast<uint32_t>(r[4 * i + 3])) << "max, thread " << i;
+    EXPECT_EQ(bits(i, 0), bits(i, 2)) << "sum, thread " << i;
+    EXPECT_EQ(bits(i, 1), bits(i, 3)) << "max, thread " << i;
+    EXPECT_EQ(bits(i, 4), bits(i, 2)) << "first of two sums, thread " << i;
+    EXPECT_EQ(bits(i, 5), bits(i, 6)) << "second of two sums, thread " << i;
   }
   float plain = 0;  // and the butterfly is not merely the lanes' sum in order (the check can fail)
   for (size_t i = 0; i < 32; ++i) plain += x[i];

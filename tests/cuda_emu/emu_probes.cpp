@@ -22,18 +22,25 @@ __global__ void block_sum_kernel(const float* x, int n, float* out) {
   }
 }
 
-// out[4 i ..]: thread i's warp sum and max through warp_reduce (one exchange on the emulator),
-// then the same through the explicit shuffle loop (five).
+// out[6 i ..]: thread i's warp sum and max through warp_reduce (one exchange on the emulator),
+// then the same through the explicit shuffle loop (five), then the sums of v and 0.37 v through
+// warp_reduce_each and of 0.37 v through shuffles.
 __global__ void warp_reduce_kernel(const float* x, float* out) {
   const float v = x[threadIdx.x];
-  float s = v, m = v;
+  float s = v, m = v, s2 = v * 0.37f;
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float* o = out + 4 * threadIdx.x;
+  for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+  float each[2] = {v, v * 0.37f};
+  lfm::cuda::warp_reduce_each<2>(each, lfm::cuda::SumOp{});
+  float* o = out + 7 * threadIdx.x;
   o[0] = lfm::cuda::warp_reduce(v, lfm::cuda::SumOp{});
   o[1] = lfm::cuda::warp_reduce(v, lfm::cuda::MaxOp{});
   o[2] = s;
   o[3] = m;
+  o[4] = each[0];
+  o[5] = each[1];
+  o[6] = s2;
 }
 
 __global__ void early_exit_kernel(int stay, int* counter, int* seen) {
@@ -109,10 +116,10 @@ std::vector<float> block_sums(const std::vector<float>& x, int threads) {
 
 std::vector<float> warp_reductions(const std::vector<float>& x) {
   float* dx = device<float>(x.size());
-  float* dout = device<float>(4 * x.size());
+  float* dout = device<float>(7 * x.size());
   cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, nullptr);
   LFM_LAUNCH(1, static_cast<unsigned>(x.size()), 0, nullptr, warp_reduce_kernel)(dx, dout);
-  auto r = host(dout, 4 * x.size());
+  auto r = host(dout, 7 * x.size());
   cudaFree(dx);
   cudaFree(dout);
   return r;

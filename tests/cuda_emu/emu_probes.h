@@ -12,8 +12,9 @@ namespace lfm_emu_probe {
 // Per block of `threads`, the sum of its x through a warp butterfly, shared memory and
 // __syncthreads (threads past x's end add 0).
 std::vector<float> block_sums(const std::vector<float>& x, int threads);
-// For one block of x.size() threads (whole warps), per thread: its warp's sum and max through
-// block_reduce.cuh's warp_reduce, then through the explicit __shfl_xor_sync butterfly.
+// For one block of x.size() threads (whole warps), per thread (7 values): its warp's sum and max
+// through block_reduce.cuh's warp_reduce, the same through the explicit __shfl_xor_sync
+// butterfly, the sums of v and 0.37 v through warp_reduce_each, and of 0.37 v through shuffles.
 std::vector<float> warp_reductions(const std::vector<float>& x);
 // A block of `threads` where threads >= `stay` return before a barrier: each remaining thread
 // gets the count of those that wrote before it, proving the barrier released without the others.

@@ -68,6 +68,7 @@ struct Warp {
   int live = 0, arrived = 0;
   uint64_t gen = 0;
   uint64_t slot[2][32] = {};  // exchange k uses slot[k % 2]: a lane can be at most one exchange ahead
+  std::vector<uint64_t> many[2];  // the same for reductions of several values: [value][lane]
 };
 
 // The running launch; only touched under g_launch_lock.
@@ -288,16 +289,19 @@ uint64_t warp_exchange(uint64_t bits, int src) {
   return w.slot[buf][src];
 }
 
-uint64_t warp_reduce_bits(uint64_t bits, void (*butterfly)(uint64_t* lanes)) {
+void warp_reduce_bits(uint64_t* bits, int n, void (*butterfly)(uint64_t* lanes)) {
   enter_barrier();
   const int lane = g_run.current % 32;
   Warp& w = g_run.warps[static_cast<size_t>(g_run.current / 32)];
   if (w.live != 32) misuse("a warp reduction over " + std::to_string(w.live) + " live lanes (a full warp shuffles)");
-  const int buf = static_cast<int>(w.gen & 1);
-  w.slot[buf][lane] = bits;
-  if (w.arrived + 1 == w.live) butterfly(w.slot[buf]);  // the last lane in reduces for all
+  std::vector<uint64_t>& lanes = w.many[w.gen & 1];  // the other buffer is the next exchange's
+  if (w.arrived == 0) lanes.assign(static_cast<size_t>(n) * 32, 0);
+  if (lanes.size() != static_cast<size_t>(n) * 32) misuse("lanes of a warp reducing different numbers of values");
+  for (int v = 0; v < n; ++v) lanes[static_cast<size_t>(v * 32 + lane)] = bits[v];
+  if (w.arrived + 1 == w.live)  // the last lane in reduces for all
+    for (int v = 0; v < n; ++v) butterfly(&lanes[static_cast<size_t>(v * 32)]);
   warp_barrier();
-  return w.slot[buf][lane];  // the other slot is the next exchange's (warp_exchange)
+  for (int v = 0; v < n; ++v) bits[v] = lanes[static_cast<size_t>(v * 32 + lane)];
 }
 
 unsigned warp_ballot(unsigned mask, bool predicate) {

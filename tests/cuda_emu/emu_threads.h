@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -33,9 +34,10 @@ int lane_id();
 // Every lane of the warp offers `bits`; each gets the bits offered by lane `source`.
 uint64_t warp_exchange(uint64_t bits, int source);
 unsigned warp_ballot(unsigned mask, bool predicate);
-// Every lane of a full warp offers `bits`; the last to arrive runs `butterfly` over the 32 offers
-// (in place, lane order) and each lane gets its own entry of the result.
-uint64_t warp_reduce_bits(uint64_t bits, void (*butterfly)(uint64_t* lanes));
+// Every lane of a full warp offers n values (bits[0 .. n)); the last to arrive runs `butterfly`
+// over each value's 32 offers (lanes[v · 32 + lane], in place) and each lane gets its own entries
+// of the results back in bits.
+void warp_reduce_bits(uint64_t* bits, int n, void (*butterfly)(uint64_t* lanes));
 
 // The kernels' warp_reduce (kernels/cuda/block_reduce.cuh): the butterfly
 //   for (o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(~0u, v, o));
@@ -53,16 +55,25 @@ void butterfly_lanes(uint64_t* lanes) {
     std::memcpy(&lanes[l], &t[l], sizeof(T));
   }
 }
+// The butterfly of each of n values (v[0 .. n)) on every lane, in one exchange.
 template <typename T, typename Op>
-T warp_butterfly(T v, Op) {
+void warp_butterfly_each(T* v, int n, Op) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "emulated reductions move up to 8 bytes");
   static_assert(std::is_empty_v<Op>, "an emulated reduction's operation carries no state");
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  bits = warp_reduce_bits(bits, &butterfly_lanes<T, Op>);
-  T r;
-  std::memcpy(&r, &bits, sizeof(T));
-  return r;
+  constexpr int kMax = 256;
+  if (n > kMax) throw std::length_error("cuda emulator: a warp reduction of more than 256 values at once");
+  uint64_t bits[kMax];  // only n set: zeroing all would cost more than the reduction
+  for (int i = 0; i < n; ++i) {
+    bits[i] = 0;
+    std::memcpy(&bits[i], &v[i], sizeof(T));
+  }
+  warp_reduce_bits(bits, n, &butterfly_lanes<T, Op>);
+  for (int i = 0; i < n; ++i) std::memcpy(&v[i], &bits[i], sizeof(T));
+}
+template <typename T, typename Op>
+T warp_butterfly(T v, Op op) {
+  warp_butterfly_each(&v, 1, op);
+  return v;
 }
 
 template <typename T>

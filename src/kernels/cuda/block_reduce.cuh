@@ -29,6 +29,17 @@ __device__ __forceinline__ V warp_reduce(V v, Op op) {
 #endif
 }
 
+// warp_reduce of each of N values (v[0 .. N)), in turn. The emulator exchanges all N at once.
+template <int N, typename V, typename Op>
+__device__ __forceinline__ void warp_reduce_each(V* v, Op op) {
+#ifdef LFM_CUDA_EMULATED
+  lfm_emu_warp_reduce_each(v, N, op);
+#else
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = warp_reduce(v[i], op);
+#endif
+}
+
 // `shared` holds Threads / 32 values; the block must have exactly Threads threads.
 template <int Threads, typename V, typename Op>
 __device__ V block_reduce(V v, V* shared, Op op) {

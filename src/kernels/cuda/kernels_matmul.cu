@@ -24,8 +24,6 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kTokenGroup = 8;
 
-__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
-
 // Several matmuls in one launch, block column blockIdx.y choosing one. Grouped (grouped_matmul):
 // expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
 // (matmul_shared): matrix g is shared.w[g], with its own output and row count; gated
@@ -100,11 +98,9 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
   for (int64_t t0 = 0; t0 < n; t0 += NT) {
     const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
     const float* x0 = x + t0 * cols;
-    float acc[M * R][NT];
+    float acc[M * R * NT];  // [M · R][NT]
 #pragma unroll
-    for (int i = 0; i < M * R; ++i)
-#pragma unroll
-      for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
+    for (int i = 0; i < M * R * NT; ++i) acc[i] = 0.0f;
 #pragma unroll 2
     for (int64_t c = warp; c * 256 < cols; c += kWarpsPerBlock) {
       const int64_t e = c * 256 + lane * 8;
@@ -120,16 +116,16 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
         load_x8(x0 + t * cols + e, xv);
 #pragma unroll
         for (int i = 0; i < M * R; ++i)
-          if (i % R < nr) acc[i][t] = dot8(acc[i][t], wv[i], xv);
+          if (i % R < nr) acc[i * NT + t] = dot8(acc[i * NT + t], wv[i], xv);
       }
     }
+    warp_reduce_each<M * R * NT>(acc, SumOp{});
+    if (lane == 0) {
 #pragma unroll
-    for (int i = 0; i < M * R; ++i)
+      for (int i = 0; i < M * R; ++i)
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const float s = warp_sum(acc[i][t]);
-        if (lane == 0) partial[warp][i][t] = s;
-      }
+        for (int t = 0; t < NT; ++t) partial[warp][i][t] = acc[i * NT + t];
+    }
     __syncthreads();
     if (threadIdx.x < R * NT) {
       const int r = static_cast<int>(threadIdx.x) / NT, t = static_cast<int>(threadIdx.x) % NT;
@@ -178,11 +174,10 @@ __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_b
           if (t < nt) acc[t] = dot8(acc[t], wv, x + (t0 + t) * cols + e);
       }
     }
+    warp_reduce_each<kTokenGroup>(acc, SumOp{});
 #pragma unroll
-    for (int t = 0; t < kTokenGroup; ++t) {
-      const float s = warp_sum(acc[t]);
-      if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = s;
-    }
+    for (int t = 0; t < kTokenGroup; ++t)
+      if (lane == 0 && t < nt) y[(t0 + t) * rows + row] = acc[t];
   }
 }
 
