@@ -154,7 +154,8 @@ TEST_P(EngineSpeculativeTest, GreedyOutputsAreThoseOfPlainDecodingWithEveryDraft
 }
 
 // Stop ids and max_tokens end a request inside a verification exactly where plain decoding ends
-// it; penalties (greedy, not plain: the host sampler verifies) and logprobs are unchanged.
+// it; penalties (greedy, not plain: the host sampler verifies) and logprobs are unchanged (bit for
+// bit on a bitwise batch-invariant backend, within float32 noise on the others).
 TEST_P(EngineSpeculativeTest, StopsPenaltiesAndLogprobsBehaveAsWithout) {
   std::vector<Request> reqs;
   for (size_t i = 0; i < 16; ++i) {
@@ -178,7 +179,15 @@ TEST_P(EngineSpeculativeTest, StopsPenaltiesAndLogprobsBehaveAsWithout) {
     EXPECT_EQ(r.finish, want[i].finish) << "request " << i;
     EXPECT_EQ(r.usage.completion_tokens, want[i].usage.completion_tokens) << "request " << i;
     if (reqs[i].sampling.logprobs) {
-      EXPECT_EQ(r.logprobs, want[i].logprobs) << "request " << i;
+      if (backend_->bitwise_batch_invariant()) {
+        EXPECT_EQ(r.logprobs, want[i].logprobs) << "request " << i;
+      } else {
+        // cuBLAS sums a verification batch of 64+ rows in another order than plain decoding's
+        // kernels: float32 noise (the fixtures are float32).
+        ASSERT_EQ(r.logprobs.size(), want[i].logprobs.size()) << "request " << i;
+        for (size_t t = 0; t < r.logprobs.size(); ++t)
+          EXPECT_NEAR(r.logprobs[t], want[i].logprobs[t], 1e-4) << "request " << i << " token " << t;
+      }
     }
   }
   e.wait_idle();
