@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check of issue 36, one command for a lent H200: runs the GPU tests (lfm_cuda_tests, and
-# the engine tests on the CUDA backend), compute-sanitizer memcheck on a short run, `lfm bench
+# the engine, vision and speculative tests on the CUDA backend), compute-sanitizer memcheck on a short run, `lfm bench
 # --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape, `lfm serve --device cuda`
 # under 64 concurrent streams, and the peer (transformers in bf16 on the same GPU), and writes
 # log.txt plus figures.json into the folder it is given.
@@ -80,6 +80,8 @@ fi
 
 say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of transformers, logits, engine greedy, staged encoding)"
 run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*_cuda'
+say "speculative decoding on the CUDA backend (greedy outputs with every drafter, rollback of device state, stops and logprobs)"
+run 150 $TESTS --gtest_filter='Fixtures/*Speculative*.*_cuda_block*'
 
 models=/tmp/lfm_device_models
 mkdir -p $models

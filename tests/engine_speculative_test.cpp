@@ -265,7 +265,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineSpeculativeTest,
                                                               "cuda-emu"  // the CUDA backend on the CPU emulator
 #endif
                                                               ),
-                                            ::testing::Values(int64_t{1}, int64_t{16})));
+                                            ::testing::Values(int64_t{1}, int64_t{16})),
+                         [](const auto& info) {
+                           return test::fixture_backend_name(info, 9) + "_block" + std::to_string(std::get<2>(info.param));
+                         });
 
 }  // namespace
 }  // namespace lfm
