@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check of issue 36, one command for a lent H200: runs the GPU tests (lfm_cuda_tests, and
-# the engine, vision and speculative tests on the CUDA backend), compute-sanitizer memcheck on a short run, `lfm bench
-# --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape, `lfm serve --device cuda`
-# under 64 concurrent streams, and the peer (transformers in bf16 on the same GPU), and writes
-# log.txt plus figures.json into the folder it is given.
+# the engine, vision and speculative tests on the CUDA backend), compute-sanitizer memcheck on a
+# short run, `lfm bench --device cuda` on random-weight 1.2B files and the 8B-A1B MoE shape,
+# `lfm serve --device cuda` under 64 concurrent streams, and the peer (transformers in bf16 on the
+# same GPU), and writes log.txt plus figures.json into the folder it is given.
 # Binaries: the build packed by scripts/device_pack.sh (.devcarry.tgz, carried along, since the
 # GPU machine lacks this project's Debian packages), else a build made here with every core.
 # Every stage has its own time limit, and stages that no longer fit DEADLINE seconds (default
