@@ -266,9 +266,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineSpeculativeTest,
 #endif
                                                               ),
                                             ::testing::Values(int64_t{1}, int64_t{16})),
-                         [](const auto& info) {
-                           return test::fixture_backend_name(info, 9) + "_block" + std::to_string(std::get<2>(info.param));
-                         });
+                         [](const auto& info) { return test::fixture_backend_block_name(info); });
 
 }  // namespace
 }  // namespace lfm

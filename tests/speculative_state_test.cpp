@@ -262,8 +262,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeStateTest,
                                                               ),
                                             ::testing::Values(int64_t{1}, int64_t{16}), ::testing::Values("f32", "bf16")),
                          [](const auto& info) {
-                           return test::fixture_backend_name(info, 9) + "_block" + std::to_string(std::get<2>(info.param)) +
-                                  "_" + std::get<3>(info.param);
+                           return test::fixture_backend_block_name(info) + "_" + std::get<3>(info.param);
                          });
 
 }  // namespace

@@ -97,4 +97,10 @@ std::string fixture_backend_name(const Info& info, size_t prefix = 8) {
   return std::get<0>(info.param).substr(0, prefix) + "_" + b;
 }
 
+// fixture_backend_name plus the KV block size the third parameter gives: "lfm2_c_la_cuda_block16".
+template <typename Info>
+std::string fixture_backend_block_name(const Info& info) {
+  return fixture_backend_name(info, 9) + "_block" + std::to_string(std::get<2>(info.param));
+}
+
 }  // namespace lfm::test

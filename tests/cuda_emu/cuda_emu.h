@@ -73,11 +73,12 @@ inline unsigned __ballot_sync(unsigned mask, int predicate) { return ::lfm_emu::
 #define LFM_CUDA_EMULATED 1
 template <typename T, typename Op>
 T lfm_emu_warp_reduce(T v, Op op) {
-  return ::lfm_emu::warp_butterfly(v, op);
+  ::lfm_emu::warp_butterfly_each<1>(&v, op);
+  return v;
 }
-template <typename T, typename Op>
-void lfm_emu_warp_reduce_each(T* v, int n, Op op) {
-  ::lfm_emu::warp_butterfly_each(v, n, op);
+template <int N, typename T, typename Op>
+void lfm_emu_warp_reduce_each(T* v, Op op) {
+  ::lfm_emu::warp_butterfly_each<N>(v, op);
 }
 // One block's threads run on one OS thread, switching only at barriers: a read-modify-write is atomic.
 template <typename T>

@@ -22,7 +22,7 @@ __global__ void block_sum_kernel(const float* x, int n, float* out) {
   }
 }
 
-// out[6 i ..]: thread i's warp sum and max through warp_reduce (one exchange on the emulator),
+// out[7 i ..]: thread i's warp sum and max through warp_reduce (one exchange on the emulator),
 // then the same through the explicit shuffle loop (five), then the sums of v and 0.37 v through
 // warp_reduce_each and of 0.37 v through shuffles.
 __global__ void warp_reduce_kernel(const float* x, float* out) {

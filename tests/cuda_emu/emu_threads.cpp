@@ -204,8 +204,13 @@ void run_block_in_fibers() {
   r.live = r.n;
   r.arrived = 0;
   const int n_warps = (r.n + 31) / 32;
-  r.warps.assign(static_cast<size_t>(n_warps), Warp{});
-  for (int w = 0; w < n_warps; ++w) r.warps[static_cast<size_t>(w)].live = std::min(32, r.n - 32 * w);
+  r.warps.resize(static_cast<size_t>(n_warps));  // kept from block to block: no allocation per block
+  for (int w = 0; w < n_warps; ++w) {
+    Warp& warp = r.warps[static_cast<size_t>(w)];
+    warp.live = std::min(32, r.n - 32 * w);
+    warp.arrived = 0;
+    warp.gen = 0;
+  }
   // The fibers pass the CPU among themselves; the scheduler gets it back when none can run.
   for (;;) {
     const int i = next_runnable(r.n - 1);
@@ -295,7 +300,7 @@ void warp_reduce_bits(uint64_t* bits, int n, void (*butterfly)(uint64_t* lanes))
   Warp& w = g_run.warps[static_cast<size_t>(g_run.current / 32)];
   if (w.live != 32) misuse("a warp reduction over " + std::to_string(w.live) + " live lanes (a full warp shuffles)");
   std::vector<uint64_t>& lanes = w.many[w.gen & 1];  // the other buffer is the next exchange's
-  if (w.arrived == 0) lanes.assign(static_cast<size_t>(n) * 32, 0);
+  if (w.arrived == 0) lanes.resize(static_cast<size_t>(n) * 32);  // every entry is written below
   if (lanes.size() != static_cast<size_t>(n) * 32) misuse("lanes of a warp reducing different numbers of values");
   for (int v = 0; v < n; ++v) lanes[static_cast<size_t>(v * 32 + lane)] = bits[v];
   if (w.arrived + 1 == w.live)  // the last lane in reduces for all

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -55,25 +54,15 @@ void butterfly_lanes(uint64_t* lanes) {
     std::memcpy(&lanes[l], &t[l], sizeof(T));
   }
 }
-// The butterfly of each of n values (v[0 .. n)) on every lane, in one exchange.
-template <typename T, typename Op>
-void warp_butterfly_each(T* v, int n, Op) {
+// The butterfly of each of N values (v[0 .. N)) on every lane, in one exchange.
+template <int N, typename T, typename Op>
+void warp_butterfly_each(T* v, Op) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "emulated reductions move up to 8 bytes");
   static_assert(std::is_empty_v<Op>, "an emulated reduction's operation carries no state");
-  constexpr int kMax = 256;
-  if (n > kMax) throw std::length_error("cuda emulator: a warp reduction of more than 256 values at once");
-  uint64_t bits[kMax];  // only n set: zeroing all would cost more than the reduction
-  for (int i = 0; i < n; ++i) {
-    bits[i] = 0;
-    std::memcpy(&bits[i], &v[i], sizeof(T));
-  }
-  warp_reduce_bits(bits, n, &butterfly_lanes<T, Op>);
-  for (int i = 0; i < n; ++i) std::memcpy(&v[i], &bits[i], sizeof(T));
-}
-template <typename T, typename Op>
-T warp_butterfly(T v, Op op) {
-  warp_butterfly_each(&v, 1, op);
-  return v;
+  uint64_t bits[N] = {};
+  for (int i = 0; i < N; ++i) std::memcpy(&bits[i], &v[i], sizeof(T));
+  warp_reduce_bits(bits, N, &butterfly_lanes<T, Op>);
+  for (int i = 0; i < N; ++i) std::memcpy(&v[i], &bits[i], sizeof(T));
 }
 
 template <typename T>

@@ -33,7 +33,7 @@ __device__ __forceinline__ V warp_reduce(V v, Op op) {
 template <int N, typename V, typename Op>
 __device__ __forceinline__ void warp_reduce_each(V* v, Op op) {
 #ifdef LFM_CUDA_EMULATED
-  lfm_emu_warp_reduce_each(v, N, op);
+  lfm_emu_warp_reduce_each<N>(v, op);
 #else
 #pragma unroll
   for (int i = 0; i < N; ++i) v[i] = warp_reduce(v[i], op);
