@@ -38,6 +38,9 @@ int run_serve(int argc, char** argv) {
   app.add_option("--port", so.port, "Port (0: any free port, printed at start)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  app.add_flag("--reuse-port", so.reuse_port,
+               "Share the port with other servers already listening on it (SO_REUSEPORT: the kernel spreads "
+               "connections between them); without it a used port is an error");
   app.add_option("--api-key", so.api_key, "Require `Authorization: Bearer KEY` on /v1/*, /tokenize, /detokenize");
   app.add_option("--model-name", so.model_name, "Model id reported by /v1/models (default: the folder or file name)");
   app.add_option("--model-alias", so.model_aliases,

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <optional>
 
@@ -307,11 +309,13 @@ void Server::Impl::register_routes() {
         {"lfm:kv_blocks_total", "KV blocks in the pool.", static_cast<double>(s.cache.blocks_total)},
         {"lfm:conv_slots_used", "Conv-state slots held by running requests.", static_cast<double>(s.cache.slots_used)},
         {"lfm:conv_slots_total", "Conv-state slots in the pool.", static_cast<double>(s.cache.slots_total)},
-        {"lfm:num_preemptions", "Preemptions so far.", static_cast<double>(s.preemptions)},
-        {"lfm:num_requests_cancelled", "Requests cancelled so far (client gone, or shutdown).",
-         static_cast<double>(s.cancelled)},
-        {"lfm:http_read_timeouts", "Connections closed because a request's headers and body did not arrive in time.",
-         static_cast<double>(http.timeouts())},
+        {"lfm:num_preemptions_total", "Requests preempted when KV blocks ran out (resumed by recomputation).",
+         static_cast<double>(s.preemptions), true},
+        {"lfm:num_requests_cancelled_total", "Requests cancelled (client gone, or shutdown).",
+         static_cast<double>(s.cancelled), true},
+        {"lfm:http_read_timeouts_total",
+         "Connections closed because a request's headers and body did not arrive in time.",
+         static_cast<double>(http.timeouts()), true},
     };
     res.set_content(metrics.render(gauges), "text/plain; version=0.0.4");
   }));
@@ -332,13 +336,29 @@ Server::~Server() {
 }
 
 int Server::bind() {
+  // httplib's default socket options set SO_REUSEPORT, which lets a second server bind the same
+  // port and silently take part of its connections. Only SO_REUSEADDR by default (a restarted
+  // server binds while old connections sit in TIME_WAIT; Linux still refuses a port that another
+  // socket listens on); SO_REUSEPORT only when asked for (--reuse-port).
+  const bool share = impl_->opt.reuse_port;
+  impl_->http.set_socket_options([share](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (share) ::setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof yes);
+  });
   int port = impl_->opt.port;
-  if (port == 0) {
-    port = impl_->http.bind_to_any_port(impl_->opt.host);
-    LFM_CHECK(port > 0, "serve: cannot listen on ", impl_->opt.host);
-  } else {
-    LFM_CHECK(impl_->http.bind_to_port(impl_->opt.host, port), "serve: cannot listen on ", impl_->opt.host, ":", port,
-              " (in use, or not allowed)");
+  errno = 0;
+  const bool ok = port == 0 ? (port = impl_->http.bind_to_any_port(impl_->opt.host)) > 0
+                            : impl_->http.bind_to_port(impl_->opt.host, port);
+  if (!ok) {
+    const int err = errno;
+    const std::string where = impl_->opt.host + ":" + std::to_string(impl_->opt.port);
+    if (err == EADDRINUSE)
+      fail("serve: port ", impl_->opt.port, " is already in use on ", impl_->opt.host,
+           " (another lfm serve, or another program, is listening there): stop it, choose another --port, or pass "
+           "--reuse-port to share the port with it on purpose");
+    fail("serve: cannot listen on ", where, err ? std::string(": ") + std::strerror(err) : std::string(),
+         " (address not available here, or a port below 1024 without the privilege)");
   }
   impl_->http.set_port(port);
   impl_->bound = true;

@@ -37,6 +37,7 @@ namespace lfm::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0: any free port (see bind())
+  bool reuse_port = false;          // SO_REUSEPORT: share the port with other servers on purpose
   std::string api_key;              // empty: no authentication
   std::string model_name = "lfm";   // reported by /v1/models and in responses
   // Other names a request's "model" may give (e.g. the -m argument as written); any other
