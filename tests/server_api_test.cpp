@@ -420,7 +420,7 @@ TEST(ServerApiDisconnect, NonStreamedRequestIsCancelledWhenItsClientCloses) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(wait_metric(probe, "lfm:num_requests_running", 0), 0);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
-  EXPECT_EQ(wait_metric(probe, "lfm:num_requests_cancelled", 1), 1);
+  EXPECT_EQ(wait_metric(probe, "lfm:num_requests_cancelled_total", 1), 1);
   EXPECT_EQ(wait_metric(probe, "lfm:kv_blocks_used", 0), 0);
   EXPECT_EQ(probe.Get("/health")->status, 200);
 }

@@ -50,7 +50,6 @@ void Timing::done(Metrics& m, const Usage& u) {
   m.add("lfm:prompt_tokens_total", static_cast<double>(u.prompt_tokens));
   m.add("lfm:generation_tokens_total", static_cast<double>(u.completion_tokens));
   m.add("lfm:prefix_cache_hit_tokens_total", static_cast<double>(u.cached_tokens));
-  m.add("lfm:num_preemptions_total", static_cast<double>(u.preemptions));
   m.add("lfm:spec_decode_num_draft_tokens_total", static_cast<double>(u.drafted_tokens));
   m.add("lfm:spec_decode_num_accepted_tokens_total", static_cast<double>(u.accepted_tokens));
 }

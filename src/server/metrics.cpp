@@ -1,16 +1,19 @@
 #include "server/metrics.h"
 
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 
 namespace lfm::server {
 
 namespace {
+// The shortest text that reads back as `v` ("0.005", not %.17g's "0.0050000000000000001"):
+// bucket labels are compared as strings by dashboards and by histogram_quantile's grouping.
 std::string num(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 }  // namespace
 
@@ -43,7 +46,6 @@ Metrics::Metrics()
       {"lfm:prompt_tokens_total", "Prompt tokens of finished requests."},
       {"lfm:generation_tokens_total", "Generated tokens of finished requests."},
       {"lfm:prefix_cache_hit_tokens_total", "Prompt tokens taken from the prefix cache."},
-      {"lfm:num_preemptions_total", "Requests preempted when KV blocks ran out (resumed by recomputation)."},
       {"lfm:spec_decode_num_draft_tokens_total", "Speculative decoding: drafted tokens verified (finished requests)."},
       {"lfm:spec_decode_num_accepted_tokens_total", "Speculative decoding: drafted tokens accepted (finished requests)."},
   };
@@ -79,7 +81,7 @@ std::string Metrics::render(const std::vector<Gauge>& gauges) const {
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& g : gauges) {
-    out += "# HELP " + g.name + " " + g.help + "\n# TYPE " + g.name + " gauge\n";
+    out += "# HELP " + g.name + " " + g.help + "\n# TYPE " + g.name + (g.counter ? " counter\n" : " gauge\n");
     out += g.name + " " + num(g.value) + "\n";
   }
   for (const auto& [name, help] : help_) {

@@ -31,10 +31,13 @@ class Metrics {
   void observe_ttft(double s);
   void observe_itl(double s);
   void observe_e2e(double s);
-  // Exposition text: the counters and histograms, then `gauges` (name, help, value) read now.
+  // Exposition text: `gauges` (name, help, value) read now, then the counters and histograms.
+  // A value read now that only grows (the engine's own tally) is a counter: `counter` true and a
+  // name ending in _total; each metric is exported once, under one type.
   struct Gauge {
     std::string name, help;
     double value;
+    bool counter = false;
   };
   std::string render(const std::vector<Gauge>& gauges) const;
   double counter(const std::string& name, const std::string& labels = "") const;
