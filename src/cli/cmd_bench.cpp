@@ -125,6 +125,12 @@ int run_bench(int argc, char** argv) {
       "Measure prefill (pp), decode (tg, batched with -b) and prefix-cache throughput on random token ids, "
       "with llama-bench's options and output fields."};
   configure_app(app);
+  app.footer(
+      "\nExamples:\n"
+      "  lfm bench -m LiquidAI/LFM2-1.2B-GGUF:Q4_K_M               # a Hub GGUF: pp512 and tg128, 5 repetitions\n"
+      "  lfm bench -m /path/to/LFM2-1.2B-Q4_K_M.gguf -p 512 -n 128 -t 8 -r 5 -o json\n"
+      "  llama-bench -m /path/to/LFM2-1.2B-Q4_K_M.gguf -p 512 -n 128 -t 8 -r 5 -o json   # the same tests, side by side\n"
+      "  lfm bench -m models/tiny-lfm2 -p 64 -n 16 -b 1,4 -r 1      # the bundled tiny model (random weights)");
   std::string model, output = "md";
   std::vector<int64_t> prompts = {512}, gens = {128}, depths = {0}, batches = {1};
   std::vector<int> threads = {0};

@@ -131,18 +131,25 @@ int run_generate(int argc, char** argv) {
       std::cout << "\n";
     }
     const double tps = decode_s > 0 ? static_cast<double>(usage.completion_tokens - 1) / decode_s : 0;
-    std::fprintf(stderr, "prompt %lld tokens in %.3f s; generated %lld tokens (%.2f tok/s decode); %s\n",
+    std::fprintf(stderr, "prompt %lld tokens in %.3f s; generated %lld tokens (%.2f tok/s decode); finish reason: %s\n",
                  static_cast<long long>(req.prompt.size()), usage.first_token_seconds,
                  static_cast<long long>(generated.size()), tps, finish.c_str());
     if (!req.images.empty())
       std::fprintf(stderr, "images: %zu, %lld tiles encoded in %.3f s (inside the prompt's time)\n", req.images.size(),
                    static_cast<long long>(usage.image_tiles), usage.encode_seconds);
-    if (req.drafter != Drafter::kNone || usage.verify_steps > 0)
-      std::fprintf(stderr, "speculative (%s): %lld drafted tokens, %lld accepted (%.0f%%)\n", drafter_name(req.drafter),
+    if (req.drafter != Drafter::kNone || usage.verify_steps > 0) {
+      // Without a drafter, what was verified is the grammar's forced text (jump-forward), not a
+      // speculation; with one, the counts hold both (the engine does not split them).
+      const std::string what = req.drafter == Drafter::kNone
+                                   ? std::string("grammar jump-forward (forced text)")
+                                   : "speculative (" + std::string(drafter_name(req.drafter)) + ")" +
+                                         (grammar ? " + grammar jump-forward" : "");
+      std::fprintf(stderr, "%s: %lld tokens proposed, %lld accepted (%.0f%%)\n", what.c_str(),
                    static_cast<long long>(usage.drafted_tokens), static_cast<long long>(usage.accepted_tokens),
                    usage.drafted_tokens ? 100.0 * static_cast<double>(usage.accepted_tokens) /
                                               static_cast<double>(usage.drafted_tokens)
                                         : 0.0);
+    }
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/version.h"
 #include "core/error.h"
 
 namespace lfm::cli {
@@ -24,7 +25,13 @@ namespace {
 void print_usage(FILE* f) {
   std::fprintf(f, "lfm: inference engine for Liquid AI LFM2 models\n\nusage: lfm <command> [options]\n\ncommands:\n");
   for (const auto& c : lfm::cli::commands()) std::fprintf(f, "  %-12s %s\n", c.name.c_str(), c.summary.c_str());
-  std::fprintf(f, "\nRun 'lfm <command> --help' for the options of a command.\n");
+  std::fprintf(f,
+               "\nRun 'lfm <command> --help' for the options of a command, 'lfm --version' for the build.\n"
+               "\nExamples:\n"
+               "  lfm chat -m LiquidAI/LFM2-1.2B                    # a Hub model: downloaded once into the HF cache\n"
+               "  lfm generate -m /path/to/LFM2-1.2B-Q4_K_M.gguf -p \"The capital of France is\" -n 32\n"
+               "  lfm serve -m /path/to/LFM2-1.2B --port 8080        # OpenAI-compatible API on http://127.0.0.1:8080/v1\n"
+               "  lfm generate -m models/tiny-lfm2 -p \"Hello\"          # the bundled tiny model (random weights)\n");
 }
 
 }  // namespace
@@ -37,6 +44,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "-V" || name == "version") {
+    std::fputs(lfm::cli::version_text().c_str(), stdout);
     return 0;
   }
   for (const auto& c : lfm::cli::commands()) {
