@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds lfm. Usage: scripts/build.sh [release|asan] [TARGET...]  (default: release, everything)
 #   release → build/        asan → build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer)
-# LFM_BENCH=OFF leaves out the micro-benchmarks (the test command does). The CUDA backend is built
+# LFM_BENCH=OFF leaves out the micro-benchmarks (the test command does); LFM_WERROR=ON makes any
+# compiler warning in lfm's sources an error (the test command does). The CUDA backend is built
 # where nvcc is found (release only: the sanitizer build is the CPU engine's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ case "$kind" in
   asan)    dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1" -DLFM_SANITIZE=ON -DLFM_BUILD_BENCH=OFF -DLFM_NATIVE=OFF -DLFM_CUDA=OFF) ;;
   *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
 esac
+flags+=("-DLFM_WERROR=${LFM_WERROR:-OFF}")
 bash scripts/setup.sh
 # ccache (installed by setup.sh) makes rebuilds of unchanged files instant, in any clone: paths
 # are hashed relative to the clone's root.

@@ -6,7 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <regex>
+#include "std_regex.h"
 #include <string>
 
 #include "core/error.h"
@@ -283,7 +283,7 @@ TEST(FuzzRegressions, GrammarInputs) {
       if (bytes[0] % 3 == 0) g = parse_gbnf(text);
       else if (bytes[0] % 3 == 1) g = parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(text)));
       else g = parse_gbnf(regex_to_gbnf(text));
-      for (const std::string probe : {std::string(80, 'a'), std::string(80, '+') + "le", std::string("org.le")})
+      for (const std::string& probe : {std::string(80, 'a'), std::string(80, '+') + "le", std::string("org.le")})
         (void)grammar_accepts_prefix(*g, probe);
     } catch (const Error&) {
     } catch (const nlohmann::json::exception&) {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
-#include <regex>
+#include "std_regex.h"
 #include <string>
 #include <vector>
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <regex>
+#include "std_regex.h"
 
 #include "grammar/grammar.h"
 #include "schema_oracle.h"

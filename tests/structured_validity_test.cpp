@@ -8,7 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include "std_regex.h"
 
 #include "core/thread_pool.h"
 #include "engine/engine.h"

@@ -1,6 +1,7 @@
 #include "model/mmproj.h"
 
-#include <regex>
+#include <cctype>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -74,6 +75,18 @@ class MmprojSource : public MapTensorSource {
   std::vector<float> patch_;
 };
 
+// "PREFIX<digits>.REST" → the digits as written and REST (non-empty). A scan, not std::regex:
+// <regex> costs a second of compile time and a page of GCC 12 -Wmaybe-uninitialized noise.
+bool split_layer(const std::string& stem, std::string_view prefix, std::string& index, std::string& rest) {
+  if (!stem.starts_with(prefix)) return false;
+  size_t end = prefix.size();
+  while (end < stem.size() && std::isdigit(static_cast<unsigned char>(stem[end]))) ++end;
+  if (end == prefix.size() || end + 1 >= stem.size() || stem[end] != '.') return false;
+  index = stem.substr(prefix.size(), end - prefix.size());
+  rest = stem.substr(end + 1);
+  return true;
+}
+
 }  // namespace
 
 std::optional<std::string> mmproj_name_from_lfm(const std::string& name) {
@@ -81,11 +94,10 @@ std::optional<std::string> mmproj_name_from_lfm(const std::string& name) {
   if (!split_kind(name, stem, kind)) return std::nullopt;
   for (const auto& [ours, theirs] : kGlobalNames)
     if (stem == ours) return std::string(theirs) + "." + kind;
-  static const std::regex layer(R"(vision\.encoder\.layers\.(\d+)\.(.+))");
-  std::smatch m;
-  if (!std::regex_match(stem, m, layer)) return std::nullopt;
+  std::string index, rest;
+  if (!split_layer(stem, "vision.encoder.layers.", index, rest)) return std::nullopt;
   for (const auto& [ours, theirs] : kLayerNames)
-    if (m[2] == ours) return "v.blk." + m[1].str() + "." + theirs + "." + kind;
+    if (rest == ours) return "v.blk." + index + "." + theirs + "." + kind;
   return std::nullopt;
 }
 
@@ -94,11 +106,10 @@ std::optional<std::string> lfm_name_from_mmproj(const std::string& name) {
   if (!split_kind(name, stem, kind)) return std::nullopt;
   for (const auto& [ours, theirs] : kGlobalNames)
     if (stem == theirs) return std::string(ours) + "." + kind;
-  static const std::regex layer(R"(v\.blk\.(\d+)\.(.+))");
-  std::smatch m;
-  if (!std::regex_match(stem, m, layer)) return std::nullopt;
+  std::string index, rest;
+  if (!split_layer(stem, "v.blk.", index, rest)) return std::nullopt;
   for (const auto& [ours, theirs] : kLayerNames)
-    if (m[2] == theirs) return "vision.encoder.layers." + m[1].str() + "." + ours + "." + kind;
+    if (rest == theirs) return "vision.encoder.layers." + index + "." + ours + "." + kind;
   return std::nullopt;
 }
 
