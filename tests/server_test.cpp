@@ -14,6 +14,8 @@
 #include <atomic>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "chat/chat_template.h"
@@ -346,9 +348,10 @@ TEST(ServerSlowClients, CannotStarveTheServer) {
   for (auto& t : slow) t.join();
   EXPECT_EQ(closed_early.load(), 8) << "slow connections should be closed at the 2 s read deadline";
   const std::string m = c.Get("/metrics")->body;
-  const size_t at = m.find("\nlfm:http_read_timeouts ");
+  const std::string name = "\nlfm:http_read_timeouts_total ";
+  const size_t at = m.find(name);
   ASSERT_NE(at, std::string::npos) << m;
-  EXPECT_GE(std::stoi(m.substr(at + 24)), 8) << m;
+  EXPECT_GE(std::stoi(m.substr(at + name.size())), 8) << m;
 }
 
 TEST_F(ServerTest, DeeplyNestedJsonIs400) {
@@ -592,8 +595,31 @@ TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
   for (const char* needle : {"# TYPE lfm:num_requests_waiting gauge", "# TYPE lfm:kv_cache_usage_perc gauge",
                              "lfm:time_to_first_token_seconds_bucket{le=", "lfm:inter_token_latency_seconds_count",
                              counted.c_str(),
-                             "lfm:conv_slots_total 4"})
+                             "lfm:conv_slots_total 4",
+                             // bucket bounds as written, not %.17g's "0.0050000000000000001"
+                             "lfm:time_to_first_token_seconds_bucket{le=\"0.005\"}",
+                             "lfm:inter_token_latency_seconds_bucket{le=\"0.15\"}",
+                             "# TYPE lfm:num_preemptions_total counter", "# TYPE lfm:num_requests_cancelled_total counter"})
     EXPECT_NE(m->body.find(needle), std::string::npos) << needle;
+  // Each metric is exported once, under one type; a counter ends in _total and has no gauge twin
+  // (lfm:num_preemptions was once both a gauge and lfm:num_preemptions_total).
+  std::set<std::string> names;
+  std::istringstream lines(m->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("# TYPE ")) continue;
+    std::istringstream f(line.substr(7));
+    std::string name, type;
+    f >> name >> type;
+    EXPECT_TRUE(names.insert(name).second) << "exported twice: " << name;
+    if (type == "counter") {
+      EXPECT_TRUE(name.ends_with("_total")) << name;
+    }
+  }
+  for (const auto& n : names) {
+    if (n.ends_with("_total")) {
+      EXPECT_EQ(names.count(n.substr(0, n.size() - 6)), 0u) << n << " has a gauge twin";
+    }
+  }
 }
 
 TEST(ServerShutdown, SigtermFinishesInFlightThenExitsZero) {
