@@ -104,6 +104,12 @@ TEST_F(ServerRequestJsonTest, ObjectsWithTooManyKeysAre400sNamingTheFieldWhileOt
     auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
     if (r) streamed = r->body;
   });
+  struct Join {
+    std::thread& t;
+    ~Join() {  // also when a refusal below throws ("no response")
+      if (t.joinable()) t.join();
+    }
+  } join{other};
   const std::string big = big_object(200000);
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
   std::string escaped;  // the object as a JSON string (tool-call arguments are usually sent so)
