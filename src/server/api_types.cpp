@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/json_guard.h"
 #include "core/ordered_json_parse.h"
 
 namespace lfm::server {
