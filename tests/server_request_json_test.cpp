@@ -85,6 +85,26 @@ TEST_F(ServerRequestJsonTest, SchemaAndStrictToolPropertiesKeepTheClientsOrder) 
   }
 }
 
+// Every parameter of a strict tool resolves $refs into the parameters' $defs (lent to each
+// parameter's schema in turn, not copied per parameter).
+TEST_F(ServerRequestJsonTest, StrictToolParametersEachResolveTheSharedDefs) {
+  int st = 0;
+  const json t = post_text(R"({"tools": [{"type": "function", "function": {"name": "pair", "strict": true,
+      "parameters": {"type": "object", "$defs": {"digit": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "properties": {"zeta": {"$ref": "#/$defs/digit"}, "alpha": {"$ref": "#/$defs/digit"}},
+        "required": ["zeta", "alpha"], "additionalProperties": false}}}],
+      "tool_choice": "required", "messages": [{"role": "user", "content": "Digits?"}], "temperature": 1,
+      "max_tokens": 60, "seed": 1})",
+                           &st);
+  ASSERT_EQ(st, 200) << t.dump();
+  const json& msg = t.at("choices").at(0).at("message");
+  ASSERT_TRUE(msg.contains("tool_calls")) << t.dump();
+  const std::string args = msg["tool_calls"].at(0).at("function").at("arguments");
+  EXPECT_EQ(keys_of(args), (std::vector<std::string>{"zeta", "alpha"})) << args;
+  const json parsed = json::parse(args);
+  for (const auto& [k, v] : parsed.items()) EXPECT_TRUE(v.is_number_integer() && v >= 0 && v <= 9) << args;
+}
+
 // {"k0": 0, "k1": 0, …}: n keys, about 12 bytes each.
 std::string big_object(size_t n) {
   std::string s = "{";
