@@ -28,5 +28,22 @@ TEST(ApiTypes, LogitBiasKeysAreDecimalIdsOnly) {
   }
 }
 
+// Issue 56, item 2: the body's key order reaches the template — chat_template_kwargs, tools, and
+// an assistant's tool-call arguments (an object, or a string holding one) — as the client wrote it.
+TEST(ApiTypes, KeyOrderOfTheBodyIsKept) {
+  const auto body = nlohmann::ordered_json::parse(R"({"messages": [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "tool_calls": [
+      {"type": "function", "function": {"name": "f", "arguments": {"zeta": 1, "alpha": "a"}}},
+      {"type": "function", "function": {"name": "g", "arguments": "{\"zeta\": 2, \"alpha\": [true]}"}}]}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "string"}}}}}],
+    "chat_template_kwargs": {"zeta": 1, "alpha": 2}})");
+  const ChatParams c = parse_chat_request(body, 100);
+  EXPECT_EQ(c.messages[1]["content"], "<|tool_call_start|>[f(zeta=1, alpha=\"a\"), g(zeta=2, alpha=[True])]<|tool_call_end|>");
+  EXPECT_EQ(c.template_kwargs.dump(), R"({"zeta":1,"alpha":2})");
+  EXPECT_EQ(c.tools[0]["function"]["parameters"]["properties"].dump(), R"({"zeta":{"type":"integer"},"alpha":{"type":"string"}})");
+}
+
 }  // namespace
 }  // namespace lfm::server

@@ -7,6 +7,7 @@
 
 #include "capi/capi_internal.h"
 #include "chat/chat_template.h"
+#include "core/ordered_json_parse.h"
 #include "engine/engine.h"
 #include "hub/resolve.h"
 #include "hub/settings.h"
@@ -98,8 +99,14 @@ std::optional<std::string> opt_str(const std::string& s) {
 }  // namespace
 
 nlohmann::ordered_json parse_json(const char* text, const char* what, bool array) {
-  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(LFM_ERR_INVALID_ARGUMENT, std::string(what) + ": not valid JSON");
+  // As the server parses a request body: once, keeping key order, in linear time, with nesting
+  // and the keys of one object capped (core/ordered_json_parse.h).
+  nlohmann::ordered_json j;
+  try {
+    j = parse_request_json(text, what);
+  } catch (const Error& e) {
+    fail(LFM_ERR_INVALID_ARGUMENT, e.what());
+  }
   if (array && !j.is_array()) fail(LFM_ERR_INVALID_ARGUMENT, std::string(what) + ": expected a JSON array");
   return j;
 }

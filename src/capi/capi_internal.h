@@ -127,8 +127,9 @@ void write_struct(T* out, const T& full, const char* name) {
 const lfm_model_state& model_state(const lfm_model* m);
 // The model's tokenizer (LFM_ERR_UNSUPPORTED when it has none).
 const Tokenizer& model_tokenizer(const lfm_model_state& s);
-// `text` parsed as JSON (LFM_ERR_INVALID_ARGUMENT naming `what` when it is not; `array`: it must
-// be an array).
+// `text` parsed as JSON in its key order, linearly, nesting and keys per object capped
+// (parse_request_json); LFM_ERR_INVALID_ARGUMENT naming `what` when it is not; `array`: it must
+// be an array.
 nlohmann::ordered_json parse_json(const char* text, const char* what, bool array);
 
 // Chat (capi_chat.cpp). The turn's input from JSON messages and tools (tools_json may be NULL),

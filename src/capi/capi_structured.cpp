@@ -44,12 +44,8 @@ std::string content_gbnf(const lfm_sampling_params& sp, const char*& field) {
   opt.strict = sp.schema_strict != 0;
   opt.any_whitespace = sp.schema_whitespace != 0;
   if (sp.json_schema) {
-    nlohmann::ordered_json schema;  // ordered: properties keep the schema's order
-    try {
-      schema = nlohmann::ordered_json::parse(sp.json_schema);
-    } catch (const nlohmann::json::exception& x) {
-      fail(LFM_ERR_INVALID_ARGUMENT, std::string("lfm_sampling_params.json_schema: not valid JSON: ") + x.what());
-    }
+    // Ordered: properties keep the schema's order.
+    const nlohmann::ordered_json schema = parse_json(sp.json_schema, "lfm_sampling_params.json_schema", false);
     gbnf = converted(field, [&] { return grammar::json_schema_to_gbnf(schema, opt); });
   } else if (sp.json_object) {
     gbnf = grammar::any_json_gbnf(opt.any_whitespace);

@@ -90,13 +90,7 @@ ChatTemplateSource load_chat_template_source(const std::string& model_path) {
   nlohmann::ordered_json cfg = nlohmann::ordered_json::object();
   const fs::path cfg_path = dir / "tokenizer_config.json";
   if (fs::exists(cfg_path)) {
-    try {
-      const std::string text = read_file(cfg_path);
-      check_json_depth(text, cat("chat template: ", cfg_path.string()));
-      cfg = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      fail("chat template: cannot parse ", cfg_path.string(), ": ", e.what());
-    }
+    cfg = parse_ordered_json(read_file(cfg_path), cat("chat template: ", cfg_path.string()));
     LFM_CHECK(cfg.is_object(), "chat template: ", cfg_path.string(), " is not a JSON object");
   }
   const fs::path jinja_path = dir / "chat_template.jinja";
@@ -161,23 +155,27 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
   vars.emplace_back("tools", jinja::from_json(tools));
   vars.emplace_back("documents", Value::none());
   vars.emplace_back("add_generation_prompt", Value::boolean(add_generation_prompt));
-  auto set_var = [&vars](const std::string& k, Value v) {
-    for (auto& [name, old] : vars)
-      if (name == k) {
-        old = std::move(v);
+  // Setting a variable again replaces it; only the first `scan` variables are searched. extra_vars
+  // searches those set before it: a JSON object's keys are unique, so it never repeats one of its
+  // own, and searching everything would be quadratic in its keys.
+  auto set_var = [&vars](const std::string& k, Value v, size_t scan) {
+    for (size_t i = 0; i < scan; ++i)
+      if (vars[i].first == k) {
+        vars[i].second = std::move(v);
         return;
       }
     vars.emplace_back(k, std::move(v));
   };
-  if (bos_) set_var("bos_token", Value::string(*bos_));
-  if (eos_) set_var("eos_token", Value::string(*eos_));
-  if (pad_) set_var("pad_token", Value::string(*pad_));
+  if (bos_) set_var("bos_token", Value::string(*bos_), vars.size());
+  if (eos_) set_var("eos_token", Value::string(*eos_), vars.size());
+  if (pad_) set_var("pad_token", Value::string(*pad_), vars.size());
+  const size_t named = vars.size();
   if (extra_vars.is_object()) {
     for (auto it = extra_vars.begin(); it != extra_vars.end(); ++it) {
       const std::string& k = it.key();
       LFM_CHECK(k != "messages" && k != "tools" && k != "documents" && k != "add_generation_prompt",
                 "chat template: extra variable '", k, "' collides with a render argument");
-      set_var(k, jinja::from_json(it.value()));
+      set_var(k, jinja::from_json(it.value()), named);
     }
   }
 

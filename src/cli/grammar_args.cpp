@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/json_guard.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
@@ -36,12 +37,8 @@ std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarArgs& a) {
   }
   if (!a.json_schema_file.empty()) {
     const std::string text = read_regular_file(a.json_schema_file, "JSON schema file");
-    nlohmann::ordered_json schema;
-    try {
-      schema = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      fail(a.json_schema_file, ": not JSON: ", e.what());
-    }
+    // Ordered (the grammar writes properties in the schema's order), parsed in linear time.
+    const nlohmann::ordered_json schema = parse_ordered_json(text, cat("JSON schema file '", a.json_schema_file, "'"));
     grammar::JsonSchemaOptions opt;
     opt.any_whitespace = a.any_whitespace;
     try {

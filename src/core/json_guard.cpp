@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/ordered_json_parse.h"
 
 namespace lfm {
 
@@ -79,7 +80,8 @@ nlohmann::json parse_json(std::string_view text, std::string_view what, bool uni
 }
 
 nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view what) {
-  return parse_checked<nlohmann::ordered_json>(text, what);
+  // Not nlohmann's own ordered parse: it scans an object's keys for each key it adds (quadratic).
+  return parse_ordered_json_linear(text, what, {SIZE_MAX, /*unique_keys=*/false, {}});
 }
 
 std::string read_text_file(const std::string& path, std::string_view what) {

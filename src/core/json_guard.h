@@ -26,6 +26,8 @@ void check_json_depth(std::string_view text, std::string_view what);
 // With `unique_keys`, a key that appears twice in one object is an error naming it (a safetensors
 // header with two entries for one tensor is ambiguous: readers disagree on which one wins).
 nlohmann::json parse_json(std::string_view text, std::string_view what, bool unique_keys = false);
+// parse_ordered_json keeps key order, in linear time (core/ordered_json_parse.h; a repeated key:
+// the last value wins); client input goes through parse_request_json there instead.
 nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view what);
 
 // Reads a whole regular file (a directory or unreadable path is named as such, not reported as

@@ -1,7 +1,7 @@
 // Tool calls constrained by a grammar (as lfm serve and the C API offer them).
 #include "engine/tool_grammar.h"
 
-#include <algorithm>
+#include <unordered_set>
 #include <vector>
 
 #include "chat/output_parser.h"
@@ -31,15 +31,36 @@ std::string marker(const Tokenizer& tok, std::string_view text) {
   return tok.token_to_id(text) ? std::string(text) : grammar::gbnf_literal(text);
 }
 
-// The JSON-schema document for one tool parameter: its schema with the parameters' $defs /
-// definitions alongside, so that its $refs resolve.
-ojson parameter_document(const ojson& params, const ojson& schema) {
-  ojson doc = schema.is_object() ? schema : ojson::object();
-  if (!schema.is_object() && schema.is_boolean()) return schema;
-  for (const char* k : {"$defs", "definitions"})
-    if (params.contains(k) && !doc.contains(k)) doc[k] = params[k];
-  return doc;
-}
+// The parameters' $defs / definitions, lent to each parameter's schema document in turn so that
+// its $refs resolve. Moved in and out, never copied per parameter: a request with many
+// parameters and large $defs would otherwise copy them once per parameter.
+class SharedDefs {
+ public:
+  explicit SharedDefs(const ojson& params) {
+    for (size_t i = 0; i < 2; ++i)
+      if (params.contains(kKeys[i])) defs_[i] = params[kKeys[i]];
+  }
+  // Converts one parameter's schema with the $defs alongside (unless it has its own).
+  template <typename F>
+  std::string convert(const ojson& schema, F&& to_gbnf) {
+    if (!schema.is_object()) return to_gbnf(schema.is_boolean() ? schema : ojson::object());
+    ojson doc = schema;
+    bool lent[2] = {false, false};
+    for (size_t i = 0; i < 2; ++i)
+      if (!defs_[i].is_null() && !doc.contains(kKeys[i])) {
+        doc[kKeys[i]] = std::move(defs_[i]);
+        lent[i] = true;
+      }
+    std::string gbnf = to_gbnf(doc);
+    for (size_t i = 0; i < 2; ++i)
+      if (lent[i]) defs_[i] = std::move(doc[kKeys[i]]);
+    return gbnf;
+  }
+
+ private:
+  static constexpr const char* kKeys[2] = {"$defs", "definitions"};
+  ojson defs_[2];
+};
 
 // Rules for tool i's call: call-i ::= "name(" args ")", the arguments in the parameters' order.
 // Returns the name of the rule for the arguments.
@@ -53,10 +74,11 @@ std::string tool_rules(const ojson& tool, size_t i, bool strict, std::string& ou
   std::vector<bool> required;
   if (params.contains("properties")) {
     if (!params["properties"].is_object()) throw FieldError(param + ".properties", param + ".properties must be an object");
-    std::vector<std::string> req;
+    std::unordered_set<std::string> req;  // a set: one look-up per parameter
     if (params.contains("required") && params["required"].is_array())
       for (const auto& r : params["required"])
-        if (r.is_string()) req.push_back(r.get<std::string>());
+        if (r.is_string()) req.insert(r.get<std::string>());
+    SharedDefs defs(params);
     grammar::JsonSchemaOptions opt;
     opt.strict = strict;
     size_t j = 0;
@@ -65,12 +87,12 @@ std::string tool_rules(const ojson& tool, size_t i, bool strict, std::string& ou
       const ojson& schema = item.value();  // (a structured binding cannot be captured by clang 14)
       const std::string prefix = t + "a" + std::to_string(j) + "-";
       const std::string gbnf = converted(param + ".properties." + k, [&] {
-        return grammar::json_schema_to_gbnf(parameter_document(params, schema), opt);
+        return defs.convert(schema, [&](const ojson& doc) { return grammar::json_schema_to_gbnf(doc, opt); });
       });
       out += grammar::prefix_gbnf_rules(gbnf, prefix) + "\n";
       out += t + "pair" + std::to_string(j) + " ::= " + grammar::gbnf_literal(k + "=") + " " + prefix + "root\n";
       names.push_back(k);
-      required.push_back(std::find(req.begin(), req.end(), k) != req.end());
+      required.push_back(req.count(k) > 0);
       ++j;
     }
   }

@@ -4,11 +4,13 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/json_guard.h"
+#include "core/ordered_json_parse.h"
 
 namespace lfm::server {
 
-using json = nlohmann::json;
+// The body as parse_json_body parsed it: ordered, so schemas, tools, template variables and
+// tool-call arguments reach the template and the grammar in the client's key order.
+using json = nlohmann::ordered_json;
 using ojson = nlohmann::ordered_json;
 
 namespace {
@@ -247,20 +249,20 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
         if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) bad(q + ".function.name", "must be a string");
         ojson args = ojson::object();
         if (f.contains("arguments") && !f["arguments"].is_null()) {
-          try {
-            if (f["arguments"].is_string()) {
-              const std::string& text = f["arguments"].get_ref<const std::string&>();
-              check_json_depth(text, q + ".function.arguments");
-              args = ojson::parse(text);
-            } else {
-              args = ojson(f["arguments"]);
+          const std::string where = q + ".function.arguments";
+          if (f["arguments"].is_string()) {
+            // A second JSON text inside the body: parsed as the body is (linear, capped).
+            try {
+              args = parse_request_json(f["arguments"].get_ref<const std::string&>(), "a string in the request body", where);
+            } catch (const JsonFieldError& e) {
+              throw ApiError(400, e.what(), e.field());
+            } catch (const lfm::Error& e) {
+              bad(where, std::string("must be a JSON object (or a string holding one): ") + e.what());
             }
-          } catch (const lfm::Error&) {
-            bad(q + ".function.arguments", "nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels (the limit)");
-          } catch (const std::exception&) {
-            bad(q + ".function.arguments", "must be a JSON object (or a string holding one)");
+          } else {
+            args = f["arguments"];
           }
-          if (!args.is_object()) bad(q + ".function.arguments", "must be a JSON object (or a string holding one)");
+          if (!args.is_object()) bad(where, "must be a JSON object (or a string holding one)");
         }
         std::string call = f["name"].get<std::string>() + "(";
         bool first = true;
@@ -291,7 +293,7 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
           !t["function"]["name"].is_string())
         bad(p + ".function.name", "must be a string");
     }
-    if (!tools->empty()) c.tools = ojson::parse(tools->dump());
+    if (!tools->empty()) c.tools = *tools;
   }
   if (const json* tc = field(body, "tool_choice")) {
     if (tc->is_string()) {
@@ -316,7 +318,7 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
   if (c.tool_choice == "none") c.tools = nullptr;
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
-    c.template_kwargs = ojson::parse(kw->dump());
+    c.template_kwargs = *kw;
   }
   return c;
 }

@@ -77,8 +77,9 @@ inline constexpr size_t kMaxPrompts = 64;
 
 // `vocab` bounds logit_bias token ids. `defaults` (generation_config.json) fill the sampling
 // fields the body leaves unset; without them, OpenAI's defaults (temperature 1, top_p 1, …).
-ChatParams parse_chat_request(const nlohmann::json& body, int64_t vocab, const SamplingDefaults& defaults = {});
-CompletionParams parse_completion_request(const nlohmann::json& body, int64_t vocab,
+// `body` as parse_json_body (server_impl.h) parses it: ordered, and its objects capped in keys.
+ChatParams parse_chat_request(const nlohmann::ordered_json& body, int64_t vocab, const SamplingDefaults& defaults = {});
+CompletionParams parse_completion_request(const nlohmann::ordered_json& body, int64_t vocab,
                                           const SamplingDefaults& defaults = {});
 
 // A JSON value as a Python literal (True/False/None, lists, dicts) for LFM2's Pythonic tool calls.

@@ -236,7 +236,7 @@ void stream_response(httplib::Response& res, std::vector<std::shared_ptr<Request
 // ---- POST /v1/completions ----
 
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_json_body(req);
+  const auto body = parse_json_body(req);
   check_model(body);
   CompletionParams c = parse_completion_request(body, engine.vocab_size(), opt.sampling_defaults);
   const std::string gbnf = requested_grammar(body);

@@ -25,7 +25,7 @@ json tool_call_json(const chat::StreamEvent& e) {
 void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& res) {
   this->tok("/v1/chat/completions");
   if (!chat->has_template()) throw ApiError(400, "the model ships no chat template; use /v1/completions");
-  const json body = parse_json_body(req);
+  const auto body = parse_json_body(req);
   check_model(body);
   ChatParams c = parse_chat_request(body, engine.vocab_size(), opt.sampling_defaults);
   const std::string gbnf = chat_grammar(c, requested_grammar(body), *tok_);

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "core/error.h"
-#include "core/json_guard.h"
+#include "core/ordered_json_parse.h"
 #include "server/server_impl.h"
 
 namespace lfm::server {
@@ -59,17 +59,16 @@ void note_usage(int64_t prompt_tokens, int64_t completion_tokens) {
   t_access.completion_tokens += completion_tokens;
 }
 
-json parse_json_body(const httplib::Request& req) {
-  // Nesting is bounded before parsing: the handlers walk and copy the value recursively.
+nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
+  // Once, in the client's key order and in linear time: the schema, tools, template variables
+  // and tool-call arguments are handed on from this value, never re-parsed (parse_request_json
+  // bounds the nesting and the keys of any one object).
   try {
-    check_json_depth(req.body, "the request body");
+    return parse_request_json(req.body, "the request body");
+  } catch (const JsonFieldError& e) {
+    throw ApiError(400, e.what(), e.field());
   } catch (const Error& e) {
     throw ApiError(400, e.what());
-  }
-  try {
-    return json::parse(req.body);
-  } catch (const json::exception& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
 }
 
@@ -91,7 +90,7 @@ bool Server::Impl::serves_model(const std::string& name) const {
   return std::find(opt.model_aliases.begin(), opt.model_aliases.end(), name) != opt.model_aliases.end();
 }
 
-void Server::Impl::check_model(const json& body) const {
+void Server::Impl::check_model(const nlohmann::ordered_json& body) const {
   if (!body.is_object()) return;
   auto it = body.find("model");
   if (it == body.end() || it->is_null()) return;
@@ -273,7 +272,7 @@ void Server::Impl::register_routes() {
     res.set_content(R"({"status":"ok"})", "application/json");
   }));
   http.Post("/tokenize", served(true, [this](const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_json_body(req);
+    const auto body = parse_json_body(req);
     const char* key = body.contains("content") ? "content" : "prompt";
     if (!body.is_object() || !body.contains(key) || !body[key].is_string())
       throw ApiError(400, "'content' must be a string", "content");
@@ -282,7 +281,7 @@ void Server::Impl::register_routes() {
     res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
   }));
   http.Post("/detokenize", served(true, [this](const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_json_body(req);
+    const auto body = parse_json_body(req);
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
       throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
     std::vector<int32_t> ids;

@@ -53,7 +53,7 @@ struct Server::Impl {
   // Whether a request's "model" names this server's model (absent or empty does).
   bool serves_model(const std::string& name) const;
   // 404 model_not_found unless the body's "model" is absent, empty, the name or an alias.
-  void check_model(const nlohmann::json& body) const;
+  void check_model(const nlohmann::ordered_json& body) const;
 };
 
 // What a generation handler tells the access log about its request (one handler per thread).
@@ -65,6 +65,8 @@ std::string error_body(int status, const std::string& message, const std::string
                        const std::string& code = {});
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
                 const std::string& code = {});
-nlohmann::json parse_json_body(const httplib::Request& req);  // throws ApiError(400)
+// The body in the client's key order, parsed once (parse_request_json: linear time, nesting and
+// keys per object capped). Throws ApiError(400) naming the field where there is one.
+nlohmann::ordered_json parse_json_body(const httplib::Request& req);
 
 }  // namespace lfm::server

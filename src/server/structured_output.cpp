@@ -14,8 +14,9 @@
 
 namespace lfm::server {
 
-using json = nlohmann::json;
-using ojson = nlohmann::ordered_json;
+// The request body as parse_json_body parsed it: ordered, so a schema's properties keep the
+// client's order in the grammar (and so in the output).
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -54,9 +55,7 @@ std::string requested_grammar(const json& body) {
       if (!js.contains("schema")) bad("response_format.json_schema.schema", "response_format.json_schema.schema is required");
       grammar::JsonSchemaOptions opt;
       opt.strict = js.contains("strict") && js["strict"].is_boolean() && js["strict"].get<bool>();
-      // Properties keep the schema's order only in ordered_json: parse the schema again from its
-      // text (the body was parsed into a sorted json).
-      const ojson schema = ojson::parse(js["schema"].dump());
+      const json& schema = js["schema"];
       take("response_format",
            converted("response_format.json_schema.schema", [&] { return grammar::json_schema_to_gbnf(schema, opt); }));
     } else if (type != "text") {

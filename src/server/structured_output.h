@@ -33,11 +33,11 @@ namespace lfm::server {
 
 // The grammar of response_format / grammar / regex, or "" when the body asks for none. Throws
 // ApiError 400 naming the field (and, for a schema, the path inside it).
-std::string requested_grammar(const nlohmann::json& body);
+std::string requested_grammar(const nlohmann::ordered_json& body);
 
 // The request field a grammar error is reported under: "grammar", "regex", or "response_format"
 // (also for tools).
-std::string grammar_param(const nlohmann::json& body);
+std::string grammar_param(const nlohmann::ordered_json& body);
 
 // The whole grammar of a chat reply: `content` (requested_grammar's) combined with the tool-call
 // grammar when the tools ask for one; "" when nothing is constrained. For a forced tool choice

@@ -103,6 +103,9 @@ TEST(CApiStructured, BadSchemasGrammarsAndCombinationsAreRefused) {
   Model model(text_model());
   Engine eng(model.m);
   const lfm_prompt p = chat_prompt(kUser);
+  std::string huge_schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 200000; ++i) huge_schema += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": {}";
+  huge_schema += "}}";
   struct Case {
     const char* schema;
     const char* grammar;
@@ -111,7 +114,7 @@ TEST(CApiStructured, BadSchemasGrammarsAndCombinationsAreRefused) {
     const char* says;
   };
   const Case cases[] = {
-      {"{\"type\": ", nullptr, nullptr, 0, "json_schema: not valid JSON"},
+      {"{\"type\": ", nullptr, nullptr, 0, "json_schema is not valid JSON"},
       {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}})", nullptr, nullptr, 0, "json_schema"},
       {R"({"type": "string", "not": {"const": "x"}})", nullptr, nullptr, 0, "json_schema"},  // strict below
       {nullptr, "root ::= (", nullptr, 0, "grammar"},
@@ -119,6 +122,9 @@ TEST(CApiStructured, BadSchemasGrammarsAndCombinationsAreRefused) {
       {nullptr, nullptr, "(unclosed", 0, "regex"},
       {R"({"type": "object"})", "root ::= \"x\"", nullptr, 0, "at most one"},
       {nullptr, nullptr, "a+", 1, "at most one"},
+      // Issue 55 class 3: one object beyond the cap (200k keys), refused before the parse grows.
+      {huge_schema.c_str(), nullptr, nullptr, 0,
+       "lfm_sampling_params.json_schema: 'properties' has more than 10000 keys (limit 10000)"},
   };
   for (size_t i = 0; i < std::size(cases); ++i) {
     const Case& c = cases[i];

@@ -248,4 +248,43 @@ TEST(CApi, ChatAndTextRequestsStreamText) {
   }
 }
 
+// Issue 55 class 3: the C API parses its JSON arguments once, in order and in linear time, and
+// refuses an object of more keys than the cap (200k keys took minutes to parse before) naming
+// where it is.
+TEST(CApi, JsonArgumentsWithHugeObjectsAreRefusedNamingThePlace) {
+  Model model(text_model());
+  std::string big = "{";
+  for (int i = 0; i < 200000; ++i) big += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": 0";
+  big += "}";
+  struct Case {
+    std::string messages, tools, says;
+  };
+  const Case cases[] = {
+      {R"([{"role": "user", "content": "hi", "extra": )" + big + "}]", "", "chat: messages_json: '[0].extra' has more than 10000 keys"},
+      {R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+          "function": {"name": "get_weather", "arguments": )" + big + "}}]}]",
+       "", "chat: messages_json: '[1].tool_calls[0].function.arguments' has more than 10000 keys (limit 10000)"},
+      {chat_json(), R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": )" +
+                        big + "}}}]",
+       "chat: tools_json: '[0].function.parameters.properties' has more than 10000 keys"},
+  };
+  for (const Case& c : cases) {
+    size_t len = 0;
+    EXPECT_EQ(lfm_apply_chat_template(model.m, c.messages.c_str(), c.tools.empty() ? nullptr : c.tools.c_str(), nullptr, 0,
+                                      &len),
+              LFM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(lfm_last_error()).find(c.says), std::string::npos) << lfm_last_error();
+  }
+  // Key order is the caller's: the tool's parameters reach the template as written.
+  const std::string tools = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "string"}}}}}])";
+  size_t len = 0;
+  std::string rendered(8192, '\0');
+  ASSERT_EQ(lfm_apply_chat_template(model.m, chat_json().c_str(), tools.c_str(), rendered.data(), rendered.size(), &len),
+            LFM_OK);
+  rendered.resize(len);
+  ASSERT_NE(rendered.find("zeta"), std::string::npos) << rendered;
+  EXPECT_LT(rendered.find("zeta"), rendered.find("alpha")) << rendered;
+}
+
 }  // namespace
