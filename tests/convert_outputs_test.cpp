@@ -30,7 +30,9 @@ class ConvertOutputs : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.out;
     in_bytes_ = test::read_file((dir_ / "in.gguf").string());
   }
-  void expect_input_kept() { EXPECT_EQ(test::read_file((dir_ / "in.gguf").string()), in_bytes_); }
+  void expect_input_kept() {  // compared whole, not printed (a GGUF is binary)
+    EXPECT_TRUE(test::read_file((dir_ / "in.gguf").string()) == in_bytes_) << "in.gguf was changed";
+  }
   // Refused (exit ≠ 0), the message naming both paths as given.
   static void expect_refused(const test::RunResult& r, const std::string& a, const std::string& b) {
     EXPECT_NE(r.code, 0) << r.out;
@@ -63,12 +65,12 @@ TEST_F(ConvertOutputs, OutputOverAFileOfTheInputFolderIsRefused) {
   const std::string config = test::read_file((folder_ / "config.json").string());
   expect_refused(lfm_in(dir_.path(), "convert -q -m hf -o hf/model.safetensors --type f32"), "'hf'", "'hf/model.safetensors'");
   expect_refused(lfm_in(folder_, "convert -q -m . -o config.json --type f32"), "'.'", "'config.json'");
-  EXPECT_EQ(test::read_file((folder_ / "model.safetensors").string()), weights);
+  EXPECT_TRUE(test::read_file((folder_ / "model.safetensors").string()) == weights) << "model.safetensors was changed";
   EXPECT_EQ(test::read_file((folder_ / "config.json").string()), config);
   // A new file in the input folder replaces nothing: allowed.
   const auto ok = lfm_in(dir_.path(), "convert -q -m hf -o hf/out.gguf --type f32");
   EXPECT_EQ(ok.code, 0) << ok.out;
-  EXPECT_EQ(test::read_file((folder_ / "model.safetensors").string()), weights);
+  EXPECT_TRUE(test::read_file((folder_ / "model.safetensors").string()) == weights) << "model.safetensors was changed";
 }
 
 TEST_F(ConvertOutputs, PlantedSymlinksAreNotFollowed) {
