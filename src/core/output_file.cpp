@@ -119,7 +119,7 @@ void check_output_spares_input(const std::string& output, const std::string& inp
     const auto id = file_identity(f, true), link = file_identity(f, false);
     const bool same = (id && (out_follow == id || out_entry == id)) || (link && (out_follow == link || out_entry == link)) ||
                       target_of(f) == out_target || entry_of(f) == out_name;
-    if (same) refuse(files.size() == 1 && f == input ? "is (the same file as)" : "would replace '" + f + "', a file of");
+    if (same) refuse(files.size() == 1 && f == input ? "is the same file as" : "would replace '" + f + "', a file of");
   }
 }
 
