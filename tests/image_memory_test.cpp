@@ -105,7 +105,7 @@ TEST(ImageMemory, TheModelBoundsWhatDecodingAndPreprocessingTake) {
   EXPECT_GE(m.held, 3LL * 8000 * 8000);
   EXPECT_GE(m.working, 12LL * 8000 * 8000);
   std::vector<image::ImageHeader> eight(8, bomb);
-  EXPECT_EQ(image::images_memory(eight, config), 8 * m.held + m.working);
+  EXPECT_EQ(image::images_memory(eight, config), (8 * m.held + m.working) * 17 / 16);
   EXPECT_GT(image::images_memory(eight, config), image::kDefaultRequestImageMemory);
   try {
     image::check_images_memory(eight, config, image::kDefaultRequestImageMemory, "images", "raise it");

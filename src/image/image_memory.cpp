@@ -23,7 +23,11 @@ int64_t images_memory(std::span<const ImageHeader> headers, const ProcessorConfi
     held += m.held;
     working = std::max(working, m.working);
   }
-  return held + working;
+  // The buffers above are what the code allocates; the allocator, libpng/libjpeg/libwebp's own
+  // state and resize's tap tables come on top: 1/16 more (a single 64-megapixel PNG measured
+  // 932 MiB of peak RSS growth against 934 MiB of buffers).
+  const int64_t total = held + working;
+  return total + total / 16;
 }
 
 std::string byte_size_text(int64_t bytes) {

@@ -7,7 +7,7 @@
 //            decoder's buffers (stored samples, at most 8 B/px, or libwebp's two RGBA canvases)
 //            plus an EXIF rotation's copy (3 B/px), or preprocessing's float32 planes and resizes.
 // Images are decoded one after another and kept, then preprocessed one after another, so a request
-// peaks at Σ held + max working.
+// peaks at Σ held + max working (plus 1/16 for the allocator and the libraries' own state).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ struct ImageMemory {
 
 ImageMemory image_memory(const ImageHeader& header, const ProcessorConfig& config);
 
-// Σ held + max working over the images.
+// Σ held + max working over the images, plus 1/16.
 int64_t images_memory(std::span<const ImageHeader> headers, const ProcessorConfig& config);
 
 // "3 images (8000x8000 PNG, 8000x8000 PNG, 640x480 JPEG) need about 2.6 GiB of image memory": for
