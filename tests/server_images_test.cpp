@@ -135,7 +135,7 @@ TEST(ServerImages, CountAndVisionChecksComeFirst) {
   const std::vector<ImagePart> three = {{"data:,", "a"}, {"data:,", "b"}, {"data:,", "c"}};
   EXPECT_HAS(refusal([&] { load_image_parts(three, o, "no vision tower here"); }, "a"), "no vision tower here");
   EXPECT_HAS(refusal([&] { load_image_parts(three, o, ""); }, "c"), "the request has 3 images; this server takes at most 2");
-  EXPECT_TRUE(load_image_parts({}, o, "no vision tower here").empty());
+  EXPECT_TRUE(load_image_parts({}, o, "no vision tower here").images.empty());
 }
 
 TEST(ServerImages, ImagePartsBecomeTemplateParts) {

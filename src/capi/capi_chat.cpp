@@ -58,14 +58,15 @@ void apply_tool_choice(ChatTurnInput& in, const char* tool_choice) {
 }  // namespace
 
 ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, const char* tools_json,
-                         const char* tool_choice, std::vector<image::Image>* images) {
+                         const char* tool_choice, std::vector<PendingImage>* images) {
   require(messages_json != nullptr, "chat: messages_json is NULL");
   model_tokenizer(s);
   ChatTurnInput in;
   in.messages = parse_json(messages_json, "chat: messages_json", true);
   if (tools_json) in.tools = parse_json(tools_json, "chat: tools_json", true);
   apply_tool_choice(in, tool_choice);
-  std::vector<image::Image> given = images ? std::move(*images) : std::vector<image::Image>();
+  std::vector<PendingImage> given = images ? std::move(*images) : std::vector<PendingImage>();
+  std::vector<PendingImage> ordered;  // the parts' images, decoded together at the end
   size_t taken = 0;  // of `given`, by parts without a URL
   for (size_t i = 0; i < in.messages.size(); ++i) {
     ojson& m = in.messages[i];
@@ -83,13 +84,13 @@ ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, co
       if (images) {
         image_setup(s);  // a model without a vision tower: refused before anything is decoded
         if (url) {
-          in.images.push_back(image_from_data_uri(url->get<std::string>(), "chat: " + where));
+          ordered.push_back(image_from_data_uri(url->get<std::string>(), "chat: " + where));
         } else {
           if (taken == given.size())
             fail(LFM_ERR_INVALID_ARGUMENT, "chat: " + where + " is an image part without a URL, and the prompt has only " +
                                                std::to_string(given.size()) +
                                                " images for such parts (lfm_prompt.image_paths / image_data)");
-          in.images.push_back(std::move(given[taken++]));
+          ordered.push_back(std::move(given[taken++]));
         }
       }
       part = ojson{{"type", "image"}};  // the template writes the model's placeholder
@@ -99,6 +100,7 @@ ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, co
     fail(LFM_ERR_INVALID_ARGUMENT, "chat: the prompt has " + std::to_string(given.size()) + " images but the messages " +
                                        "have " + std::to_string(taken) +
                                        " image parts without a URL to place them ({\"type\": \"image\"})");
+  if (images) in.images = decode_images(s, std::move(ordered));
   return in;
 }
 

@@ -8,6 +8,7 @@
 #include "core/base64.h"
 #include "core/text.h"
 #include "image/data_uri.h"
+#include "image/image_memory.h"
 
 using lfm::capi::fail;
 using lfm::capi::require;
@@ -26,35 +27,68 @@ const ImagePromptSetup& image_setup(const lfm_model_state& s) {
   return *s.image_setup;
 }
 
-std::vector<image::Image> prompt_images(const lfm_model_state& s, const lfm_prompt& p) {
-  std::vector<image::Image> out;
+std::vector<PendingImage> prompt_images(const lfm_model_state& s, const lfm_prompt& p) {
+  std::vector<PendingImage> out;
   if (p.n_images == 0) return out;
   image_setup(s);
   require(p.image_paths != nullptr || p.image_data != nullptr,
           "lfm_prompt: n_images is set but image_paths and image_data are both NULL");
   for (size_t i = 0; i < p.n_images; ++i) {
+    PendingImage im;
     const std::string which = "lfm_prompt: image " + std::to_string(i);
     if (p.image_paths && p.image_paths[i]) {
+      im.what = which + " ('" + p.image_paths[i] + "')";
       try {
-        out.push_back(image::load_image_file(p.image_paths[i]));
+        im.owned = image::read_image_file(p.image_paths[i]);
+        im.bytes = im.owned;
+        im.header = image::read_image_header(im.bytes);
       } catch (const Error& e) {
-        fail(LFM_ERR_INVALID_ARGUMENT, which + " ('" + p.image_paths[i] + "'): " + e.what());
+        fail(LFM_ERR_INVALID_ARGUMENT, im.what + ": " + e.what());
       }
+      out.push_back(std::move(im));
       continue;
     }
     if (!p.image_data || !p.image_data[i] || !p.image_sizes)
       fail(LFM_ERR_INVALID_ARGUMENT, which + " has neither a path (image_paths) nor bytes (image_data, image_sizes)");
+    // The caller's bytes are read in place (they outlive the submit call that decodes them).
+    im.bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(p.image_data[i]), p.image_sizes[i]);
+    im.what = which + " (" + std::to_string(p.image_sizes[i]) + " bytes in memory)";
     try {
-      out.push_back(image::decode_image(
-          std::span<const uint8_t>(static_cast<const uint8_t*>(p.image_data[i]), p.image_sizes[i])));
+      im.header = image::read_image_header(im.bytes);
     } catch (const Error& e) {
-      fail(LFM_ERR_INVALID_ARGUMENT, which + " (" + std::to_string(p.image_sizes[i]) + " bytes in memory): " + e.what());
+      fail(LFM_ERR_INVALID_ARGUMENT, im.what + ": " + e.what());
     }
+    out.push_back(std::move(im));
   }
   return out;
 }
 
-image::Image image_from_data_uri(const std::string& url, const std::string& where) {
+std::vector<image::Image> decode_images(const lfm_model_state& s, std::vector<PendingImage> pending) {
+  std::vector<image::Image> out;
+  if (pending.empty()) return out;
+  // Every image's size is known from its header: the request's memory is checked before any of
+  // them is decoded.
+  std::vector<image::ImageHeader> headers;
+  for (const PendingImage& im : pending) headers.push_back(im.header);
+  try {
+    image::check_images_memory(headers, image_setup(s).processor, image::kDefaultRequestImageMemory, "images",
+                               "the C API's per-request image memory limit");
+  } catch (const Error& e) {
+    fail(LFM_ERR_INVALID_ARGUMENT, e.what());
+  }
+  out.reserve(pending.size());
+  for (PendingImage& im : pending) {
+    try {
+      out.push_back(image::decode_image(im.bytes));
+    } catch (const Error& e) {
+      fail(LFM_ERR_INVALID_ARGUMENT, im.what + ": " + e.what());
+    }
+    im.owned = {};  // the encoded bytes are not needed any more
+  }
+  return out;
+}
+
+PendingImage image_from_data_uri(const std::string& url, const std::string& where) {
   const std::string head = ascii_lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
   if (head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0)
     fail(LFM_ERR_INVALID_ARGUMENT, where + ": '" + shown(url) + "' is a remote URL; images are not fetched (send the "
@@ -69,14 +103,19 @@ image::Image image_from_data_uri(const std::string& url, const std::string& wher
   } catch (const Error& e) {
     fail(LFM_ERR_INVALID_ARGUMENT, where + " " + e.what());
   }
-  const std::optional<std::vector<uint8_t>> bytes = decode_base64(data);
+  std::optional<std::vector<uint8_t>> bytes = decode_base64(data);
   if (!bytes) fail(LFM_ERR_INVALID_ARGUMENT, where + ": the data URI holds invalid base64 (RFC 4648, '=' padding, no "
                                                      "whitespace)");
+  PendingImage im;
+  im.owned = std::move(*bytes);
+  im.bytes = im.owned;
+  im.what = where;
   try {
-    return image::decode_image(*bytes);
+    im.header = image::read_image_header(im.bytes);
   } catch (const Error& e) {
     fail(LFM_ERR_INVALID_ARGUMENT, where + ": not an image that can be used: " + e.what());
   }
+  return im;
 }
 
 }  // namespace lfm::capi

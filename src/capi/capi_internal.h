@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <span>
 #include <string>
 
 #include "chat/output_parser.h"
@@ -132,12 +133,14 @@ const Tokenizer& model_tokenizer(const lfm_model_state& s);
 // be an array.
 nlohmann::ordered_json parse_json(const char* text, const char* what, bool array);
 
+struct PendingImage;  // capi_images.cpp, below
+
 // Chat (capi_chat.cpp). The turn's input from JSON messages and tools (tools_json may be NULL),
 // tool_choice (NULL: auto) and the prompt's images: image parts become {"type": "image"} and,
 // with `images` (else they are left out), their images in order: data URIs decoded, the others
 // taken from `images` in turn (all of which must be used).
 ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, const char* tools_json,
-                         const char* tool_choice, std::vector<image::Image>* images);
+                         const char* tool_choice, std::vector<PendingImage>* images);
 // A chat turn over JSON messages and tools, images laid out (`laid_out`) or each left as the
 // image token once.
 ChatTurn chat_turn(const lfm_model_state& s, const ChatTurnInput& in, bool laid_out);
@@ -146,13 +149,24 @@ void start_chat_parser(lfm_request& r, const ChatTurn& turn);
 // Feeds one event's text to the request's parser; at DONE, writes r.message_json.
 void parse_chat_event(lfm_request& r);
 
-// Images (capi_images.cpp): the prompt's images decoded, in order (LFM_ERR_UNSUPPORTED when the
-// model takes none, LFM_ERR_INVALID_ARGUMENT naming an image that cannot be read or decoded).
-std::vector<image::Image> prompt_images(const lfm_model_state& s, const lfm_prompt& p);
+// Images (capi_images.cpp). An image read and its header checked, not decoded yet: `bytes` are
+// `owned` or the caller's (lfm_prompt.image_data); `what` names it in errors.
+struct PendingImage {
+  std::vector<uint8_t> owned;
+  std::span<const uint8_t> bytes;
+  image::ImageHeader header;
+  std::string what;
+};
+// The prompt's images, in order (LFM_ERR_UNSUPPORTED when the model takes none,
+// LFM_ERR_INVALID_ARGUMENT naming an image that cannot be read or whose header is refused).
+std::vector<PendingImage> prompt_images(const lfm_model_state& s, const lfm_prompt& p);
+// The images decoded, in order, once their memory (image/image_memory.h) is within the per-request
+// limit (LFM_ERR_INVALID_ARGUMENT saying what they need, before any is decoded).
+std::vector<image::Image> decode_images(const lfm_model_state& s, std::vector<PendingImage> pending);
 // The model's vision side (LFM_ERR_UNSUPPORTED saying why when it has none).
 const ImagePromptSetup& image_setup(const lfm_model_state& s);
 // The image behind a chat image part's URL: a data:image/...;base64 URI (`where` names the part).
-image::Image image_from_data_uri(const std::string& url, const std::string& where);
+PendingImage image_from_data_uri(const std::string& url, const std::string& where);
 
 // Structured output (capi_structured.cpp): the compiled grammar the params ask for, or null. With
 // `turn` (a chat request), strict tools and a required or named tool_choice constrain the tool

@@ -177,16 +177,18 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     require(!p.tool_choice || p.messages_json, "lfm_request_submit: tool_choice is for chat prompts (messages_json)");
     const lfm_model_state& ms = *engine->model;
     Request r;
-    std::vector<image::Image> images = capi::prompt_images(ms, p);
+    std::vector<capi::PendingImage> pending = capi::prompt_images(ms, p);
     std::optional<ChatTurn> turn;
     std::optional<ChatTurnInput> chat;
     if (p.n_ids > 0) r.prompt.assign(p.ids, p.ids + p.n_ids);
     if (p.text) r.prompt = capi::model_tokenizer(ms).encode(p.text, true);
     if (p.messages_json) {
-      chat = capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &images);
+      chat = capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &pending);
       turn = capi::chat_turn(ms, *chat, true);
       turn->apply(r);
-    } else if (!images.empty()) {
+      chat->images = {};  // laid out in the turn: the decoded pixels are not needed any more
+    } else if (!pending.empty()) {
+      const std::vector<image::Image> images = capi::decode_images(ms, std::move(pending));
       ImagePrompt laid = expand_images(r.prompt, images, capi::image_setup(ms));
       r.prompt = std::move(laid.ids);
       r.images = std::move(laid.images);

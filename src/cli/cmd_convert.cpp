@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "convert/gguf_export.h"
 #include "convert/gguf_tokenizer_meta.h"
 #include "convert/mmproj_export.h"
@@ -49,7 +50,16 @@ int run_convert(int argc, char** argv) {
   opt.progress = !quiet;
   opt.threads = threads;
   const std::string input = resolve_model_arg(model);
-  LFM_CHECK(fs::absolute(input) != fs::absolute(out), "convert: the output would overwrite the input");
+  // Inputs are compared by identity (device + inode, canonical paths), never by spelling, and both
+  // outputs are checked before anything is written (core/output_file.h).
+  check_output_spares_input(out, input == model ? model : input, "convert");
+  const std::optional<VisionCheckpoint> vision = fs::is_directory(input) ? open_vision_checkpoint(input) : std::nullopt;
+  LFM_CHECK(vision || mmproj_out.empty(), "convert: --mmproj-output, but '", input, "' has no vision tower");
+  if (vision) {
+    if (mmproj_out.empty()) mmproj_out = (fs::path(out).parent_path() / ("mmproj-" + fs::path(out).filename().string())).string();
+    check_distinct_outputs(out, mmproj_out, "convert: -o and --mmproj-output");
+    check_output_spares_input(mmproj_out, input == model ? model : input, "convert: --mmproj-output");
+  }
   auto m = load_model(input, LoadOptions{.pack = false});
   if (fs::is_regular_file(input)) {
     gguf::GgufFile src(input);
@@ -71,11 +81,7 @@ int run_convert(int argc, char** argv) {
     std::fprintf(stderr, "\n");
   }
   // An LFM2-VL folder: the vision tower as the pair's mmproj file.
-  const std::optional<VisionCheckpoint> vision = fs::is_directory(input) ? open_vision_checkpoint(input) : std::nullopt;
-  LFM_CHECK(vision || mmproj_out.empty(), "convert: --mmproj-output, but '", input, "' has no vision tower");
   if (vision) {
-    if (mmproj_out.empty()) mmproj_out = (fs::path(out).parent_path() / ("mmproj-" + fs::path(out).filename().string())).string();
-    LFM_CHECK(fs::absolute(mmproj_out) != fs::absolute(out), "convert: --mmproj-output is the output itself");
     const auto ms = gguf::write_mmproj_gguf(mmproj_out, vision->config, *vision->source, opt.type == gguf::FileType::F32,
                                             opt.name);
     if (!quiet)

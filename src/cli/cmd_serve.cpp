@@ -9,11 +9,13 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/generation_config.h"
 #include "engine/image_prompt.h"
 #include "model/model.h"
+#include "model/state_plan.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -98,9 +100,33 @@ int run_serve(int argc, char** argv) {
                  "(symlinks resolved; nothing outside). Without it only data: URIs are accepted; http(s) URLs "
                  "never are")
       ->check(CLI::ExistingDirectory);
+  std::string image_memory = "2G", request_image_memory = "1G";
+  app.add_option("--image-memory", image_memory,
+                 "Memory all requests' images may take at once to decode and preprocess (e.g. 2G, 512M), checked "
+                 "from their headers before decoding; a request that does not fit now: 429 with Retry-After")
+      ->capture_default_str();
+  app.add_option("--image-memory-per-request", request_image_memory,
+                 "Memory one request's images may take to decode and preprocess; more: 413")
+      ->capture_default_str();
+  int malloc_arenas = AllocatorSettings().max_arenas;
+  app.add_option("--malloc-arenas", malloc_arenas,
+                 "glibc malloc arenas the server's threads share (fewer: less memory kept after large requests; "
+                 "0: the C library's defaults, an arena per thread up to 8 per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   auto* max_body_opt = app.get_option("--max-body");
   LFM_CLI_PARSE(app, argc, argv);
   so.access_log = !no_access_log;
+  so.images.max_server_memory = parse_byte_size(image_memory);
+  so.images.max_request_memory = parse_byte_size(request_image_memory);
+  LFM_CHECK(so.images.max_request_memory > 0 && so.images.max_server_memory > 0,
+            "--image-memory and --image-memory-per-request must be positive");
+  // Before any thread allocates: the settings apply to arenas as they are created.
+  if (malloc_arenas > 0) {
+    AllocatorSettings as;
+    as.max_arenas = malloc_arenas;
+    if (!configure_allocator(as)) std::fprintf(stderr, "lfm serve: the allocator settings were not applied\n");
+  }
   so.model_aliases.push_back(model);
   so.drafter = draft.kind();
   so.max_drafts = draft.draft_max;
@@ -156,8 +182,11 @@ int run_serve(int argc, char** argv) {
     // Room in a body for one image of the largest size, base64-encoded, and the rest of the request.
     const size_t one_image = (so.images.max_image_bytes + 2) / 3 * 4 + (1u << 20);
     if (max_body_opt->count() == 0 && so.max_body_bytes < one_image) so.max_body_bytes = one_image;
-    std::fprintf(stderr, "lfm serve: images: up to %zu per request, %zu bytes each (request bodies up to %zu bytes)\n",
-                 so.images.max_images, so.images.max_image_bytes, so.max_body_bytes);
+    std::fprintf(stderr,
+                 "lfm serve: images: up to %zu per request, %zu bytes each (request bodies up to %zu bytes); image "
+                 "memory %lld bytes per request, %lld for all\n",
+                 so.images.max_images, so.images.max_image_bytes, so.max_body_bytes,
+                 static_cast<long long>(so.images.max_request_memory), static_cast<long long>(so.images.max_server_memory));
   }
   server::Server srv(engine, tok.get(), so);
   const int port = srv.bind();

@@ -1,6 +1,7 @@
 #include "cli/image_args.h"
 
 #include "core/error.h"
+#include "image/image_memory.h"
 #include "model/model.h"
 
 namespace lfm::cli {
@@ -22,13 +23,27 @@ ImagePrompt prompt_with_images(std::vector<int32_t> ids, const std::vector<std::
   if (files.empty()) return {std::move(ids), {}};
   LFM_CHECK(tok, "--image needs the model's tokenizer (its image tokens)");
   const ImagePromptSetup setup = load_image_prompt_setup(model_dir, model, *tok);
-  std::vector<image::Image> images;
+  // Every file's header first: the images' memory is checked before any of them is decoded.
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<image::ImageHeader> headers;
   for (const std::string& f : files) {
     try {
-      images.push_back(image::load_image_file(f));
+      bytes.push_back(image::read_image_file(f));
+      headers.push_back(image::read_image_header(bytes.back()));
     } catch (const Error& e) {
       fail("--image '", f, "': ", e.what());
     }
+  }
+  image::check_images_memory(headers, setup.processor, image::kDefaultRequestImageMemory, "--image",
+                             "the per-request image memory limit");
+  std::vector<image::Image> images;
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      images.push_back(image::decode_image(bytes[i]));
+    } catch (const Error& e) {
+      fail("--image '", files[i], "': ", e.what());
+    }
+    bytes[i] = {};
   }
   return expand_images(ids, images, setup);
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "convert/quant.h"
 #include "formats/safetensors_writer.h"
 #include "model/vision_config.h"
@@ -173,9 +174,7 @@ void write_random_config(const std::string& dir, const std::string& shape) {
   fs::create_directories(dir);
   const json j = random_shape_config(shape);
   parse_model_config(j);  // validate before writing
-  std::ofstream out(fs::path(dir) / "config.json");
-  LFM_CHECK(out.good(), "gen-random: cannot write '", (fs::path(dir) / "config.json").string(), "'");
-  out << j.dump(2) << "\n";
+  write_file_atomically((fs::path(dir) / "config.json").string(), j.dump(2) + "\n", "gen-random");
 }
 
 void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt) {
@@ -199,11 +198,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
     }
   }
   fs::create_directories(dir);
-  {
-    std::ofstream out(fs::path(dir) / "config.json");
-    LFM_CHECK(out.good(), "gen-random: cannot write config.json in '", dir, "'");
-    out << j.dump(2) << "\n";
-  }
+  write_file_atomically((fs::path(dir) / "config.json").string(), j.dump(2) + "\n", "gen-random");
   std::vector<SafetensorsWriter::Entry> entries;
   uint64_t total = 0;
   for (const auto& t : tensors) {
@@ -211,8 +206,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
     const DType dt = t.name.ends_with("expert_bias") ? DType::F32 : opt.hf_dtype;
     entries.push_back({t.name, dt, t.shape});
   }
-  const std::string tmp = (fs::path(dir) / "model.safetensors.tmp").string();
-  SafetensorsWriter w(tmp, entries, {{"format", "pt"}, {"lfm", "random weights (gen-random); benchmarking only"}});
+  SafetensorsWriter w((fs::path(dir) / "model.safetensors").string(), entries, {{"format", "pt"}, {"lfm", "random weights (gen-random); benchmarking only"}});
   for (const auto& e : entries) total += dtype_row_bytes(e.dtype, 1) * [&] {
     uint64_t n = 1;
     for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
@@ -247,7 +241,6 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   }
   w.finish();
   if (bar) std::fprintf(stderr, "\n");
-  fs::rename(tmp, fs::path(dir) / "model.safetensors");
 }
 
 void write_random_gguf(const std::string& path, const RandomCheckpointOptions& opt) {

@@ -16,12 +16,7 @@ GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
   LFM_CHECK(alignment && !(alignment & (alignment - 1)), "gguf writer: alignment ", alignment, " is not a power of two");
 }
 
-GgufWriter::~GgufWriter() {
-  if (f_) {  // abandoned (an exception mid-write): remove the temporary file
-    std::fclose(f_);
-    std::remove(tmp_path_.c_str());
-  }
-}
+GgufWriter::~GgufWriter() = default;  // abandoned (an exception mid-write): out_ removes the temporary file
 
 void GgufWriter::set(const std::string& key, Value v) {
   LFM_CHECK(!f_, "gguf writer: metadata is fixed once writing has begun");
@@ -58,7 +53,7 @@ void GgufWriter::add_tensor(std::string name, std::vector<int64_t> ne, DType typ
 
 void GgufWriter::put(const void* p, size_t n) {
   if (n && std::fwrite(p, 1, n, f_) != n)
-    fail("gguf writer: write to '", tmp_path_, "' failed: ", std::strerror(errno), " (disk full?)");
+    fail("gguf writer: write to '", out_->temp_path(), "' failed: ", std::strerror(errno), " (disk full?)");
   file_pos_ += n;
 }
 
@@ -109,10 +104,8 @@ void GgufWriter::pad_to_alignment(uint64_t written) {
 
 void GgufWriter::begin(const std::string& path) {
   LFM_CHECK(!f_, "gguf writer: begin() called twice");
-  path_ = path;
-  tmp_path_ = path + ".tmp";
-  f_ = std::fopen(tmp_path_.c_str(), "wb");
-  LFM_CHECK(f_, "gguf writer: cannot create '", tmp_path_, "': ", std::strerror(errno));
+  out_ = std::make_unique<OutputFile>(path, "gguf writer");
+  f_ = out_->stream();
   static thread_local std::vector<char> buf(4 << 20);
   std::setvbuf(f_, buf.data(), _IOFBF, buf.size());
 
@@ -169,16 +162,8 @@ void GgufWriter::finish() {
   LFM_CHECK(f_, "gguf writer: finish() before begin()");
   LFM_CHECK(current_ == tensors_.size(), "gguf writer: tensor '",
             current_ < tensors_.size() ? tensors_[current_].name : std::string(), "' was not written in full");
-  const bool ok = std::fflush(f_) == 0;
-  std::fclose(f_);
   f_ = nullptr;
-  if (!ok) {
-    std::remove(tmp_path_.c_str());
-    fail("gguf writer: flushing '", tmp_path_, "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp_path_, path_, ec);
-  LFM_CHECK(!ec, "gguf writer: cannot rename '", tmp_path_, "' to '", path_, "': ", ec.message());
+  out_->commit();
 }
 
 }  // namespace lfm::gguf

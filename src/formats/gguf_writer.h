@@ -1,16 +1,19 @@
 // Streaming GGUF v3 writer. Metadata and the tensor table (names, ggml dims, types) are declared
 // first, so every offset is known before any data; then tensor bytes are streamed in declaration
 // order, one piece at a time, and never held whole. The file is written under a temporary name
-// and renamed into place by finish(), so an interrupted conversion leaves no half-written .gguf.
+// created exclusively beside it (core/output_file.h: a planted symlink is never followed) and
+// renamed into place by finish(), so an interrupted conversion leaves no half-written .gguf.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/output_file.h"
 #include "formats/gguf_reader.h"
 
 namespace lfm::gguf {
@@ -32,7 +35,7 @@ class GgufWriter {
   size_t tensor_count() const { return tensors_.size(); }
   uint64_t total_data_bytes() const { return data_bytes_; }
 
-  // Writes header, metadata and tensor table to `path`.tmp.
+  // Writes header, metadata and tensor table to a temporary file beside `path`.
   void begin(const std::string& path);
   // Appends bytes of the current tensor (tensors in declaration order). A tensor is complete
   // when exactly its size has been written; padding to the alignment is added automatically.
@@ -56,8 +59,8 @@ class GgufWriter {
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<Planned> tensors_;
   uint64_t data_bytes_ = 0;
-  std::FILE* f_ = nullptr;
-  std::string path_, tmp_path_;
+  std::unique_ptr<OutputFile> out_;
+  std::FILE* f_ = nullptr;  // out_'s stream
   size_t current_ = 0;        // index of the tensor being written
   uint64_t current_done_ = 0;  // bytes of it written so far
   uint64_t file_pos_ = 0;

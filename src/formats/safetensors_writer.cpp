@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstring>
+
 #include "core/error.h"
 
 namespace lfm {
@@ -25,11 +28,15 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep tensor data 8-byte aligned
-  out_.open(path, std::ios::binary | std::ios::trunc);
-  LFM_CHECK(out_.good(), "safetensors writer: cannot create '", path, "'");
+  out_ = std::make_unique<OutputFile>(path, "safetensors writer");
   const uint64_t len = text.size();
-  out_.write(reinterpret_cast<const char*>(&len), 8);
-  out_.write(text.data(), static_cast<std::streamsize>(text.size()));
+  put(&len, 8);
+  put(text.data(), text.size());
+}
+
+void SafetensorsWriter::put(const void* data, size_t bytes) {
+  LFM_CHECK(std::fwrite(data, 1, bytes, out_->stream()) == bytes, "safetensors writer: write to '", out_->temp_path(),
+            "' failed: ", std::strerror(errno), " (disk full?)");
 }
 
 void SafetensorsWriter::write(const std::string& name, const void* data, size_t bytes) {
@@ -38,16 +45,13 @@ void SafetensorsWriter::write(const std::string& name, const void* data, size_t 
             name, "'");
   LFM_CHECK(sizes_[next_] == bytes, "safetensors writer: tensor '", name, "' is ", bytes, " bytes, declared ",
             sizes_[next_]);
-  out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  LFM_CHECK(out_.good(), "safetensors writer: write to '", path_, "' failed");
+  put(data, bytes);
   ++next_;
 }
 
 void SafetensorsWriter::finish() {
   LFM_CHECK(next_ == entries_.size(), "safetensors writer: ", entries_.size() - next_, " declared tensors not written");
-  out_.flush();
-  LFM_CHECK(out_.good(), "safetensors writer: flush of '", path_, "' failed");
-  out_.close();
+  out_->commit();
 }
 
 }  // namespace lfm

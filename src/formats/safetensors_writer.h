@@ -1,15 +1,17 @@
 // Streaming safetensors writer: the header (names, dtypes, shapes, offsets) is declared up
 // front, then tensor bytes are appended in declaration order, so a multi-GB checkpoint is never
-// held in memory.
+// held in memory. Written under a temporary name created exclusively beside the path
+// (core/output_file.h) and renamed into place by finish().
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/output_file.h"
 
 namespace lfm {
 
@@ -26,11 +28,12 @@ class SafetensorsWriter {
                     const std::map<std::string, std::string>& metadata = {});
   // Appends the next tensor's bytes; `bytes` must equal its declared size.
   void write(const std::string& name, const void* data, size_t bytes);
-  // Checks that every tensor was written and flushes.
+  // Checks that every tensor was written, flushes and renames the file into place.
   void finish();
 
  private:
-  std::ofstream out_;
+  void put(const void* data, size_t bytes);
+  std::unique_ptr<OutputFile> out_;
   std::string path_;
   std::vector<Entry> entries_;
   std::vector<size_t> sizes_;

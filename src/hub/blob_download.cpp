@@ -33,7 +33,8 @@ class BlobLock {
   BlobLock(const fs::path& path, bool verbose) {
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a symlink planted at a cache name is never followed (issue 55).
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd_ < 0) hub_fail(ErrorKind::kDisk, "cannot create the lock file '", path.string(), "': ", std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
     if (verbose) std::fprintf(stderr, "waiting for another process downloading into the cache (%s)\n", path.c_str());
@@ -100,9 +101,15 @@ long deadline_s(const Settings& s, const BlobTarget& t) {
 uint64_t transfer(const HttpClient& http, const Settings& s, const RepoCache& cache, const BlobTarget& t,
                   Digest* sha256) {
   const fs::path part = cache.incomplete(t.etag);
-  Fd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  // O_NOFOLLOW and a regular-file check: a symlink or FIFO planted at the name is refused, never
+  // written through (issue 55); what is read back is read from this descriptor.
+  Fd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
   if (fd.get() < 0) disk_error(part, errno, "creating");
-  uint64_t have = file_size_or_zero(part);
+  struct stat part_st {};
+  if (::fstat(fd.get(), &part_st) != 0) disk_error(part, errno, "examining");
+  if (!S_ISREG(part_st.st_mode))
+    hub_fail(ErrorKind::kDisk, "'", part.string(), "' is not a regular file; remove it and try again");
+  uint64_t have = static_cast<uint64_t>(part_st.st_size);
   if ((t.size > 0 && have > t.size) || !checkable(t)) {  // not a prefix of this file, or unverifiable: start over
     if (::ftruncate(fd.get(), 0) != 0) disk_error(part, errno, "truncating");
     have = 0;
@@ -111,14 +118,14 @@ uint64_t transfer(const HttpClient& http, const Settings& s, const RepoCache& ca
   // The hash covers the bytes already there too: read them back once.
   if (sha256) {
     sha256->reset();
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(have > 0 ? std::fopen(part.c_str(), "rb") : nullptr, &std::fclose);
-    if (have > 0 && !f) hub_fail(ErrorKind::kDisk, "cannot read back '", part.string(), "': ", std::strerror(errno));
     std::vector<char> buf(1 << 20);
-    for (uint64_t left = have; left > 0;) {
-      const size_t n = std::fread(buf.data(), 1, static_cast<size_t>(std::min<uint64_t>(left, buf.size())), f.get());
-      if (n == 0) hub_fail(ErrorKind::kDisk, "cannot read back '", part.string(), "'");
-      sha256->update(buf.data(), n);
-      left -= n;
+    for (uint64_t at = 0; at < have;) {
+      const ssize_t n = ::pread(fd.get(), buf.data(), static_cast<size_t>(std::min<uint64_t>(have - at, buf.size())),
+                                static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) hub_fail(ErrorKind::kDisk, "cannot read back '", part.string(), "'");
+      sha256->update(buf.data(), static_cast<size_t>(n));
+      at += static_cast<uint64_t>(n);
     }
   }
   if (t.size > 0 && have == t.size) return have;  // a previous run got every byte but not the rename

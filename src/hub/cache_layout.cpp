@@ -1,6 +1,8 @@
 #include "hub/cache_layout.h"
 
+#include "core/error.h"
 #include "core/file_io.h"
+#include "core/output_file.h"
 
 #include <unistd.h>
 
@@ -98,16 +100,13 @@ void RepoCache::write_ref(const std::string& revision, const std::string& commit
   const fs::path path = dir_ / "refs" / revision;
   if (read_ref(revision) == commit) return;
   make_dirs(path.parent_path());
-  const fs::path tmp = path.string() + temp_suffix();
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << commit;  // huggingface_hub writes the bare hash, no newline
-    out.close();
-    if (!out) hub_fail(ErrorKind::kDisk, "cannot write '", tmp.string(), "'");
+  try {
+    // An exclusive temporary file beside it (core/output_file.h); the bare hash, no newline, as
+    // huggingface_hub writes it.
+    write_file_atomically(path.string(), commit, "hub");
+  } catch (const Error& e) {
+    hub_fail(ErrorKind::kDisk, "cannot write '", path.string(), "': ", e.what());
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) hub_fail(ErrorKind::kDisk, "cannot write '", path.string(), "': ", ec.message());
 }
 
 void RepoCache::link(const std::string& commit, const std::string& path, const std::string& etag) const {

@@ -105,6 +105,25 @@ inline uint8_t muldiv255(int a, int b) {
 
 }  // namespace
 
+ImageHeader probe_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  State st;
+  std::memset(&st, 0, sizeof st);
+  st.cinfo.err = jpeg_std_error(&st.err.pub);
+  st.err.pub.error_exit = on_error_exit;
+  st.err.pub.emit_message = on_emit_message;
+  st.progress.progress_monitor = on_progress;
+  struct Destroy {
+    jpeg_decompress_struct* c;
+    ~Destroy() { jpeg_destroy_decompress(c); }
+  } destroy{&st.cinfo};
+  if (!run_decoder(st, bytes.data(), bytes.size(), 1, nullptr)) fail("image: JPEG header failed: ", st.err.message);
+  const int comps = st.cinfo.num_components;
+  LFM_CHECK(comps == 1 || comps == 3 || comps == 4, "image: JPEG with ", comps,
+            " components is not supported (1, 3 or 4)");
+  check_size("JPEG", st.cinfo.image_width, st.cinfo.image_height, limits);
+  return {"JPEG", int(st.cinfo.image_width), int(st.cinfo.image_height)};
+}
+
 Decoded decode_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   State st;
   std::memset(&st, 0, sizeof st);

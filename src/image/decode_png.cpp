@@ -124,6 +124,25 @@ void check_chunk_lengths(std::span<const uint8_t> bytes) {
   }
 }
 
+ImageHeader probe_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  check_chunk_lengths(bytes);
+  State st;
+  std::memset(&st, 0, sizeof st);
+  st.data = bytes.data();
+  st.size = bytes.size();
+  st.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &st, on_error, on_warning);
+  LFM_CHECK(st.png, "image: PNG decoder could not be created");
+  st.info = png_create_info_struct(st.png);
+  struct Destroy {
+    State* s;
+    ~Destroy() { png_destroy_read_struct(&s->png, s->info ? &s->info : nullptr, nullptr); }
+  } destroy{&st};
+  LFM_CHECK(st.info, "image: PNG decoder could not be created");
+  if (!run_decoder(st, 1, nullptr, &limits)) fail("image: PNG header: ", st.message);
+  check_size("PNG", st.width, st.height, limits);
+  return {"PNG", int(st.width), int(st.height)};
+}
+
 Decoded decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   check_chunk_lengths(bytes);
   State st;

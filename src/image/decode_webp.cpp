@@ -13,6 +13,24 @@
 
 namespace lfm::image::detail {
 
+ImageHeader probe_webp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  WebPBitstreamFeatures features;
+  const VP8StatusCode status = WebPGetFeatures(bytes.data(), bytes.size(), &features);
+  if (status == VP8_STATUS_OK || (features.width > 0 && features.height > 0))
+    check_size("WebP", features.width, features.height, limits);
+  LFM_CHECK(status != VP8_STATUS_NOT_ENOUGH_DATA, "image: WebP is truncated (", bytes.size(), " bytes)");
+  LFM_CHECK(status == VP8_STATUS_OK, "image: WebP header is malformed (libwebp status ", int(status), ")");
+  // The canvas the decoder allocates for is the demuxer's (VP8X), which WebPGetFeatures reports too;
+  // read it as decode_webp does so that both agree.
+  const WebPData data{bytes.data(), bytes.size()};
+  WebPDemuxer* demux = WebPDemux(&data);
+  LFM_CHECK(demux, "image: WebP is malformed or truncated (", bytes.size(), " bytes)");
+  const uint32_t W = WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH), H = WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
+  WebPDemuxDelete(demux);
+  check_size("WebP", W, H, limits);
+  return {"WebP", int(W), int(H)};
+}
+
 Decoded decode_webp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   const WebPData data{bytes.data(), bytes.size()};
   // The header (VP8X canvas, or the VP8/VP8L frame) first, so that the size is checked whatever

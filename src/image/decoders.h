@@ -24,6 +24,10 @@ struct Decoded {
 Decoded decode_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 Decoded decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 Decoded decode_webp(std::span<const uint8_t> bytes, const DecodeLimits& limits);
+// The header alone, check_size applied (read_image_header).
+ImageHeader probe_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits);
+ImageHeader probe_png(std::span<const uint8_t> bytes, const DecodeLimits& limits);
+ImageHeader probe_webp(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 
 // EXIF Orientation as PIL's Image.getexif() reads it: IFD0 tag 0x0112 with one integer value, or
 // XMP's tiff:Orientation when the EXIF has none; 0 when absent or unreadable.

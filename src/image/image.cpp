@@ -1,10 +1,14 @@
 // decode_image's dispatch by magic, file loading, the size check every decoder shares, and EXIF
 // orientation (parsed as PIL's Image.getexif reads IFD0, applied as ImageOps.exif_transpose).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <utility>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "image/decoders.h"
 
 namespace lfm::image {
@@ -117,38 +121,70 @@ Image apply_orientation(Image in, int orientation) {
 
 }  // namespace detail
 
-Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+namespace {
+
+enum class Format { kJpeg, kPng, kWebp };
+
+// The format by its magic bytes; anything else throws, naming the first bytes.
+Format format_of(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   LFM_CHECK(bytes.size() <= limits.max_file_bytes, "image: file of ", bytes.size(), " bytes exceeds the ",
             limits.max_file_bytes, "-byte limit");
   auto starts = [&](const char* magic, size_t n, size_t at = 0) {
     return bytes.size() >= at + n && std::memcmp(bytes.data() + at, magic, n) == 0;
   };
+  if (starts("\xFF\xD8\xFF", 3)) return Format::kJpeg;
+  if (starts("\x89PNG\r\n\x1A\n", 8)) return Format::kPng;
+  if (starts("RIFF", 4) && starts("WEBP", 4, 8)) return Format::kWebp;
+  std::string head;
+  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) head += cat(i ? " " : "", std::hex, int(bytes[i]));
+  fail("image: unknown format (first bytes: ", bytes.empty() ? "none, the file is empty" : head,
+       "); JPEG, PNG and WebP are supported");
+}
+
+}  // namespace
+
+ImageHeader read_image_header(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  switch (format_of(bytes, limits)) {
+    case Format::kJpeg: return detail::probe_jpeg(bytes, limits);
+    case Format::kPng: return detail::probe_png(bytes, limits);
+    case Format::kWebp: break;
+  }
+  return detail::probe_webp(bytes, limits);
+}
+
+Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   detail::Decoded d;
-  if (starts("\xFF\xD8\xFF", 3)) {
-    d = detail::decode_jpeg(bytes, limits);
-  } else if (starts("\x89PNG\r\n\x1A\n", 8)) {
-    d = detail::decode_png(bytes, limits);
-  } else if (starts("RIFF", 4) && starts("WEBP", 4, 8)) {
-    d = detail::decode_webp(bytes, limits);
-  } else {
-    std::string head;
-    for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) head += cat(i ? " " : "", std::hex, int(bytes[i]));
-    fail("image: unknown format (first bytes: ", bytes.empty() ? "none, the file is empty" : head,
-         "); JPEG, PNG and WebP are supported");
+  switch (format_of(bytes, limits)) {
+    case Format::kJpeg: d = detail::decode_jpeg(bytes, limits); break;
+    case Format::kPng: d = detail::decode_png(bytes, limits); break;
+    case Format::kWebp: d = detail::decode_webp(bytes, limits); break;
   }
   return detail::apply_orientation(std::move(d.image), detail::exif_orientation(d.exif, d.xmp));
 }
 
+std::vector<uint8_t> read_image_file(const std::string& path, const DecodeLimits& limits) {
+  const int fd = open_regular_file(path, "image:");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  LFM_CHECK(::fstat(fd, &st) == 0, "image: cannot read '", path, "': ", std::strerror(errno));
+  LFM_CHECK(uint64_t(st.st_size) <= limits.max_file_bytes, "image: '", path, "' has ", st.st_size,
+            " bytes, over the ", limits.max_file_bytes, "-byte limit");
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    LFM_CHECK(n > 0, "image: cannot read '", path, "' in full");
+    got += size_t(n);
+  }
+  return bytes;
+}
+
 Image load_image_file(const std::string& path, const DecodeLimits& limits) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  LFM_CHECK(f, "image: cannot open '", path, "'");
-  const std::streamoff size = f.tellg();
-  LFM_CHECK(size >= 0, "image: cannot read '", path, "'");
-  LFM_CHECK(uint64_t(size) <= limits.max_file_bytes, "image: '", path, "' has ", size, " bytes, over the ",
-            limits.max_file_bytes, "-byte limit");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  f.seekg(0);
-  LFM_CHECK(f.read(reinterpret_cast<char*>(bytes.data()), size), "image: cannot read '", path, "'");
+  const std::vector<uint8_t> bytes = read_image_file(path, limits);
   try {
     return decode_image(bytes, limits);
   } catch (const Error& e) {

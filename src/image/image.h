@@ -37,4 +37,16 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits = 
 // Reads the file (refusing one over limits.max_file_bytes before reading it) and decodes it.
 Image load_image_file(const std::string& path, const DecodeLimits& limits = {});
 
+// What the header says, read without decoding any pixel (the library reads the chunks or markers
+// before the image data only): the format ("JPEG", "PNG", "WebP") and the size the decoder will
+// allocate for, after the same DecodeLimits checks decode_image makes. Callers sum these over a
+// request to check its memory before decoding anything (image_memory.h).
+struct ImageHeader {
+  const char* format = "";
+  int width = 0, height = 0;
+};
+ImageHeader read_image_header(std::span<const uint8_t> bytes, const DecodeLimits& limits = {});
+// The file's bytes (a regular file, refused over limits.max_file_bytes before it is read).
+std::vector<uint8_t> read_image_file(const std::string& path, const DecodeLimits& limits = {});
+
 }  // namespace lfm::image

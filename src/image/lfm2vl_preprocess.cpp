@@ -324,6 +324,36 @@ PreprocessedImage preprocess(const Image& image, const ProcessorConfig& c) {
   return out;
 }
 
+PreprocessMemory preprocess_memory(int64_t W, int64_t H, const ProcessorConfig& c) {
+  constexpr int64_t kF = sizeof(float);
+  int min_tiles = c.min_tiles, max_tiles = c.max_tiles;
+  if (!c.do_image_splitting) min_tiles = max_tiles = 1;
+  const bool splitting = !(min_tiles == 1 && max_tiles == 1);
+  const int64_t planar = 3 * kF * W * H;
+  const auto [new_h, new_w] = smart_resize(H, W, c);
+  // resize_levels to out_h x out_w: its width pass ([3][H][out_w]) and its result; the same size
+  // is a copy.
+  auto resize_peak = [&](int64_t out_h, int64_t out_w) {
+    const int64_t out = 3 * kF * out_h * out_w;
+    return out_h == H && out_w == W ? out : 3 * kF * H * out_w + out;
+  };
+  const int64_t thumb = 3 * kF * new_h * new_w;
+  PreprocessMemory m;
+  if (is_image_too_large(H, W, c) && splitting) {
+    const auto [cols, rows] = grid_layout(H, W, c, min_tiles, max_tiles);
+    const int64_t grid = 3 * kF * int64_t(c.tile_size) * rows * c.tile_size * cols;
+    const bool with_thumb = c.use_thumbnail && rows * cols != 1;
+    m.tiles = grid + (with_thumb ? thumb : 0);
+    // The grid's resize; then the grid, its tiles and the thumbnail's resize and tile together.
+    m.working = planar + std::max(resize_peak(int64_t(c.tile_size) * rows, int64_t(c.tile_size) * cols),
+                                  grid + (with_thumb ? resize_peak(new_h, new_w) : 0));
+  } else {
+    m.tiles = thumb;
+    m.working = planar + resize_peak(new_h, new_w);
+  }
+  return m;
+}
+
 ImageMarkerIds resolve_image_markers(const std::function<std::optional<int32_t>(std::string_view)>& id_of) {
   ImageMarkerIds ids;
   auto get = [&](const std::string& name) { return id_of(name).value_or(-1); };

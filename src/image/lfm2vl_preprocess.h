@@ -67,6 +67,14 @@ struct PreprocessedImage {
 
 PreprocessedImage preprocess(const Image& image, const ProcessorConfig& config);
 
+// What preprocess allocates for a width x height image, from the same size arithmetic (nothing is
+// decoded): `tiles`, the float32 patches it returns; `working`, the most it holds on top of them
+// (the float32 planes of the whole image, the width pass of each resize, the resized levels).
+struct PreprocessMemory {
+  int64_t tiles = 0, working = 0;
+};
+PreprocessMemory preprocess_memory(int64_t width, int64_t height, const ProcessorConfig& config);
+
 // The special tokens of the layout. row_col[(r-1)*max_grid + (c-1)] is <|img_row_r_col_c|>;
 // -1 where the tokenizer lacks a token (image_token is required).
 struct ImageMarkerIds {

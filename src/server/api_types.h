@@ -24,6 +24,7 @@ class ApiError : public std::runtime_error {
       : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
   int status;
   std::string param, code;
+  int retry_after_s = 0;  // > 0: sent as Retry-After (a 429 or 503 the client may retry)
 };
 
 // Fields common to both endpoints, mapped onto the engine's request.

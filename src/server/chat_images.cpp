@@ -27,17 +27,37 @@ std::string limit_text(size_t bytes) {
   return std::to_string(bytes) + " bytes (lfm serve --max-image-bytes)";
 }
 
-image::Image decode(const ImagePart& part, std::span<const uint8_t> bytes, const ImageOptions& opt) {
+image::DecodeLimits decode_limits(const ImageOptions& opt) {
   image::DecodeLimits limits = opt.decode;
   limits.max_file_bytes = opt.max_image_bytes;
+  return limits;
+}
+
+// An image part's encoded bytes and what their header says (nothing decoded yet).
+struct Fetched {
+  std::vector<uint8_t> bytes;
+  image::ImageHeader header;
+};
+
+Fetched with_header(const ImagePart& part, std::vector<uint8_t> bytes, const ImageOptions& opt) {
+  Fetched f{std::move(bytes), {}};
   try {
-    return image::decode_image(bytes, limits);
+    f.header = image::read_image_header(f.bytes, decode_limits(opt));
+  } catch (const Error& e) {
+    refuse(part, std::string("is not an image this server can use: ") + e.what());
+  }
+  return f;
+}
+
+image::Image decode(const ImagePart& part, std::span<const uint8_t> bytes, const ImageOptions& opt) {
+  try {
+    return image::decode_image(bytes, decode_limits(opt));
   } catch (const Error& e) {
     refuse(part, std::string("is not an image this server can use: ") + e.what());
   }
 }
 
-image::Image from_data_uri(const ImagePart& part, std::string_view uri, const ImageOptions& opt) {
+Fetched from_data_uri(const ImagePart& part, std::string_view uri, const ImageOptions& opt) {
   std::string_view data;
   try {
     data = image::parse_image_data_uri(uri).data;
@@ -55,7 +75,7 @@ image::Image from_data_uri(const ImagePart& part, std::string_view uri, const Im
   if (bytes->size() > opt.max_image_bytes)
     refuse(part, "holds an image of " + std::to_string(bytes->size()) + " bytes, over this server's limit of " +
                      limit_text(opt.max_image_bytes));
-  return decode(part, *bytes, opt);
+  return with_header(part, std::move(*bytes), opt);
 }
 
 // "%41" → "A"; nullopt for a bad escape or a NUL.
@@ -83,7 +103,7 @@ bool inside(const fs::path& p, const fs::path& dir) {
   return d == dir.end() && q != p.end();
 }
 
-image::Image from_file(const ImagePart& part, const std::string& given, const ImageOptions& opt) {
+Fetched from_file(const ImagePart& part, const std::string& given, const ImageOptions& opt) {
   if (opt.image_dir.empty())
     refuse(part, "names a local file; this server reads image files only when started with --image-dir DIR "
                  "(send the image inline as a data:image/png;base64,… URI)");
@@ -129,12 +149,10 @@ image::Image from_file(const ImagePart& part, const std::string& given, const Im
     if (n <= 0) refuse(part, "could not be read in full");
     got += static_cast<size_t>(n);
   }
-  return decode(part, bytes, opt);
+  return with_header(part, std::move(bytes), opt);
 }
 
-}  // namespace
-
-image::Image load_image_part(const ImagePart& part, const ImageOptions& opt) {
+Fetched fetch_image_part(const ImagePart& part, const ImageOptions& opt) {
   const std::string& url = part.url;
   const std::string head = ascii_lower(std::string_view(url).substr(0, std::min<size_t>(url.size(), 16)));
   if (head.rfind("data:", 0) == 0) return from_data_uri(part, url, opt);
@@ -153,9 +171,16 @@ image::Image load_image_part(const ImagePart& part, const ImageOptions& opt) {
   return from_file(part, url, opt);
 }
 
-std::vector<image::Image> load_image_parts(const std::vector<ImagePart>& parts, const ImageOptions& opt,
-                                           const std::string& no_vision) {
-  std::vector<image::Image> out;
+}  // namespace
+
+image::Image load_image_part(const ImagePart& part, const ImageOptions& opt) {
+  const Fetched f = fetch_image_part(part, opt);
+  return decode(part, f.bytes, opt);
+}
+
+LoadedImages load_image_parts(const std::vector<ImagePart>& parts, const ImageOptions& opt, const std::string& no_vision,
+                              const image::ProcessorConfig& processor, MemoryBudget* server_memory) {
+  LoadedImages out;
   if (parts.empty()) return out;
   if (!no_vision.empty()) throw ApiError(400, no_vision, parts[0].param);
   if (parts.size() > opt.max_images)
@@ -163,8 +188,44 @@ std::vector<image::Image> load_image_parts(const std::vector<ImagePart>& parts, 
                    "the request has " + std::to_string(parts.size()) + " images; this server takes at most " +
                        std::to_string(opt.max_images) + " per request (lfm serve --max-images)",
                    parts[opt.max_images].param);
-  out.reserve(parts.size());
-  for (const ImagePart& p : parts) out.push_back(load_image_part(p, opt));
+  // Every part's bytes and header first: the request's image memory is known before any pixel is
+  // decoded. (The encoded bytes are bounded by max_images x max_image_bytes, and data URIs by the
+  // body they came in.)
+  std::vector<Fetched> fetched;
+  fetched.reserve(parts.size());
+  for (const ImagePart& p : parts) fetched.push_back(fetch_image_part(p, opt));
+  std::vector<image::ImageHeader> headers;
+  for (const Fetched& f : fetched) headers.push_back(f.header);
+  const int64_t need = image::images_memory(headers, processor);
+  const std::string what = "the request's " + image::describe_images_memory(headers, need);
+  const std::string param = parts.size() == 1 ? parts[0].param : "messages";
+  if (need > opt.max_request_memory)
+    throw ApiError(413,
+                   what + ", over this server's limit of " + image::byte_size_text(opt.max_request_memory) +
+                       " per request (lfm serve --image-memory-per-request)",
+                   param, "image_memory_exceeded");
+  if (server_memory) {
+    if (need > server_memory->capacity())
+      throw ApiError(413,
+                     what + ", over this server's limit of " + image::byte_size_text(server_memory->capacity()) +
+                         " for all requests together (lfm serve --image-memory)",
+                     param, "image_memory_exceeded");
+    std::optional<MemoryBudget::Reservation> r = server_memory->try_reserve(need);
+    if (!r) {
+      ApiError busy(429,
+                    what + "; other requests hold " + image::byte_size_text(server_memory->in_use()) + " of the server's " +
+                        image::byte_size_text(server_memory->capacity()) + " (lfm serve --image-memory): retry shortly",
+                    param, "image_memory_busy");
+      busy.retry_after_s = 1;
+      throw busy;
+    }
+    out.memory = std::move(*r);
+  }
+  out.images.reserve(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    out.images.push_back(decode(parts[i], fetched[i].bytes, opt));
+    fetched[i].bytes = {};
+  }
   return out;
 }
 

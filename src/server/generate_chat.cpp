@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "chat/output_parser.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "server/generate_util.h"
 #include "server/server_impl.h"
@@ -36,13 +37,22 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   in.tool_choice = c.tool_choice;
   in.named_tool = c.named_tool;
   in.template_kwargs = std::move(c.template_kwargs);
-  in.images = load_image_parts(c.images, opt.images, opt.image_setup ? std::string() : opt.no_images);
+  LoadedImages loaded = load_image_parts(c.images, opt.images, opt.image_setup ? std::string() : opt.no_images,
+                                         opt.image_setup ? opt.image_setup->processor : image::ProcessorConfig(),
+                                         &image_memory);
+  in.images = std::move(loaded.images);
   ChatTurn turn;
   try {
     turn = chat->build(in);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "messages");
   }
+  // The images are laid out in the turn (their tiles in its requests): the pixels go, their memory
+  // is given back, and after a large working set so is the allocator's free memory (allocator.h).
+  in.images = {};
+  const bool large = loaded.memory.bytes() >= (int64_t(64) << 20);
+  loaded.memory.release();
+  if (large) release_free_memory();
   Request r = c.gen.req;
   turn.apply(r);
   apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), "messages");

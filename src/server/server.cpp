@@ -213,6 +213,7 @@ void Server::Impl::register_routes() {
       std::rethrow_exception(ep);
     } catch (const ApiError& e) {
       send_error(res, e.status, e.what(), e.param, e.code);
+      if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     } catch (const EngineBusy& e) {
       send_error(res, 429, e.what());
       res.set_header("Retry-After", "1");

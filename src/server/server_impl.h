@@ -37,6 +37,7 @@ struct Server::Impl {
   Metrics& metrics;
   std::unique_ptr<ChatTurnBuilder> chat;  // null without a tokenizer
   GrammarCache grammars{32};               // compiled structured-output grammars, by GBNF text
+  MemoryBudget image_memory{opt.images.max_server_memory};  // all requests' images at once (chat_images.h)
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
   std::atomic<bool> draining{false};
   std::atomic<bool> bound{false};

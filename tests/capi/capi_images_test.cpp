@@ -232,4 +232,38 @@ TEST(CApiImages, ImagesThatCannotBeUsedAreRefused) {
   refused(chat, good, "user messages only");
 }
 
+// Issue 55: eight decompression bombs (64 M pixels each in 7.8 KB, each within the per-image
+// limits) are refused from their headers by the request's image-memory budget, before any is
+// decoded: the process's peak RSS hardly moves (decoding them took 1.5 GB of RGB alone).
+int64_t status_kb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  const std::string key = std::string(field) + ":";
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(key.size()));
+  return -1;
+}
+
+TEST(CApiImages, DecompressionBombsAreRefusedByTheMemoryBudget) {
+  Model model(kVl);
+  Engine eng(model.m);
+  const lfm_sampling_params sp = greedy_params(2);
+  std::vector<int32_t> ids = {1};
+  Images im;
+  for (int i = 0; i < 8; ++i) {
+    ids.push_back(396);
+    im.add_bytes(file_bytes(kData + "/image/files/bomb_8000x8000.png"));
+  }
+  ids.push_back(7);
+  lfm_prompt p = ids_prompt(ids);
+  im.attach(p);
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+  const int64_t before = status_kb("VmRSS");
+  const Outcome o = run(eng.e, p, &sp);
+  const int64_t peak = status_kb("VmHWM");
+  EXPECT_EQ(o.status, LFM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(o.error.find("8000x8000"), std::string::npos) << o.error;
+  EXPECT_NE(o.error.find("image memory"), std::string::npos) << o.error;
+  EXPECT_LT(peak - before, 64 * 1024) << "peak grew by " << (peak - before) / 1024 << " MB";
+}
+
 }  // namespace
