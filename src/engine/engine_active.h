@@ -28,6 +28,7 @@ struct Engine::Active {
   Sequence* seq = nullptr;      // while running
   int64_t n_fed = 0;            // tokens in the sequence's state
   bool admitted = false, finished = false;
+  bool request_error = false;   // ended by an error of its own input (Event::request_error)
   // Its next step is one decode token (or a verification): everything but the last token is in
   // the state, and that token was generated (a resumed request recomputes its tokens as prompt).
   bool decoding() const { return n_generated > 0 && static_cast<int64_t>(tokens.size()) - n_fed == 1; }
