@@ -281,51 +281,6 @@ void Engine::schedule(std::vector<Active*>& batch, std::vector<int64_t>& counts)
   publish_stats();
 }
 
-namespace {
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-}  // namespace
-
-void Engine::recover(const std::vector<Active*>& batch, const std::exception_ptr& e) {
-  const std::string why = "engine: the scheduler failed: " + what_of(e);
-  // `batch` may name requests already finished and freed: only those still running are touched.
-  const bool known = !batch.empty();
-  for (auto& a : running_)
-    if (!known || std::find(batch.begin(), batch.end(), a.get()) != batch.end()) finish(*a, FinishReason::kError, why);
-  if (!known)
-    for (auto& a : waiting_) finish(*a, FinishReason::kError, why);
-  std::erase_if(running_, [](const auto& a) { return a->finished; });
-  std::erase_if(waiting_, [](const auto& a) { return a->finished; });
-  publish_stats();
-}
-
-void Engine::fail_request(Active& a, const char* stage, const std::exception_ptr& e) {
-  // lfm::Error is what checks of input data throw (core/error.h): the request's own doing.
-  try {
-    std::rethrow_exception(e);
-  } catch (const Error&) {
-    a.request_error = true;
-  } catch (...) {
-  }
-  finish(a, FinishReason::kError, cat("engine: ", stage, " failed: ", what_of(e)));
-}
-
-bool Engine::guarded(Active& a, const char* stage, const std::function<void()>& body) {
-  try {
-    body();
-  } catch (...) {
-    fail_request(a, stage, std::current_exception());
-  }
-  return !a.finished;
-}
-
 void Engine::admit_submissions() {
   std::deque<std::unique_ptr<Active>> fresh;
   {
@@ -536,7 +491,7 @@ void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts)
     forward_->step(items, out_);
   } catch (...) {
     if (masks.valid()) masks.get();
-    const std::string why = "engine: step failed: " + what_of(std::current_exception());
+    const std::string why = "engine: step failed: " + exception_text(std::current_exception());
     for (Active* a : batch) finish(*a, FinishReason::kError, why);
   }
   if (masks.valid()) masks.get();
@@ -624,7 +579,7 @@ void Engine::finish(Active& a, FinishReason why, std::string error, std::string 
     }
   } catch (...) {
     why = ev.finish = FinishReason::kError;
-    ev.error = "engine: the last text failed: " + what_of(std::current_exception());
+    ev.error = "engine: the last text failed: " + exception_text(std::current_exception());
     text.clear();
   }
   ev.text = std::move(text);

@@ -1,5 +1,4 @@
-// The scheduler's record of one request (engine-internal: shared by engine.cpp and
-// engine_speculative.cpp only).
+// The scheduler's record of one request (engine-internal: shared by the engine*.cpp files only).
 #pragma once
 
 #include <chrono>
@@ -15,6 +14,9 @@
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace lfm {
+
+// An exception's message (engine_failures.cpp), whatever its type.
+std::string exception_text(const std::exception_ptr& e);
 
 struct Engine::Active {
   uint64_t id = 0;
