@@ -297,7 +297,9 @@ typedef struct lfm_event {
 } lfm_event;
 
 /* The next event: waits up to timeout_ms (-1: as long as it takes; 0: just looks). Returns
- * LFM_ERR_TIMEOUT when none came, LFM_ERR_END once the LFM_EVENT_DONE event has been read. */
+ * LFM_ERR_TIMEOUT when none came, LFM_ERR_END once the LFM_EVENT_DONE event has been read, and
+ * LFM_ERR_INVALID_ARGUMENT for a NULL event or one whose struct_size is not set (checked before
+ * an event is taken: the call can be repeated and loses nothing). */
 LFM_API lfm_status lfm_request_next(lfm_request* request, lfm_event* event, int32_t timeout_ms);
 
 /* Called with each event in turn; a nonzero return cancels the request (its DONE event still

@@ -37,6 +37,39 @@ def _check(status: int) -> None:
         raise LfmError(status, _library().lfm_last_error().decode("utf-8", "replace"))
 
 
+# ctypes cuts a C string at its first NUL and wraps an integer into its field's width without a
+# word (2**64 + 16 tokens would become 16): every value is checked here before it is converted.
+_INT32 = (-2**31, 2**31 - 1)
+_INT64 = (-2**63, 2**63 - 1)
+_UINT64 = (0, 2**64 - 1)
+_SIZE = (0, 2**63 - 1)
+
+
+def _int(name: str, value: Any, bounds: tuple[int, int]) -> int:
+    """`value` as an int within its C type's `bounds`; ValueError naming `name` otherwise."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    v = value.__index__()
+    if not bounds[0] <= v <= bounds[1]:
+        raise ValueError(f"{name} must be in [{bounds[0]}, {bounds[1]}], got {v}")
+    return v
+
+
+def _ints32(name: str, values: Sequence[Any]) -> Any:
+    """A ctypes int32 array of `values` (at least one element), each checked."""
+    checked = [_int(name, v, _INT32) for v in values]
+    return (ctypes.c_int32 * max(1, len(checked)))(*checked)
+
+
+def _cstr(name: str, value: Union[str, bytes, os.PathLike]) -> bytes:
+    """`value` as a C string's bytes; ValueError naming `name` when it holds a NUL (C would stop there)."""
+    b = os.fsencode(value) if isinstance(value, os.PathLike) else value.encode() if isinstance(value, str) else bytes(value)
+    at = b.find(b"\0")
+    if at >= 0:
+        raise ValueError(f"{name} holds a NUL character at byte {at}: a C string would end there")
+    return b
+
+
 @dataclass
 class SamplingParams:
     """Sampling as in vLLM: temperature 0 is greedy. `logprobs` (any value but None) reports the
@@ -73,29 +106,30 @@ class SamplingParams:
     def _to_c(self) -> tuple[_capi.SamplingParamsC, Any]:
         c = _capi.SamplingParamsC()
         _check(_library().lfm_sampling_params_init(ctypes.byref(c)))
-        c.temperature, c.top_k, c.top_p, c.min_p = self.temperature, self.top_k, self.top_p, self.min_p
+        c.temperature, c.top_k = self.temperature, _int("top_k", self.top_k, _INT32)
+        c.top_p, c.min_p = self.top_p, self.min_p
         c.repetition_penalty = self.repetition_penalty
         c.presence_penalty, c.frequency_penalty = self.presence_penalty, self.frequency_penalty
         if self.seed is not None:
-            c.has_seed, c.seed = 1, self.seed
-        c.max_tokens = -1 if self.max_tokens is None else self.max_tokens
+            c.has_seed, c.seed = 1, _int("seed", self.seed, _UINT64)
+        c.max_tokens = -1 if self.max_tokens is None else _int("max_tokens", self.max_tokens, _INT64)
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        keep = (ctypes.c_char_p * max(1, len(stops)))(*[s.encode() for s in stops])
+        keep = (ctypes.c_char_p * max(1, len(stops)))(*[_cstr("stop", s) for s in stops])
         c.stop, c.n_stop = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char_p)), len(stops)
         c.ignore_eos = int(self.ignore_eos)
         c.logprobs = int(self.logprobs is not None)
-        c.top_logprobs = max(0, self.logprobs or 0)
+        c.top_logprobs = max(0, _int("logprobs", self.logprobs or 0, _INT64))
         held: list[Any] = [keep]
         if self.json_schema is not None:
             schema = self.json_schema if isinstance(self.json_schema, str) else json.dumps(self.json_schema)
-            c.json_schema = schema.encode()
+            c.json_schema = _cstr("json_schema", schema)
         c.json_object = int(self.json_object)
-        c.grammar = self.grammar.encode() if self.grammar is not None else None
-        c.regex = self.regex.encode() if self.regex is not None else None
+        c.grammar = _cstr("grammar", self.grammar) if self.grammar is not None else None
+        c.regex = _cstr("regex", self.regex) if self.regex is not None else None
         c.schema_strict, c.schema_whitespace = int(self.schema_strict), int(self.schema_whitespace)
         c.no_jump_forward = int(not self.jump_forward)
         if self.logit_bias:
-            ids = (ctypes.c_int32 * len(self.logit_bias))(*[int(k) for k in self.logit_bias])
+            ids = _ints32("logit_bias token id", list(self.logit_bias))
             vals = (ctypes.c_float * len(self.logit_bias))(*[float(v) for v in self.logit_bias.values()])
             held += [ids, vals]
             c.logit_bias_ids = ctypes.cast(ids, _capi.c_int32_p)
@@ -104,7 +138,7 @@ class SamplingParams:
         drafter = self.drafter or "none"
         if drafter not in _capi.DRAFTERS:
             raise ValueError(f"drafter must be 'none', 'ngram' or 'model', got {self.drafter!r}")
-        c.drafter, c.max_drafts = _capi.DRAFTERS[drafter], self.max_drafts
+        c.drafter, c.max_drafts = _capi.DRAFTERS[drafter], _int("max_drafts", self.max_drafts, _INT32)
         return c, held  # `held` keeps the strings and arrays alive while the call runs
 
 
@@ -242,15 +276,17 @@ class LLM:
         self._engine = ctypes.c_void_p()
         mo = _capi.ModelOptions()
         _check(lib.lfm_model_options_init(ctypes.byref(mo)))
-        mo.threads, mo.device = threads, device.encode()
-        mo.mmproj = mmproj.encode() if mmproj else None
-        _check(lib.lfm_model_load(str(model).encode(), ctypes.byref(mo), ctypes.byref(self._model)))
+        mo.threads, mo.device = _int("threads", threads, _INT32), _cstr("device", device)
+        mo.mmproj = _cstr("mmproj", mmproj) if mmproj else None
+        _check(lib.lfm_model_load(_cstr("model", str(model)), ctypes.byref(mo), ctypes.byref(self._model)))
         eo = _capi.EngineOptions()
         _check(lib.lfm_engine_options_init(ctypes.byref(eo)))
-        eo.ctx_size, eo.parallel, eo.kv_type = ctx_size, parallel, kv_type.encode()
-        eo.prefix_cache, eo.batch_tokens, eo.kv_memory_bytes = int(prefix_cache), batch_tokens, kv_memory_bytes
-        eo.draft_model = str(draft_model).encode() if draft_model else None
-        eo.draft_tokens = draft_tokens
+        eo.ctx_size, eo.parallel = _int("ctx_size", ctx_size, _INT64), _int("parallel", parallel, _INT32)
+        eo.kv_type = _cstr("kv_type", kv_type)
+        eo.prefix_cache, eo.batch_tokens = int(prefix_cache), _int("batch_tokens", batch_tokens, _INT64)
+        eo.kv_memory_bytes = _int("kv_memory_bytes", kv_memory_bytes, _INT64)
+        eo.draft_model = _cstr("draft_model", str(draft_model)) if draft_model else None
+        eo.draft_tokens = _int("draft_tokens", draft_tokens, _INT64)
         try:
             _check(lib.lfm_engine_create(self._model, ctypes.byref(eo), ctypes.byref(self._engine)))
         except LfmError:
@@ -269,10 +305,10 @@ class LLM:
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         return self._ids_call(lambda buf, cap, n: _library().lfm_tokenize(
-            self._model, text.encode(), int(add_special), buf, cap, n))
+            self._model, _cstr("text", text), int(add_special), buf, cap, n))
 
     def detokenize(self, ids: Sequence[int], skip_special: bool = False) -> str:
-        arr = (ctypes.c_int32 * max(1, len(ids)))(*ids)
+        arr = _ints32("token id", ids)
         return self._text_call(lambda buf, cap, n: _library().lfm_detokenize(
             self._model, arr, len(ids), int(skip_special), buf, cap, n))
 
@@ -357,7 +393,7 @@ class LLM:
         if messages is not None:
             p.messages_json = json.dumps(list(messages)).encode()
             p.tools_json = json.dumps(list(tools)).encode() if tools else None
-            p.tool_choice = tool_choice.encode() if tool_choice else None
+            p.tool_choice = _cstr("tool_choice", tool_choice) if tool_choice else None
         else:
             if isinstance(prompt, Mapping):
                 media = prompt.get("multi_modal_data") or {}
@@ -365,9 +401,9 @@ class LLM:
                     images = media["image"] if isinstance(media["image"], (list, tuple)) else [media["image"]]
                 prompt = prompt["prompt_token_ids"] if "prompt_token_ids" in prompt else prompt["prompt"]
             if isinstance(prompt, str):
-                p.text = prompt.encode()
+                p.text = _cstr("prompt", prompt)
             else:
-                ids = (ctypes.c_int32 * max(1, len(prompt)))(*prompt)
+                ids = _ints32("prompt token id", prompt)
                 keep.append(ids)
                 p.ids, p.n_ids = ctypes.cast(ids, _capi.c_int32_p), len(prompt)
         if images:
@@ -390,7 +426,7 @@ class LLM:
                 keep.append(buf)
                 data[i], sizes[i] = ctypes.cast(buf, ctypes.c_void_p), len(im)
             else:
-                paths[i] = os.fsencode(im)
+                paths[i] = _cstr(f"image path {i}", os.fsencode(im))
         keep += [paths, data, sizes]
         p.n_images = n
         p.image_paths = ctypes.cast(paths, ctypes.POINTER(ctypes.c_char_p))

@@ -216,6 +216,8 @@ lfm_status lfm_request_next(lfm_request* request, lfm_event* event, int32_t time
   return guard(LFM_ERR_INTERNAL, [&] {
     lfm_request& r = request_of(request);
     require(event != nullptr, "lfm_request_next: event is NULL");
+    // Checked before the event is taken off the stream: a refused call loses nothing.
+    require(event->struct_size >= sizeof(size_t), "lfm_event: struct_size is not set (set it to sizeof(lfm_event))");
     std::lock_guard lock(r.mu);
     advance(r, timeout_ms);
     lfm::capi::write_struct(event, c_event(r, r.top_ids, r.top_lps), "lfm_event");

@@ -105,7 +105,8 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
             ctx);
   LFM_CHECK(req.max_tokens == -1 || req.max_tokens >= 1, "engine: max_tokens must be at least 1, got ",
             req.max_tokens);
-  LFM_CHECK(req.max_tokens == -1 || n + req.max_tokens <= ctx, "engine: prompt (", n, " tokens) plus max_tokens (",
+  // Compared with the room left, never summed: max_tokens may be near 2^63 (n < ctx here).
+  LFM_CHECK(req.max_tokens == -1 || req.max_tokens <= ctx - n, "engine: prompt (", n, " tokens) plus max_tokens (",
             req.max_tokens, ") is past the context size ", ctx);
   for (int32_t t : req.stop_ids)
     LFM_CHECK(t >= 0 && t < c.vocab_size, "engine: stop token id ", t, " is outside the vocabulary");
@@ -236,32 +237,13 @@ void Engine::loop() {
       if (wake_->stop) break;
       wake_->signal = false;
     }
-    admit_submissions();
-    drop_cancelled();
-    if (running_.empty() && waiting_.empty()) {
-      publish_stats();
-      continue;
-    }
     batch.clear();
     counts.clear();
-    const auto started = Clock::now();
-    plan_step(batch, counts);
-    // What was just admitted runs now, holding its blocks: published before the step, which may
-    // be a long cold prefill.
-    publish_stats();
-    // Encoding images is not the step's cost per token: kept out of the step cost model.
-    const auto encode_started = Clock::now();
-    if (!batch.empty() && model_.vision()) encode_images(batch, counts);
-    const double encode_seconds = seconds_between(encode_started, Clock::now());
-    if (!batch.empty() && draft_model_) run_drafts(batch, counts);
-    if (!batch.empty()) {
-      // The step's token counts before it runs (it may finish and free its requests).
-      int64_t decode = 0, prompt = 0;
-      for (size_t i = 0; i < batch.size(); ++i) (batch[i]->decoding() ? decode : prompt) += counts[i];
-      run_step(batch, counts);
-      step_cost_.observe(decode, prompt, seconds_between(started, Clock::now()) - encode_seconds);
+    try {
+      schedule(batch, counts);
+    } catch (...) {
+      recover(batch, std::current_exception());
     }
-    publish_stats();
   }
   // Shutting down: everything still known ends as cancelled.
   admit_submissions();
@@ -269,6 +251,33 @@ void Engine::loop() {
   for (auto& a : waiting_) finish(*a, FinishReason::kCancelled);
   running_.clear();
   waiting_.clear();
+  publish_stats();
+}
+
+void Engine::schedule(std::vector<Active*>& batch, std::vector<int64_t>& counts) {
+  admit_submissions();
+  drop_cancelled();
+  if (running_.empty() && waiting_.empty()) {
+    publish_stats();
+    return;
+  }
+  const auto started = Clock::now();
+  plan_step(batch, counts);
+  // What was just admitted runs now, holding its blocks: published before the step, which may
+  // be a long cold prefill.
+  publish_stats();
+  // Encoding images is not the step's cost per token: kept out of the step cost model.
+  const auto encode_started = Clock::now();
+  if (!batch.empty() && model_.vision()) encode_images(batch, counts);
+  const double encode_seconds = seconds_between(encode_started, Clock::now());
+  if (!batch.empty() && draft_model_) run_drafts(batch, counts);
+  if (!batch.empty()) {
+    // The step's token counts before it runs (it may finish and free its requests).
+    int64_t decode = 0, prompt = 0;
+    for (size_t i = 0; i < batch.size(); ++i) (batch[i]->decoding() ? decode : prompt) += counts[i];
+    run_step(batch, counts);
+    step_cost_.observe(decode, prompt, seconds_between(started, Clock::now()) - encode_seconds);
+  }
   publish_stats();
 }
 
@@ -319,8 +328,12 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
     const bool decode = a->decoding();
     if (decode) --decoders_left;
     a->verify.clear();
-    // Drafts fit what the budget leaves after one token for each later decoder.
-    if (decode) plan_drafts(*a, budget - decoders_left - 1);
+    // Drafts fit what the budget leaves after one token for each later decoder. Jump-forward
+    // walks the grammar past what any token has reached yet, so it can fail where sampling did not.
+    if (decode && !guarded(*a, "planning drafts", [&] { plan_drafts(*a, budget - decoders_left - 1); })) {
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i--));
+      continue;
+    }
     const int64_t n = decode ? std::max<int64_t>(1, static_cast<int64_t>(a->verify.size()))
                              : std::min({static_cast<int64_t>(a->tokens.size()) - a->n_fed, budget - decoders_left,
                                          prefill_left});
@@ -347,19 +360,28 @@ bool Engine::plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts
   // one prompt, or users sharing a system prompt, prefill it once; those after it go ahead.
   for (size_t w = 0; !preempted && std::min(budget, prefill_left) > 0 && w < waiting_.size() && cache_->can_open();) {
     Active* a = waiting_[w].get();
-    const std::vector<int32_t> keys = prefix_keys(*a);
-    if (awaits_shared_prefill(keys)) {
+    bool waits = false, no_room = false;
+    int64_t reused = 0, n = 0;
+    const bool ok = guarded(*a, "admitting the request", [&] {
+      const std::vector<int32_t> keys = prefix_keys(*a);
+      if ((waits = awaits_shared_prefill(keys))) return;
+      a->seq = cache_->open(opt_.state.ctx_size);  // held by the request at once: finish() frees it
+      reused = cache_->attach_prefix(*a->seq, keys);
+      n = std::min({static_cast<int64_t>(a->tokens.size()) - reused, budget, prefill_left});
+      if ((no_room = !cache_->reserve(*a->seq, n))) {
+        cache_->close(a->seq);
+        a->seq = nullptr;
+      }
+    });
+    if (!ok) {
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
+      continue;
+    }
+    if (waits) {
       ++w;
       continue;
     }
-    Sequence* seq = cache_->open(opt_.state.ctx_size);
-    const int64_t reused = cache_->attach_prefix(*seq, keys);
-    const int64_t n = std::min({static_cast<int64_t>(a->tokens.size()) - reused, budget, prefill_left});
-    if (!cache_->reserve(*seq, n)) {
-      cache_->close(seq);
-      break;
-    }
-    a->seq = seq;
+    if (no_room) break;
     a->n_fed = reused;
     if (!a->admitted) {
       a->admitted = true;
@@ -416,37 +438,50 @@ void Engine::preempt(Active* victim) {
   waiting_.insert(pos, std::move(owned));
 }
 
-void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts) {
+void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts) {
   std::vector<BatchItem> items;
   items.reserve(batch.size());
   if (step_rows_.size() < batch.size()) {
     step_rows_.resize(batch.size());
     step_keys_.resize(batch.size());
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i]->verify.empty()) {  // a verification step: every row's logits
-      items.push_back({batch[i]->seq, batch[i]->verify, true, false, true});
+  for (size_t i = 0; i < batch.size();) {
+    Active& a = *batch[i];
+    const bool built = guarded(a, "preparing the step", [&] {
+      if (!a.verify.empty()) {  // a verification step: every row's logits
+        items.push_back({a.seq, a.verify, true, false, true});
+        return;
+      }
+      // A plain greedy request that gets its next token this step needs only the argmax, which a
+      // device backend computes in place (one id down instead of a row of logits).
+      const bool token_due = a.n_fed + counts[i] == static_cast<int64_t>(a.tokens.size());
+      items.push_back({a.seq, std::span<const int32_t>(a.tokens.data() + a.n_fed, static_cast<size_t>(counts[i])),
+                       false, token_due && a.sampler->plain_greedy()});
+      // Other requests sampled from the row's best candidates (penalties and bias applied where the
+      // logits are) come down as those, not as the row.
+      if (token_due && a.sampler->samples_from_shortlist(opt_.sample_candidates)) {
+        a.sampler->logit_edits(a.edits);
+        a.shortlist = {a.sampler->tail_temperature(opt_.sample_candidates), a.edits, a.sampler->wants_logprobs()};
+        items.back().shortlist = &a.shortlist;
+      }
+      if (!a.tiles.empty()) {
+        image_rows(a, a.n_fed, counts[i], step_rows_[i], step_keys_[i]);
+        items.back().embeddings = step_rows_[i];
+        if (!step_keys_[i].empty()) items.back().cache_keys = step_keys_[i];
+      }
+    });
+    if (built) {
+      ++i;
       continue;
     }
-    // A plain greedy request that gets its next token this step needs only the argmax, which a
-    // device backend computes in place (one id down instead of a row of logits).
-    const bool token_due = batch[i]->n_fed + counts[i] == static_cast<int64_t>(batch[i]->tokens.size());
-    items.push_back({batch[i]->seq,
-                     std::span<const int32_t>(batch[i]->tokens.data() + batch[i]->n_fed, static_cast<size_t>(counts[i])),
-                     false, token_due && batch[i]->sampler->plain_greedy()});
-    // Other requests sampled from the row's best candidates (penalties and bias applied where the
-    // logits are) come down as those, not as the row.
-    if (token_due && batch[i]->sampler->samples_from_shortlist(opt_.sample_candidates)) {
-      Active& a = *batch[i];
-      a.sampler->logit_edits(a.edits);
-      a.shortlist = {a.sampler->tail_temperature(opt_.sample_candidates), a.edits, a.sampler->wants_logprobs()};
-      items.back().shortlist = &a.shortlist;
-    }
-    if (!batch[i]->tiles.empty()) {
-      image_rows(*batch[i], batch[i]->n_fed, counts[i], step_rows_[i], step_keys_[i]);
-      items.back().embeddings = step_rows_[i];
-      if (!step_keys_[i].empty()) items.back().cache_keys = step_keys_[i];
-    }
+    // It ended (its blocks freed): out of the step, its item (if any) with it.
+    while (items.size() > i) items.pop_back();
+    batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(i));
+    counts.erase(counts.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  if (batch.empty()) {
+    std::erase_if(running_, [](const auto& a) { return a->finished; });
+    return;
   }
   // Grammar masks for this step's tokens are computed while the step runs.
   std::future<void> masks;
@@ -454,9 +489,10 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
     masks = std::async(std::launch::async, [&] { fill_masks(batch, counts); });
   try {
     forward_->step(items, out_);
-  } catch (const std::exception& e) {
+  } catch (...) {
     if (masks.valid()) masks.get();
-    for (Active* a : batch) finish(*a, FinishReason::kError, std::string("engine: step failed: ") + e.what());
+    const std::string why = "engine: step failed: " + exception_text(std::current_exception());
+    for (Active* a : batch) finish(*a, FinishReason::kError, why);
   }
   if (masks.valid()) masks.get();
   ++totals_.steps;
@@ -486,16 +522,13 @@ void Engine::run_step(const std::vector<Active*>& batch, const std::vector<int64
 }
 
 void Engine::after_token(Active& a, const std::function<SampleResult()>& choose) {
-  SampleResult r;
-  try {
+  // Sampling, the grammar's step, the detokenizer and stop strings all see this request's input.
+  guarded(a, "sampling", [&] {
     if (a.matcher) prepare_mask(a);
-    r = choose();
-  } catch (const std::exception& e) {
-    finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
-    return;
-  }
-  if (a.matcher && !accept_grammar(a, r.token)) return;
-  deliver(a, std::move(r));
+    SampleResult r = choose();
+    if (a.matcher && !accept_grammar(a, r.token)) return;
+    deliver(a, std::move(r));
+  });
 }
 
 void Engine::deliver(Active& a, SampleResult r) {
@@ -535,13 +568,22 @@ void Engine::finish(Active& a, FinishReason why, std::string error, std::string 
   ev.kind = Event::Kind::kDone;
   ev.finish = why;
   ev.error = std::move(error);
-  if (a.stops && a.stops->matched()) {
-    ev.stop = a.stops->matched_string();
-  } else if (why == FinishReason::kStop || why == FinishReason::kLength) {
-    if (a.detok) text += a.stops->push(a.detok->finish());
-    text += a.stops->flush();
+  // The last text: finish() must push its DONE event whatever happens, so a failure here ends
+  // the request with that error instead.
+  try {
+    if (a.stops && a.stops->matched()) {
+      ev.stop = a.stops->matched_string();
+    } else if (why == FinishReason::kStop || why == FinishReason::kLength) {
+      if (a.detok) text += a.stops->push(a.detok->finish());
+      text += a.stops->flush();
+    }
+  } catch (...) {
+    why = ev.finish = FinishReason::kError;
+    ev.error = "engine: the last text failed: " + exception_text(std::current_exception());
+    text.clear();
   }
   ev.text = std::move(text);
+  ev.request_error = why == FinishReason::kError && a.request_error;
   a.usage.completion_tokens = a.n_generated;
   a.usage.total_seconds = seconds_between(a.submitted, Clock::now());
   ev.usage = a.usage;

@@ -15,6 +15,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -122,13 +124,25 @@ class Engine {
   struct Wakeup;
 
   void loop();
+  // One pass of the scheduler: admission, planning, images, drafts, the step and its tokens.
+  void schedule(std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  // The last resort when an exception escaped a pass (no request's own guard caught it): the
+  // requests of its step end with kError (or, when it had none, every known request: which one
+  // failed cannot be told), and the scheduler goes on.
+  void recover(const std::vector<Active*>& batch, const std::exception_ptr& e);
+  // Runs one request's part of a step (`stage` names it in the error): an exception ends that
+  // request alone (kError, its blocks and draft state freed) and gives false; true when the
+  // request is still running.
+  bool guarded(Active& a, const char* stage, const std::function<void()>& body);
+  void fail_request(Active& a, const char* stage, const std::exception_ptr& e);
   void admit_submissions();
   void drop_cancelled();
   bool plan_step(std::vector<Active*>& batch, std::vector<int64_t>& counts);
   // Most prompt tokens a step may take next to `decoders` decode tokens (prefill_chunk, or what
   // itl_target_ms leaves by the step cost model).
   int64_t prompt_budget(int64_t decoders) const;
-  void run_step(const std::vector<Active*>& batch, const std::vector<int64_t>& counts);
+  // Requests whose input to the step cannot be built end here and leave the batch.
+  void run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts);
   // The token `choose` gives (the sampler on the step's output), delivered.
   void after_token(Active& a, const std::function<SampleResult()>& choose);
   // Structured output: the step's masks for requests whose next token is due (on a thread of
@@ -144,6 +158,7 @@ class Engine {
   // After a verification step (item i of the step): each row's choice in turn while it equals
   // the next draft, then the state keeps what was accepted.
   void after_verification(Active& a, size_t item);
+  void keep_verified(Active& a, size_t item);  // after_verification's work, unguarded
   // How many tokens a decoding request drafts this step, at most `room`: prompt-lookup drafts
   // are found now (into a.verify), a draft model's are placeholders until run_drafts.
   void plan_drafts(Active& a, int64_t room);
@@ -151,6 +166,7 @@ class Engine {
   // tokens it has not seen, then one step per drafted token. A request whose draft state cannot
   // be had (no slot or blocks) decodes plainly this step (its count becomes 1).
   void run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts);
+  void draft_steps(const std::vector<Active*>& batch, std::vector<int64_t>& counts);  // unguarded
   // The request's draft-model sequence, opened now if a slot is free; false when none is.
   bool open_draft(Active& a);
   void close_draft(Active& a);

@@ -1,5 +1,4 @@
-// The scheduler's record of one request (engine-internal: shared by engine.cpp and
-// engine_speculative.cpp only).
+// The scheduler's record of one request (engine-internal: shared by the engine*.cpp files only).
 #pragma once
 
 #include <chrono>
@@ -16,6 +15,9 @@
 
 namespace lfm {
 
+// An exception's message (engine_failures.cpp), whatever its type.
+std::string exception_text(const std::exception_ptr& e);
+
 struct Engine::Active {
   uint64_t id = 0;
   Request req;
@@ -28,6 +30,7 @@ struct Engine::Active {
   Sequence* seq = nullptr;      // while running
   int64_t n_fed = 0;            // tokens in the sequence's state
   bool admitted = false, finished = false;
+  bool request_error = false;   // ended by an error of its own input (Event::request_error)
   // Its next step is one decode token (or a verification): everything but the last token is in
   // the state, and that token was generated (a resumed request recomputes its tokens as prompt).
   bool decoding() const { return n_generated > 0 && static_cast<int64_t>(tokens.size()) - n_fed == 1; }

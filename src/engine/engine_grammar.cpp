@@ -57,7 +57,7 @@ void Engine::fill_masks(const std::vector<Active*>& batch, const std::vector<int
     try {
       a.matcher->fill_mask(a.mask.data());
       a.mask_ready = true;
-    } catch (const std::exception&) {
+    } catch (...) {  // nothing may escape this thread
       a.mask_ready = false;  // filled again (and the error reported) on the scheduler thread
     }
   }

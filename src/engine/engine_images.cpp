@@ -143,9 +143,9 @@ void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& co
         }
       }
       a.usage.encode_steps += ran ? 1 : 0;
-    } catch (const std::exception& e) {
+    } catch (...) {
       a.encoding.reset();
-      finish(a, FinishReason::kError, std::string("engine: encoding the image failed: ") + e.what());
+      fail_request(a, "encoding the image", std::current_exception());
       dropped = true;
       continue;
     }

@@ -52,6 +52,24 @@ bool Engine::open_draft(Active& a) {
 }
 
 void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>& counts) {
+  try {
+    draft_steps(batch, counts);
+  } catch (...) {
+    // A draft step failed, or drafting for one request did: the draft state is unknown, so it is
+    // dropped (rebuilt later) and this step decodes plainly; no request ends for it.
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Active& a = *batch[i];
+      if (a.req.drafter != Drafter::kModel || a.drafts_forced) continue;
+      close_draft(a);
+      if (!a.verify.empty()) {
+        a.verify.clear();
+        counts[i] = 1;
+      }
+    }
+  }
+}
+
+void Engine::draft_steps(const std::vector<Active*>& batch, std::vector<int64_t>& counts) {
   // Who drafts with the model this step, each with its draft state ready: open (resuming from
   // the draft cache's prefix), room reserved for the tokens it has not seen and the chain.
   std::vector<BatchItem> items;
@@ -109,17 +127,7 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
   if (items.empty()) return;
   // Step j gives every drafting request with more than j drafts its draft j + 1.
   for (int64_t j = 0;; ++j) {
-    try {
-      draft_forward_->step(items, draft_out_);
-    } catch (const std::exception&) {
-      // The draft state is unknown: drop it (it is rebuilt later); this step decodes plainly.
-      for (size_t i = 0; i < batch.size(); ++i)
-        if (batch[i]->req.drafter == Drafter::kModel && batch[i]->draft_seq) {
-          close_draft(*batch[i]);
-          if (!batch[i]->verify.empty()) plain(i);
-        }
-      return;
-    }
+    draft_forward_->step(items, draft_out_);  // a failure is caught by run_drafts
     std::vector<BatchItem> next;
     std::vector<Active*> next_owner;
     for (size_t at = 0; at < items.size(); ++at) {
@@ -147,6 +155,11 @@ void Engine::run_drafts(const std::vector<Active*>& batch, std::vector<int64_t>&
 }
 
 void Engine::after_verification(Active& a, size_t item) {
+  // Sampling, the grammar's steps, the detokenizer and stop strings: this request's alone.
+  guarded(a, "verifying drafts", [&] { keep_verified(a, item); });
+}
+
+void Engine::keep_verified(Active& a, size_t item) {
   const int64_t n = static_cast<int64_t>(a.verify.size());
   // Row r's choice is the token after verify[r]; it is the next draft's check (greedy: equal to
   // it; sampled: the rejection rule against the draft's q).
@@ -154,19 +167,14 @@ void Engine::after_verification(Active& a, size_t item) {
   for (;; ++r) {
     SampleResult res;
     bool accepted = false;
-    try {
-      if (a.matcher) prepare_mask(a);
-      if (r + 1 < n) {
-        const TokenProbs* q = a.req.drafter == Drafter::kModel && !a.drafts_forced && r < static_cast<int64_t>(a.draft_q.size())
-                                  ? &a.draft_q[r]
-                                  : nullptr;
-        res = a.sampler->verify(out_.row(item, r), a.verify[r + 1], q, accepted);
-      } else {
-        res = a.sampler->sample(out_.row(item, r));
-      }
-    } catch (const std::exception& e) {
-      finish(a, FinishReason::kError, std::string("engine: sampling failed: ") + e.what());
-      return;
+    if (a.matcher) prepare_mask(a);
+    if (r + 1 < n) {
+      const TokenProbs* q = a.req.drafter == Drafter::kModel && !a.drafts_forced && r < static_cast<int64_t>(a.draft_q.size())
+                                ? &a.draft_q[r]
+                                : nullptr;
+      res = a.sampler->verify(out_.row(item, r), a.verify[r + 1], q, accepted);
+    } else {
+      res = a.sampler->sample(out_.row(item, r));
     }
     if (a.matcher && !accept_grammar(a, res.token)) return;
     deliver(a, std::move(res));

@@ -92,6 +92,9 @@ struct Event {
   FinishReason finish = FinishReason::kNone;
   std::string stop;  // the stop string that ended it, if any
   std::string error;
+  // kError caused by the request's own input (a grammar past the matcher's limits, an image the
+  // vision tower refuses): a client error (HTTP 400), where other errors are the server's (500).
+  bool request_error = false;
   Usage usage;
 };
 

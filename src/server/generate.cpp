@@ -59,7 +59,8 @@ void apply_max_tokens(Request& r, const std::optional<int64_t>& max_tokens, int6
   if (p >= ctx)
     throw ApiError(400, "the prompt has " + std::to_string(p) + " tokens; the context size is " + std::to_string(ctx),
                    prompt_param, "context_length_exceeded");
-  if (max_tokens && p + *max_tokens > ctx)
+  // Compared with the room left, never summed: max_tokens may be near 2^63 (p < ctx here).
+  if (max_tokens && *max_tokens > ctx - p)
     throw ApiError(400,
                    "the prompt (" + std::to_string(p) + " tokens) plus max_tokens (" + std::to_string(*max_tokens) +
                        ") is past the context size " + std::to_string(ctx),
@@ -139,7 +140,11 @@ std::vector<Generation> read_whole(const std::vector<std::shared_ptr<RequestStre
     if (streams[first]->next_for(ev, std::chrono::milliseconds(10))) take(first, ev);
   }
   for (const auto& g : gens) {
-    if (g.done.finish == FinishReason::kError) throw std::runtime_error(g.done.error);
+    if (g.done.finish == FinishReason::kError) {
+      // The request's own input failed once it ran (a grammar past the matcher's limits): 400.
+      if (g.done.request_error) throw ApiError(400, g.done.error);
+      throw std::runtime_error(g.done.error);
+    }
     if (g.done.finish == FinishReason::kCancelled)
       throw ApiError(503, "the request was cancelled (client gone, or the server is shutting down)");
   }
@@ -324,7 +329,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
       pc.timing.done(metrics, ev.usage);
       (*usage)[i].done.usage = ev.usage;
       if (ev.finish == FinishReason::kError || ev.finish == FinishReason::kCancelled)
-        return sse(sink, error_body(ev.finish == FinishReason::kError ? 500 : 503,
+        return sse(sink, error_body(ev.finish == FinishReason::kError ? (ev.request_error ? 400 : 500) : 503,
                                     ev.finish == FinishReason::kError ? ev.error : "the request was cancelled"));
     }
     std::string text = ev.text;

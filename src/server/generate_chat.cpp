@@ -176,7 +176,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
     pc.timing.done(metrics, ev.usage);
     (*usage)[i].done.usage = ev.usage;
     if (ev.finish == FinishReason::kError || ev.finish == FinishReason::kCancelled) {
-      return sse(sink, error_body(ev.finish == FinishReason::kError ? 500 : 503,
+      return sse(sink, error_body(ev.finish == FinishReason::kError ? (ev.request_error ? 400 : 500) : 503,
                                   ev.finish == FinishReason::kError ? ev.error : "the request was cancelled"));
     }
     return sse(sink, chunk(i, json::object(), nullptr, finish_name(ev.finish, pc.n_calls > 0)));
