@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -17,9 +18,12 @@
 
 #include "core/error.h"
 #include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
+#include "grammar/token_grammar.h"
 #include "grammar/work_budget.h"
+#include "test_util.h"
 
 namespace lfm::grammar {
 namespace {
@@ -139,7 +143,17 @@ TEST(GrammarBudget, ManyLargeRepetitionsAreRefusedBeforeTheirMemoryIsAllocated) 
   // 25 x "a"{0,100000}: 2.5 M helper rules; used to allocate ~116 MB before the element limit.
   std::string text = "root ::=";
   for (int i = 0; i < 25; ++i) text += " \"a\"{0,100000}";
-  EXPECT_EQ(isolated(48 * kMiB, 10, [&] { return refused([&] { parse_gbnf(text + "\n"); }, "grammar"); }), "");
+  EXPECT_EQ(isolated(96 * kMiB, 10, [&] { return refused([&] { parse_gbnf(text + "\n"); }, "memory"); }), "");
+}
+
+TEST(GrammarBudget, DefaultsLeaveRoomForTheConvertersOwnLimits) {
+  // maxLength 100000 is the schema converter's documented limit: it must fit the default budget.
+  WorkBudget budget;
+  const auto g = parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type": "string", "maxLength": 100000})"),
+                                                {}, &budget),
+                            "root", &budget);
+  EXPECT_TRUE(grammar_accepts(*g, "\"xyz\""));
+  EXPECT_LT(budget.bytes_used(), budget.limits().bytes);
 }
 
 TEST(GrammarBudget, QuadraticNullableSequenceInRegexIsBounded) {
@@ -193,6 +207,72 @@ TEST(GrammarBudget, CancellationStopsTheWork) {
   }
   EXPECT_GT(polls, 3);
   EXPECT_TRUE(budget.cancelled());
+}
+
+// A grammar's mask cache keeps at most its byte limit; masks past it are computed each time and
+// are the same.
+TEST(GrammarBudget, MaskCacheStaysWithinItsBytesAndMasksAreUnchanged) {
+  std::vector<std::string> bytes = {""};  // 0: end of sequence
+  for (int b = 1; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* w : {"{\"", "\":", "\",", "\"}", "true", "null", "12", "ab", "[]", "name", "age"}) bytes.push_back(w);
+  const auto vocab = std::make_shared<TokenVocabulary>(bytes, std::vector<std::pair<std::string, int32_t>>{});
+  const auto g = parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"},
+          "tags": {"type": "array", "items": {"type": "boolean"}}}, "required": ["name", "age", "tags"]})")));
+  const auto full = std::make_shared<TokenGrammar>(g, vocab);
+  const auto small = std::make_shared<TokenGrammar>(g, vocab, 1024);
+  GrammarMatcher a(full, {0}), b(small, {0});
+  std::vector<uint64_t> ma(static_cast<size_t>(a.mask_words())), mb(ma.size());
+  uint32_t pick = 7;
+  for (int step = 0; step < 40 && !a.finished(); ++step) {
+    std::fill(ma.begin(), ma.end(), 0);
+    std::fill(mb.begin(), mb.end(), 0);
+    a.fill_mask(ma.data());
+    b.fill_mask(mb.data());
+    ASSERT_EQ(ma, mb) << "step " << step;
+    std::vector<int32_t> allowed;
+    for (int32_t id = 1; id < vocab->size(); ++id)
+      if ((ma[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1) allowed.push_back(id);
+    if (allowed.empty()) break;
+    pick = pick * 1103515245u + 12345u;
+    const int32_t t = allowed[(pick >> 8) % allowed.size()];
+    ASSERT_TRUE(a.accept(t));
+    ASSERT_TRUE(b.accept(t));
+  }
+  EXPECT_GT(full->cached_bytes(), 1024u);
+  EXPECT_LE(small->cached_bytes(), 1024u);
+  EXPECT_GE(small->footprint(), small->cached_bytes() + g->elements.size() * sizeof(Element));
+}
+
+// Every input in fuzz/regressions/grammar_budget (the hostile inputs above, and whatever
+// fuzz_grammar_budget finds: a kind byte, 0 GBNF, 1 JSON schema, 2 regex, then the text) compiles
+// or is refused under the default budget, within the fuzzing oracle's memory.
+TEST(FuzzRegressions, GrammarBudgetInputs) {
+  const std::filesystem::path dir = std::filesystem::path(LFM_SOURCE_DIR) / "fuzz/regressions/grammar_budget";
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_GE(files.size(), 1u);
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes.empty()) continue;
+    const std::string text = bytes.substr(1);
+    EXPECT_EQ(isolated(64 * kMiB, 10,
+                       [&]() -> std::string {
+                         try {
+                           WorkBudget budget;
+                           if (bytes[0] % 3 == 0) parse_gbnf(text, "root", &budget);
+                           else if (bytes[0] % 3 == 1)
+                             parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(text), {}, &budget), "root", &budget);
+                           else parse_gbnf(regex_to_gbnf(text, &budget), "root", &budget);
+                         } catch (const Error&) {
+                         } catch (const nlohmann::json::exception&) {
+                         }
+                         return "";
+                       }),
+              "")
+        << f;
+  }
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c =
 
 class Parser {
  public:
-  Parser(std::string_view text, WorkBudget& budget) : s_(text), budget_(budget), b_(budget) {}
+  Parser(std::string_view text, WorkBudget& budget) : s_(text), budget_(budget), b_(&budget) {}
 
   Grammar parse(std::string_view root) {
     LFM_CHECK(find_invalid_utf8(s_) == std::string_view::npos, "grammar: the text is not valid UTF-8");

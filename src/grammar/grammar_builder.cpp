@@ -104,7 +104,7 @@ CodePointRanges normalize_ranges(CodePointRanges r, bool negate) {
 }
 
 int32_t GrammarBuilder::new_rule(const std::string& name) {
-  budget_.items(kWho, 1, kRuleBytes + 2 * name.size());
+  budget_->items(kWho, 1, kRuleBytes + 2 * name.size());
   const auto id = static_cast<int32_t>(names_.size());
   names_.push_back(name);
   alts_.emplace_back();
@@ -120,7 +120,7 @@ int32_t GrammarBuilder::rule(const std::string& name) {
 
 int32_t GrammarBuilder::helper_rule(const std::string& base) {
   for (;;) {
-    budget_.steps(kWho);
+    budget_->steps(kWho);
     std::string name = cat(base, "_", ++helper_count_[base]);
     if (!by_name_.count(name)) {
       const int32_t id = new_rule(name);
@@ -134,35 +134,35 @@ void GrammarBuilder::count(size_t n) {
   LFM_CHECK(n <= kMaxElements && elements_ + n <= kMaxElements, "grammar: more than ", kMaxElements,
             " elements (a repetition bound or a schema too large)");
   elements_ += n;
-  budget_.items(kWho, n, kElementBytes);
+  budget_->items(kWho, n, kElementBytes);
 }
 
 void GrammarBuilder::define(int32_t rule, std::vector<Sequence> alts) {
   size_t n = 0;
   for (const auto& a : alts) n += a.size() + 1;
   count(n);
-  budget_.bytes(kWho, alts.size() * (sizeof(Sequence) + sizeof(int32_t)));
+  budget_->bytes(kWho, alts.size() * (sizeof(Sequence) + sizeof(int32_t)));
   alts_[rule] = std::move(alts);
   defined_[rule] = true;
 }
 
 // Looked up in maps: a linear search per set made grammars with many distinct classes quadratic.
 Element GrammarBuilder::byte_set(const ByteSet& s) {
-  budget_.steps(kWho);
+  budget_->steps(kWho);
   const std::array<uint64_t, 4> key{s.bits[0], s.bits[1], s.bits[2], s.bits[3]};
   auto [it, added] = set_index_.try_emplace(key, static_cast<int32_t>(sets_.size()));
   if (added) {
-    budget_.bytes(kWho, 2 * sizeof(ByteSet) + 64);
+    budget_->bytes(kWho, 2 * sizeof(ByteSet) + 64);
     sets_.push_back(s);
   }
   return {Element::Kind::kBytes, it->second};
 }
 
 Element GrammarBuilder::token(const std::string& text) {
-  budget_.steps(kWho);
+  budget_->steps(kWho);
   auto [it, added] = token_index_.try_emplace(text, static_cast<int32_t>(tokens_.size()));
   if (added) {
-    budget_.bytes(kWho, 3 * text.size() + 96);
+    budget_->bytes(kWho, 3 * text.size() + 96);
     tokens_.push_back(text);
   }
   return {Element::Kind::kToken, it->second};
@@ -181,9 +181,9 @@ void GrammarBuilder::append_code_point(Sequence& seq, char32_t cp) {
 Element GrammarBuilder::code_points(const CodePointRanges& ranges, const std::string& base) {
   LFM_CHECK(!ranges.empty(), "grammar: a character class that matches nothing");
   std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
-  budget_.steps(kWho, ranges.size());
+  budget_->steps(kWho, ranges.size());
   for (const auto& [lo, hi] : ranges) utf8_sequences(lo, hi, seqs);
-  budget_.items(kWho, seqs.size(), 4 * sizeof(Element) + sizeof(Sequence));
+  budget_->items(kWho, seqs.size(), 4 * sizeof(Element) + sizeof(Sequence));
   // All one-byte sequences share one set; longer ones become alternatives of a helper rule.
   ByteSet ascii;
   bool has_ascii = false;
@@ -256,7 +256,7 @@ Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, cons
   }
   // Charged before anything is made: x{100000} nested in another {100000} must be refused here.
   count(static_cast<size_t>(min));
-  if (max > min) budget_.items(kWho, static_cast<uint64_t>(max - min), kRuleBytes + base.size());
+  if (max > min) budget_->items(kWho, static_cast<uint64_t>(max - min), kRuleBytes + base.size());
   Sequence out(static_cast<size_t>(min), x);
   if (max < 0) {
     out.push_back({Element::Kind::kRule, star_rule(x, base)});
@@ -313,7 +313,7 @@ void GrammarBuilder::inline_leaf_rules() {
           for (auto& s : expanded) s.insert(s.end(), a.begin(), a.end());
           continue;
         }
-        budget_.steps(kWho, total * alts_[e.index].size());  // the copies
+        budget_->steps(kWho, total * alts_[e.index].size());  // the copies
         std::vector<Sequence> next;
         for (const auto& s : expanded)
           for (const auto& a : alts_[e.index]) {
@@ -340,12 +340,12 @@ std::vector<bool> GrammarBuilder::nullable_rules() {
   std::vector<std::vector<int32_t>> users(n);  // rule → alternatives (ids) referencing it, once per use
   for (size_t r = 0; r < n; ++r)
     for (const auto& a : alts_[r]) {
-      budget_.steps(kWho, a.size() + 1);
+      budget_->steps(kWho, a.size() + 1);
       if (!std::all_of(a.begin(), a.end(), [](const Element& e) { return e.kind == Element::Kind::kRule; })) continue;
       const auto id = static_cast<int32_t>(alt_rule.size());
       alt_rule.push_back(static_cast<int32_t>(r));
       pending.push_back(static_cast<int32_t>(a.size()));
-      budget_.bytes(kWho, (a.size() + 2) * sizeof(int32_t));
+      budget_->bytes(kWho, (a.size() + 2) * sizeof(int32_t));
       for (const auto& e : a) users[e.index].push_back(id);
       if (a.empty()) work.push_back(static_cast<int32_t>(r));
     }
@@ -354,7 +354,7 @@ std::vector<bool> GrammarBuilder::nullable_rules() {
     work.pop_back();
     if (nullable[r]) continue;
     nullable[r] = true;
-    budget_.steps(kWho, users[r].size() + 1);
+    budget_->steps(kWho, users[r].size() + 1);
     for (int32_t id : users[r])
       if (--pending[id] == 0) work.push_back(alt_rule[id]);
   }
@@ -374,7 +374,7 @@ Grammar GrammarBuilder::finish(const std::string& root) {
   for (size_t r = 0; r < n; ++r)
     for (const auto& a : alts_[r])
       for (const auto& e : a) {
-        budget_.steps(kWho);
+        budget_->steps(kWho);
         if (e.kind != Element::Kind::kRule) break;
         left[r].push_back(e.index);
         if (!nullable[e.index]) break;
@@ -393,7 +393,7 @@ Grammar GrammarBuilder::finish(const std::string& root) {
         path.pop_back();
         continue;
       }
-      budget_.steps(kWho);
+      budget_->steps(kWho);
       const int32_t c = left[r][edge++];
       LFM_CHECK(state[c] != 1, "grammar: rule '", names_[c],
                 "' is left-recursive (it can reach itself before matching any byte)");

@@ -33,8 +33,8 @@ class GrammarBuilder {
   // (names, map nodes, vectors), charged to the budget before they are made.
   static constexpr uint64_t kRuleBytes = 256, kElementBytes = 2 * sizeof(Element);
 
-  // Work and memory are charged to `budget` as the grammar grows.
-  explicit GrammarBuilder(WorkBudget& budget) : budget_(budget) {}
+  // Work and memory are charged to `budget` as the grammar grows (null: a default WorkBudget).
+  explicit GrammarBuilder(WorkBudget* budget = nullptr) : budget_(budget) {}
 
   // The rule's index, declaring it if new (a reference may come before the definition).
   int32_t rule(const std::string& name);
@@ -88,7 +88,7 @@ class GrammarBuilder {
   std::map<std::pair<int64_t, int32_t>, int32_t> star_cache_;  // (element kind/index) → star rule
   std::map<int32_t, Element> star_of_, plus_of_;                 // rule → the x of x* / x+
   size_t elements_ = 0;
-  WorkBudget& budget_;
+  BudgetRef budget_;
 };
 
 }  // namespace lfm::grammar

@@ -16,8 +16,9 @@ struct BudgetLimits {
   // Work steps: one step is a small unit (a schema node visited, a byte of GBNF text written, a
   // grammar element built or checked); real schemas use well under 1% of the default.
   uint64_t steps = 50'000'000;
-  // Bytes allocated in total (not live) by the compile; the largest test schemas use < 1 MiB.
-  uint64_t bytes = uint64_t{32} << 20;
+  // Bytes allocated in total (not live) by the compile; the largest test schemas use < 1 MiB, a
+  // string of maxLength 100000 (the converter's limit) about 36 MiB.
+  uint64_t bytes = uint64_t{64} << 20;
 };
 
 class WorkBudget {
@@ -59,6 +60,8 @@ class WorkBudget {
 class BudgetRef {
  public:
   explicit BudgetRef(WorkBudget* b) : b_(b ? b : &own_) {}
+  BudgetRef(const BudgetRef&) = delete;
+  BudgetRef& operator=(const BudgetRef&) = delete;
   WorkBudget& operator*() const { return *b_; }
   WorkBudget* operator->() const { return b_; }
 
