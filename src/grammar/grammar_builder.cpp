@@ -256,7 +256,7 @@ Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, cons
   }
   // Charged before anything is made: x{100000} nested in another {100000} must be refused here.
   count(static_cast<size_t>(min));
-  if (max > min) budget_->items(kWho, static_cast<uint64_t>(max - min), kRuleBytes + base.size());
+  if (max > min) budget_->expect_items(kWho, static_cast<uint64_t>(max - min), kRuleBytes + 2 * base.size() + 4 * kElementBytes);
   Sequence out(static_cast<size_t>(min), x);
   if (max < 0) {
     out.push_back({Element::Kind::kRule, star_rule(x, base)});

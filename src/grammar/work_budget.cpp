@@ -1,5 +1,6 @@
 #include "grammar/work_budget.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -14,6 +15,15 @@ void WorkBudget::items(const char* component, uint64_t count, uint64_t item_byte
   const uint64_t b = item_bytes != 0 && count > max / item_bytes ? max : count * item_bytes;
   steps(component, count > max ? max : count);
   bytes(component, b);
+}
+
+void WorkBudget::expect_items(const char* component, uint64_t count, uint64_t item_bytes) const {
+  const uint64_t max = std::numeric_limits<uint64_t>::max() / 2;
+  const uint64_t b = item_bytes != 0 && count > max / item_bytes ? max : count * item_bytes;
+  if (count > limits_.steps - std::min(steps_, limits_.steps))
+    fail(component, ": compile work exceeds the budget of ", limits_.steps,
+         " steps (the schema, regex or grammar expands too much)");
+  if (b > limits_.bytes - std::min(bytes_, limits_.bytes)) over_bytes(component);
 }
 
 void WorkBudget::slow_path(const char* component) {

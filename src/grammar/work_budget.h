@@ -38,6 +38,9 @@ class WorkBudget {
   }
   // Both: a structure of `count` items of `item_bytes` each (overflow-safe).
   void items(const char* component, uint64_t count, uint64_t item_bytes);
+  // Refuses, before an expansion starts, one that the budget could not pay for (`count` items of
+  // `item_bytes`), without charging it: the expansion charges its parts as it makes them.
+  void expect_items(const char* component, uint64_t count, uint64_t item_bytes) const;
 
   uint64_t steps_used() const { return steps_; }
   uint64_t bytes_used() const { return bytes_; }
