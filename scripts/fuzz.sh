@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes lfm's parsers with libFuzzer (clang, ASan + UBSan). Usage:
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]   (default: all, 30 s each)
-# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar image.
+# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar grammar_budget image.
 # Builds build-fuzz/ (-DLFM_FUZZ=ON with clang++), seeds a working corpus per target from
 # tests/data and fuzz/regressions/TARGET (every crash found so far, kept as a regression input),
 # and runs each harness for SECONDS with a 10 s per-input timeout and a 2 GB RSS limit. A crash
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar image)
+TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar grammar_budget image)
 which=${1:-all}
 seconds=${2:-30}
 if [ "$which" != all ]; then
@@ -135,8 +135,11 @@ for i in range(16):
     open(os.path.join(sys.argv[1], f"random_{i}"), "wb").write(bytes(rng.randrange(256) for _ in range(rng.randrange(40, 400))))
 EOF
       ;;
-    grammar)
-      # Kind byte (0 GBNF, 1 JSON schema, 2 regex) then the text: the test grammars and schemas.
+    grammar|grammar_budget)
+      # Kind byte (0 GBNF, 1 JSON schema, 2 regex) then the text: the test grammars and schemas
+      # (grammar_budget also gets the grammar target's regressions and the hostile inputs of
+      # tests/grammar_budget_test.cpp, kept in fuzz/regressions/grammar_budget/).
+      [ "$t" = grammar_budget ] && cp fuzz/regressions/grammar/* "$dir"/ 2>/dev/null || true
       python3 - "$dir" <<'EOF'
 import glob, json, os, re, sys
 out = sys.argv[1]

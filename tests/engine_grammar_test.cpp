@@ -13,6 +13,7 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_builder.h"
 #include "grammar/token_grammar.h"
+#include "server/structured_output.h"
 #include "grammar_test_util.h"
 #include "model_test_util.h"
 #include "test_backends.h"
@@ -317,6 +318,23 @@ TEST_F(EngineGrammarTest, StopsWhenTheTextIsCompleteAndNothingCanFollow) {
   Request r = request("x", 4, 0.0f, 1);
   r.grammar = other.compile_grammar(grammar::parse_gbnf("root ::= \"a\""));
   EXPECT_THROW(e.submit(r), Error);
+}
+
+// lfm serve's cache of compiled grammars is bounded in bytes (issue 55, class 4), not only in
+// count: grammars of ~2000 rules each, a cache of 3.5 of them keeps 3.
+TEST_F(EngineGrammarTest, GrammarCacheIsBoundedInBytes) {
+  Engine e(*model_, *backend_, tok_.get(), options(1));
+  auto gbnf = [](int i) { return "root ::= \"k" + std::to_string(i) + "\" [a-z]{0,2000}\n"; };
+  const size_t one = e.compile_grammar(grammar::parse_gbnf(gbnf(0)))->footprint();
+  ASSERT_GT(one, 100000u);
+  server::GrammarCache cache(32, one * 7 / 2);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(cache.get(gbnf(i), e, "grammar"));
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_LE(cache.bytes(), one * 7 / 2);
+  // Used grammars grow (their masks): the total is measured again on the next insertion.
+  server::GrammarCache count_only(32, size_t{1} << 40);
+  for (int i = 0; i < 40; ++i) count_only.get(gbnf(i % 34), e, "grammar");
+  EXPECT_EQ(count_only.size(), 32u);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
+#include "grammar/work_budget.h"
 #include "grammar_test_util.h"
 #include "test_util.h"
 
@@ -236,7 +237,10 @@ TEST(GrammarParse, LongRuleChainsAndTheStateBound) {
   EXPECT_TRUE(grammar_accepts(*parsed, "a"));
   EXPECT_TRUE(grammar_accepts(*parsed, "b"));
   EXPECT_FALSE(grammar_accepts(*parsed, "c"));
-  auto huge = parse_gbnf(chain(200000));  // the left-recursion check walks 200,000 rules
+  // The left-recursion check walks 200,000 rules (~80 MB of grammar: more than the default
+  // compile budget, grammar/work_budget.h, allows a request).
+  WorkBudget roomy(BudgetLimits{BudgetLimits{}.steps, uint64_t{256} << 20});
+  auto huge = parse_gbnf(chain(200000), "root", &roomy);
   try {
     grammar_accepts(*huge, "a");
     ADD_FAILURE() << "no error";

@@ -2,12 +2,15 @@
 // turned into GBNF by the converters lfm serve's response_format uses (grammar/json_schema.h,
 // grammar/regex_to_gbnf.h), compiled for the engine (Engine::compile_grammar) and kept by their
 // text, so a schema used again keeps its mask cache.
+#include <algorithm>
+
 #include "capi/capi_internal.h"
 #include "engine/tool_grammar.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
 #include "grammar/token_grammar.h"
+#include "grammar/work_budget.h"
 
 using lfm::capi::fail;
 using lfm::capi::require;
@@ -17,6 +20,9 @@ namespace lfm::capi {
 namespace {
 
 constexpr size_t kGrammarCacheSize = 32;
+// The compiled grammars kept hold at most this (their text, grammar and masks; as lfm serve's
+// --grammar-cache-memory default).
+constexpr size_t kGrammarCacheBytes = size_t{256} << 20;
 
 // The converter's result, or LFM_ERR_INVALID_ARGUMENT naming the field and the problem.
 template <class F>
@@ -33,7 +39,7 @@ std::string converted(const char* field, F&& convert) {
 namespace {
 
 // The GBNF of the params' json_schema / json_object / grammar / regex ("" for none); `field`: which.
-std::string content_gbnf(const lfm_sampling_params& sp, const char*& field) {
+std::string content_gbnf(const lfm_sampling_params& sp, const char*& field, grammar::WorkBudget& budget) {
   const int given = (sp.json_schema != nullptr) + (sp.json_object != 0) + (sp.grammar != nullptr) + (sp.regex != nullptr);
   field = "tools";
   if (given == 0) return "";
@@ -46,13 +52,13 @@ std::string content_gbnf(const lfm_sampling_params& sp, const char*& field) {
   if (sp.json_schema) {
     // Ordered: properties keep the schema's order.
     const nlohmann::ordered_json schema = parse_json(sp.json_schema, "lfm_sampling_params.json_schema", false);
-    gbnf = converted(field, [&] { return grammar::json_schema_to_gbnf(schema, opt); });
+    gbnf = converted(field, [&] { return grammar::json_schema_to_gbnf(schema, opt, &budget); });
   } else if (sp.json_object) {
     gbnf = grammar::any_json_gbnf(opt.any_whitespace);
   } else if (sp.grammar) {
     gbnf = sp.grammar;
   } else {
-    gbnf = converted(field, [&] { return grammar::regex_to_gbnf(sp.regex); });
+    gbnf = converted(field, [&] { return grammar::regex_to_gbnf(sp.regex, &budget); });
   }
   return gbnf;
 }
@@ -62,7 +68,9 @@ std::string content_gbnf(const lfm_sampling_params& sp, const char*& field) {
 std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, const lfm_sampling_params& sp,
                                                              const ChatTurnInput* turn) {
   const char* field = nullptr;
-  std::string gbnf = content_gbnf(sp, field);
+  // One budget (grammar/work_budget.h's defaults) for the request's whole compile.
+  grammar::WorkBudget budget;
+  std::string gbnf = content_gbnf(sp, field, budget);
   const bool tools = turn && !turn->tools.is_null();
   if (gbnf.empty() && !tools) return nullptr;
   if (!e.model->tokenizer)
@@ -85,13 +93,20 @@ std::shared_ptr<const grammar::TokenGrammar> request_grammar(lfm_engine& e, cons
   }
   std::shared_ptr<const grammar::TokenGrammar> tg;
   try {
-    tg = e.engine->compile_grammar(grammar::parse_gbnf(gbnf));
+    tg = e.engine->compile_grammar(grammar::parse_gbnf(gbnf, "root", &budget));
   } catch (const Error& x) {
     fail(LFM_ERR_INVALID_ARGUMENT, std::string("lfm_sampling_params.") + field + ": " + x.what());
   }
   std::lock_guard lock(e.grammar_mu);
   e.grammars.emplace_front(std::move(gbnf), tg);
-  if (e.grammars.size() > kGrammarCacheSize) e.grammars.pop_back();
+  // Masks grow while grammars are used: the footprint is summed now, and the least recently used
+  // entries go until count and bytes fit.
+  size_t total = 0;
+  for (const auto& [text, g] : e.grammars) total += 2 * text.size() + g->footprint();
+  while (!e.grammars.empty() && (e.grammars.size() > kGrammarCacheSize || total > kGrammarCacheBytes)) {
+    total -= std::min(total, 2 * e.grammars.back().first.size() + e.grammars.back().second->footprint());
+    e.grammars.pop_back();
+  }
   return tg;
 }
 

@@ -81,6 +81,21 @@ int run_serve(int argc, char** argv) {
   app.add_option("--shutdown-grace", so.shutdown_grace_s, "Seconds in-flight requests get after SIGINT/SIGTERM")
       ->capture_default_str()
       ->check(non_negative_number());
+  // Structured output's compile budget (grammar/work_budget.h), in friendlier units.
+  uint64_t grammar_msteps = so.grammar_budget.steps / 1000000, grammar_mib = so.grammar_budget.bytes >> 20;
+  size_t grammar_cache_mib = so.grammar_cache_bytes >> 20;
+  app.add_option("--grammar-budget", grammar_msteps,
+                 "Millions of work steps one request's response_format / grammar / regex may take to compile "
+                 "(about a second's work; more: a 400 naming the field)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}));
+  app.add_option("--grammar-memory", grammar_mib, "MiB one request's grammar compile may allocate (more: a 400)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{65536}));
+  app.add_option("--grammar-cache-memory", grammar_cache_mib,
+                 "MiB the compiled grammars kept for reuse may hold, their token masks included")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   app.add_option("-t,--threads", threads, "Compute threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
@@ -127,6 +142,9 @@ int run_serve(int argc, char** argv) {
     as.max_arenas = malloc_arenas;
     if (!configure_allocator(as)) std::fprintf(stderr, "lfm serve: the allocator settings were not applied\n");
   }
+  so.grammar_budget.steps = grammar_msteps * 1000000;
+  so.grammar_budget.bytes = grammar_mib << 20;
+  so.grammar_cache_bytes = grammar_cache_mib << 20;
   so.model_aliases.push_back(model);
   so.drafter = draft.kind();
   so.max_drafts = draft.draft_max;

@@ -8,6 +8,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
+#include "grammar/work_budget.h"
 
 namespace lfm::cli {
 
@@ -27,10 +28,11 @@ void add_grammar_options(CLI::App& app, GrammarArgs& a) {
 }
 
 std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarArgs& a) {
+  grammar::WorkBudget budget;  // the defaults (as lfm serve's), for the whole compile
   if (!a.gbnf_file.empty()) {
     const std::string text = read_regular_file(a.gbnf_file, "grammar file");
     try {
-      return grammar::parse_gbnf(text);
+      return grammar::parse_gbnf(text, "root", &budget);
     } catch (const Error& e) {
       fail(a.gbnf_file, ": ", e.what());
     }
@@ -42,12 +44,18 @@ std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarArgs& a) {
     grammar::JsonSchemaOptions opt;
     opt.any_whitespace = a.any_whitespace;
     try {
-      return grammar::parse_gbnf(grammar::json_schema_to_gbnf(schema, opt));
+      return grammar::parse_gbnf(grammar::json_schema_to_gbnf(schema, opt, &budget), "root", &budget);
     } catch (const Error& e) {
       fail(a.json_schema_file, ": ", e.what());
     }
   }
-  if (!a.regex.empty()) return grammar::parse_gbnf(grammar::regex_to_gbnf(a.regex));
+  if (!a.regex.empty()) {
+    try {
+      return grammar::parse_gbnf(grammar::regex_to_gbnf(a.regex, &budget), "root", &budget);
+    } catch (const Error& e) {
+      fail("--regex: ", e.what());
+    }
+  }
   return nullptr;
 }
 

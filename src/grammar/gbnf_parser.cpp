@@ -15,7 +15,7 @@ bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c =
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  Parser(std::string_view text, WorkBudget& budget) : s_(text), budget_(budget), b_(&budget) {}
 
   Grammar parse(std::string_view root) {
     LFM_CHECK(find_invalid_utf8(s_) == std::string_view::npos, "grammar: the text is not valid UTF-8");
@@ -153,6 +153,7 @@ class Parser {
 
   // One item with its postfix operators, appended to seq.
   void parse_item(Sequence& seq, const std::string& rule_name) {
+    budget_.steps("grammar");
     const size_t start = seq.size();
     const char c = peek();
     if (c == '"') {
@@ -295,13 +296,15 @@ class Parser {
   std::string_view s_;
   size_t i_ = 0;
   int depth_ = 0;
+  WorkBudget& budget_;
   GrammarBuilder b_;
 };
 
 }  // namespace
 
-std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_view root) {
-  return std::make_shared<const Grammar>(Parser(text).parse(root));
+std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_view root, WorkBudget* budget) {
+  BudgetRef b(budget);
+  return std::make_shared<const Grammar>(Parser(text, *b).parse(root));
 }
 
 }  // namespace lfm::grammar

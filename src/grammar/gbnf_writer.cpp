@@ -178,8 +178,10 @@ std::string sanitize_rule_name(std::string_view s) {
 std::string RuleSet::unique(std::string_view base) {
   std::string name = sanitize_rule_name(base);
   if (!bodies_.count(name)) return name;
-  for (int i = 1;; ++i) {
-    std::string n = name + "-" + std::to_string(i);
+  // Names are never removed: the suffixes below the last one handed out are all taken.
+  int& i = next_suffix_[name];
+  for (;;) {
+    std::string n = name + "-" + std::to_string(++i);
     if (!bodies_.count(n)) return n;
   }
 }
@@ -187,14 +189,10 @@ std::string RuleSet::unique(std::string_view base) {
 std::string RuleSet::add(std::string_view base, const std::string& body) {
   const std::string b = sanitize_rule_name(base);
   // Same base, same body: reuse (the primitive rules are requested many times).
-  for (int i = 0;; ++i) {
-    const std::string n = i == 0 ? b : b + "-" + std::to_string(i);
-    auto it = bodies_.find(n);
-    if (it == bodies_.end()) break;
-    if (it->second == body) return n;
-  }
+  if (auto it = by_body_.find({b, body}); it != by_body_.end()) return it->second;
   const std::string name = unique(b);
   bodies_[name] = body;
+  by_body_.emplace(std::make_pair(b, body), name);
   order_.push_back(name);
   size_ += name.size() + body.size() + 6;
   return name;
@@ -203,6 +201,7 @@ std::string RuleSet::add(std::string_view base, const std::string& body) {
 std::string RuleSet::reserve(std::string_view base) {
   const std::string name = unique(base);
   bodies_[name] = "";
+  reserved_base_[name] = sanitize_rule_name(base);
   order_.push_back(name);
   return name;
 }
@@ -211,6 +210,10 @@ void RuleSet::set(const std::string& name, const std::string& body) {
   auto it = bodies_.find(name);
   LFM_CHECK(it != bodies_.end(), "grammar: rule ", name, " was not reserved");
   it->second = body;
+  if (auto r = reserved_base_.find(name); r != reserved_base_.end()) {
+    by_body_.emplace(std::make_pair(r->second, body), name);
+    reserved_base_.erase(r);
+  }
   size_ += name.size() + body.size() + 6;
 }
 

@@ -52,6 +52,12 @@ class RuleSet {
  private:
   std::string unique(std::string_view base);
   std::map<std::string, std::string> bodies_;
+  // Indexes that keep add() and unique() logarithmic (a scan over name-1, name-2, ... per call
+  // made a schema with many same-named rules quadratic): (base, body) → the rule reused for
+  // them; base → the next numeric suffix to try.
+  std::map<std::pair<std::string, std::string>, std::string> by_body_;
+  std::map<std::string, int> next_suffix_;
+  std::map<std::string, std::string> reserved_base_;  // reserved name → its base, until set
   std::vector<std::string> order_;
   size_t size_ = 0;
 };

@@ -48,10 +48,14 @@ struct Grammar {
   int32_t root = 0;
 };
 
+class WorkBudget;
+
 // Parses GBNF text; `root` names the start rule. Throws lfm::Error "grammar: line L, column C:
 // <problem>" for syntax errors, undefined rules, left recursion (also through empty prefixes,
-// e.g. ("")* ), and grammars too large.
-std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_view root = "root");
+// e.g. ("")* ), and grammars too large: work and memory are charged to `budget` as the grammar
+// is built (null: a default WorkBudget, grammar/work_budget.h), repetitions before expansion.
+std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_view root = "root",
+                                          WorkBudget* budget = nullptr);
 
 // Whether the grammar derives exactly `text` (bytes; special tokens cannot occur in it).
 bool grammar_accepts(const Grammar& g, std::string_view text);

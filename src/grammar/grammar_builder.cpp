@@ -9,6 +9,7 @@ namespace lfm::grammar {
 
 namespace {
 
+constexpr const char* kWho = "grammar";
 constexpr char32_t kMaxCodePoint = 0x10FFFF;
 
 // Encodes cp (< 0x110000, not a surrogate) into out; returns the byte count.
@@ -103,6 +104,7 @@ CodePointRanges normalize_ranges(CodePointRanges r, bool negate) {
 }
 
 int32_t GrammarBuilder::new_rule(const std::string& name) {
+  budget_->items(kWho, 1, kRuleBytes + 2 * name.size());
   const auto id = static_cast<int32_t>(names_.size());
   names_.push_back(name);
   alts_.emplace_back();
@@ -118,6 +120,7 @@ int32_t GrammarBuilder::rule(const std::string& name) {
 
 int32_t GrammarBuilder::helper_rule(const std::string& base) {
   for (;;) {
+    budget_->steps(kWho);
     std::string name = cat(base, "_", ++helper_count_[base]);
     if (!by_name_.count(name)) {
       const int32_t id = new_rule(name);
@@ -128,31 +131,41 @@ int32_t GrammarBuilder::helper_rule(const std::string& base) {
 }
 
 void GrammarBuilder::count(size_t n) {
-  elements_ += n;
-  LFM_CHECK(elements_ <= kMaxElements, "grammar: more than ", kMaxElements,
+  LFM_CHECK(n <= kMaxElements && elements_ + n <= kMaxElements, "grammar: more than ", kMaxElements,
             " elements (a repetition bound or a schema too large)");
+  elements_ += n;
+  budget_->items(kWho, n, kElementBytes);
 }
 
 void GrammarBuilder::define(int32_t rule, std::vector<Sequence> alts) {
   size_t n = 0;
   for (const auto& a : alts) n += a.size() + 1;
   count(n);
+  budget_->bytes(kWho, alts.size() * (sizeof(Sequence) + sizeof(int32_t)));
   alts_[rule] = std::move(alts);
   defined_[rule] = true;
 }
 
+// Looked up in maps: a linear search per set made grammars with many distinct classes quadratic.
 Element GrammarBuilder::byte_set(const ByteSet& s) {
-  for (size_t i = 0; i < sets_.size(); ++i)
-    if (sets_[i] == s) return {Element::Kind::kBytes, static_cast<int32_t>(i)};
-  sets_.push_back(s);
-  return {Element::Kind::kBytes, static_cast<int32_t>(sets_.size() - 1)};
+  budget_->steps(kWho);
+  const std::array<uint64_t, 4> key{s.bits[0], s.bits[1], s.bits[2], s.bits[3]};
+  auto [it, added] = set_index_.try_emplace(key, static_cast<int32_t>(sets_.size()));
+  if (added) {
+    budget_->bytes(kWho, 2 * sizeof(ByteSet) + 64);
+    sets_.push_back(s);
+  }
+  return {Element::Kind::kBytes, it->second};
 }
 
 Element GrammarBuilder::token(const std::string& text) {
-  for (size_t i = 0; i < tokens_.size(); ++i)
-    if (tokens_[i] == text) return {Element::Kind::kToken, static_cast<int32_t>(i)};
-  tokens_.push_back(text);
-  return {Element::Kind::kToken, static_cast<int32_t>(tokens_.size() - 1)};
+  budget_->steps(kWho);
+  auto [it, added] = token_index_.try_emplace(text, static_cast<int32_t>(tokens_.size()));
+  if (added) {
+    budget_->bytes(kWho, 3 * text.size() + 96);
+    tokens_.push_back(text);
+  }
+  return {Element::Kind::kToken, it->second};
 }
 
 void GrammarBuilder::append_code_point(Sequence& seq, char32_t cp) {
@@ -168,7 +181,9 @@ void GrammarBuilder::append_code_point(Sequence& seq, char32_t cp) {
 Element GrammarBuilder::code_points(const CodePointRanges& ranges, const std::string& base) {
   LFM_CHECK(!ranges.empty(), "grammar: a character class that matches nothing");
   std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+  budget_->steps(kWho, ranges.size());
   for (const auto& [lo, hi] : ranges) utf8_sequences(lo, hi, seqs);
+  budget_->items(kWho, seqs.size(), 4 * sizeof(Element) + sizeof(Sequence));
   // All one-byte sequences share one set; longer ones become alternatives of a helper rule.
   ByteSet ascii;
   bool has_ascii = false;
@@ -239,8 +254,10 @@ Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, cons
     if (auto it = plus_of_.find(x.index); it != plus_of_.end())  // (y+){m,n} = y+, or y* when m = 0
       return min == 0 ? Sequence{{Element::Kind::kRule, star_rule(it->second, base)}} : Sequence{x};
   }
+  // Charged before anything is made: x{100000} nested in another {100000} must be refused here.
+  count(static_cast<size_t>(min));
+  if (max > min) budget_->expect_items(kWho, static_cast<uint64_t>(max - min), kRuleBytes + 2 * base.size() + 4 * kElementBytes);
   Sequence out(static_cast<size_t>(min), x);
-  count(out.size());
   if (max < 0) {
     out.push_back({Element::Kind::kRule, star_rule(x, base)});
     return out;
@@ -261,7 +278,7 @@ Sequence GrammarBuilder::repeat(const Element& x, int64_t min, int64_t max, cons
 
 void GrammarBuilder::inline_leaf_rules() {
   auto is_leaf = [&](int32_t r) {
-    if (alts_[r].size() > 16) return false;
+    if (alts_[r].empty() || alts_[r].size() > 16) return false;
     for (const auto& a : alts_[r])
       for (const auto& e : a)
         if (e.kind == Element::Kind::kRule) return false;
@@ -269,6 +286,11 @@ void GrammarBuilder::inline_leaf_rules() {
   };
   std::vector<bool> leaf(names_.size());
   for (size_t r = 0; r < names_.size(); ++r) leaf[r] = is_leaf(static_cast<int32_t>(r));
+  // Each leaf's total length over its alternatives, for sizing an expansion before making it.
+  std::vector<size_t> leaf_elements(names_.size(), 0);
+  for (size_t r = 0; r < names_.size(); ++r)
+    if (leaf[r])
+      for (const auto& a : alts_[r]) leaf_elements[r] += a.size();
   for (size_t r = 0; r < names_.size(); ++r) {
     std::vector<Sequence> out;
     for (const auto& alt : alts_[r]) {
@@ -277,9 +299,21 @@ void GrammarBuilder::inline_leaf_rules() {
         const bool inline_it = e.kind == Element::Kind::kRule && leaf[e.index] && e.index != static_cast<int32_t>(r) &&
                                expanded.size() * alts_[e.index].size() <= 64;
         if (!inline_it) {
+          count(expanded.size());
           for (auto& s : expanded) s.push_back(e);
           continue;
         }
+        // The expansion's size (every current sequence copied once per alternative, each copy
+        // growing by that alternative) is charged before it is built.
+        size_t total = 0;
+        for (const auto& s : expanded) total += s.size();
+        count(total * (alts_[e.index].size() - 1) + expanded.size() * leaf_elements[e.index]);
+        if (alts_[e.index].size() == 1) {  // appended in place: copying would be quadratic
+          const Sequence& a = alts_[e.index][0];
+          for (auto& s : expanded) s.insert(s.end(), a.begin(), a.end());
+          continue;
+        }
+        budget_->steps(kWho, total * alts_[e.index].size());  // the copies
         std::vector<Sequence> next;
         for (const auto& s : expanded)
           for (const auto& a : alts_[e.index]) {
@@ -288,13 +322,43 @@ void GrammarBuilder::inline_leaf_rules() {
           }
         expanded = std::move(next);
       }
-      for (auto& s : expanded) {
-        count(s.size() + 1);
-        out.push_back(std::move(s));
-      }
+      count(expanded.size());  // the ends
+      for (auto& s : expanded) out.push_back(std::move(s));
     }
     alts_[r] = std::move(out);
   }
+}
+
+std::vector<bool> GrammarBuilder::nullable_rules() {
+  // Worklist, linear in the grammar: each alternative made only of rule references counts the
+  // references not yet known nullable; a rule found nullable decrements the alternatives that
+  // use it, and one reaching zero makes its rule nullable. (A fixpoint of passes over every rule
+  // took one pass per link of a chain r0 ::= r1, r1 ::= r2, ...: quadratic.)
+  const size_t n = names_.size();
+  std::vector<bool> nullable(n, false);
+  std::vector<int32_t> alt_rule, pending, work;
+  std::vector<std::vector<int32_t>> users(n);  // rule → alternatives (ids) referencing it, once per use
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& a : alts_[r]) {
+      budget_->steps(kWho, a.size() + 1);
+      if (!std::all_of(a.begin(), a.end(), [](const Element& e) { return e.kind == Element::Kind::kRule; })) continue;
+      const auto id = static_cast<int32_t>(alt_rule.size());
+      alt_rule.push_back(static_cast<int32_t>(r));
+      pending.push_back(static_cast<int32_t>(a.size()));
+      budget_->bytes(kWho, (a.size() + 2) * sizeof(int32_t));
+      for (const auto& e : a) users[e.index].push_back(id);
+      if (a.empty()) work.push_back(static_cast<int32_t>(r));
+    }
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    if (nullable[r]) continue;
+    nullable[r] = true;
+    budget_->steps(kWho, users[r].size() + 1);
+    for (int32_t id : users[r])
+      if (--pending[id] == 0) work.push_back(alt_rule[id]);
+  }
+  return nullable;
 }
 
 Grammar GrammarBuilder::finish(const std::string& root) {
@@ -303,29 +367,14 @@ Grammar GrammarBuilder::finish(const std::string& root) {
   for (size_t r = 0; r < names_.size(); ++r)
     LFM_CHECK(defined_[r], "grammar: rule '", names_[r], "' is used but never defined");
   const size_t n = names_.size();
-  // Rules that can match the empty string (fixpoint).
-  std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (const auto& a : alts_[r]) {
-        bool all = true;
-        for (const auto& e : a)
-          if (e.kind != Element::Kind::kRule || !nullable[e.index]) all = false;
-        if (all) {
-          nullable[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
+  const std::vector<bool> nullable = nullable_rules();
   // Left recursion: a rule reaching itself through leftmost references (past nullable ones)
   // would make the matcher's closure loop forever.
   std::vector<std::vector<int32_t>> left(n);
   for (size_t r = 0; r < n; ++r)
     for (const auto& a : alts_[r])
       for (const auto& e : a) {
+        budget_->steps(kWho);
         if (e.kind != Element::Kind::kRule) break;
         left[r].push_back(e.index);
         if (!nullable[e.index]) break;
@@ -344,6 +393,7 @@ Grammar GrammarBuilder::finish(const std::string& root) {
         path.pop_back();
         continue;
       }
+      budget_->steps(kWho);
       const int32_t c = left[r][edge++];
       LFM_CHECK(state[c] != 1, "grammar: rule '", names_[c],
                 "' is left-recursive (it can reach itself before matching any byte)");

@@ -4,6 +4,7 @@
 // grammar/ (the GBNF parser uses it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/work_budget.h"
 
 namespace lfm::grammar {
 
@@ -27,6 +29,12 @@ class GrammarBuilder {
  public:
   // Grammars larger than this are refused (a {m,n} bound or a schema can ask for millions).
   static constexpr size_t kMaxElements = size_t{1} << 21;
+  // What one rule and one element cost in memory while building and in the finished Grammar
+  // (names, map nodes, vectors), charged to the budget before they are made.
+  static constexpr uint64_t kRuleBytes = 256, kElementBytes = 2 * sizeof(Element);
+
+  // Work and memory are charged to `budget` as the grammar grows (null: a default WorkBudget).
+  explicit GrammarBuilder(WorkBudget* budget = nullptr) : budget_(budget) {}
 
   // The rule's index, declaring it if new (a reference may come before the definition).
   int32_t rule(const std::string& name);
@@ -56,6 +64,7 @@ class GrammarBuilder {
 
  private:
   int32_t new_rule(const std::string& name);
+  // Charges n more elements (before they are made); throws past kMaxElements or the budget.
   void count(size_t n);
   // A rule x_star ::= x x_star | "" with x's alternatives inlined when x is a small rule: the
   // repetition then stays in one stack frame, which the mask cache relies on.
@@ -64,6 +73,8 @@ class GrammarBuilder {
   // literals) by their alternatives, so that such a rule's end is not a frame boundary: the
   // mask cache sees a string's characters within one frame.
   void inline_leaf_rules();
+  // Rules that can match the empty string.
+  std::vector<bool> nullable_rules();
 
   std::vector<std::string> names_;
   std::vector<std::vector<Sequence>> alts_;
@@ -71,10 +82,13 @@ class GrammarBuilder {
   std::map<std::string, int32_t> by_name_;
   std::map<std::string, int> helper_count_;
   std::vector<ByteSet> sets_;
+  std::map<std::array<uint64_t, 4>, int32_t> set_index_;  // byte set bits → index in sets_
   std::vector<std::string> tokens_;
+  std::map<std::string, int32_t> token_index_;
   std::map<std::pair<int64_t, int32_t>, int32_t> star_cache_;  // (element kind/index) → star rule
   std::map<int32_t, Element> star_of_, plus_of_;                 // rule → the x of x* / x+
   size_t elements_ = 0;
+  BudgetRef budget_;
 };
 
 }  // namespace lfm::grammar

@@ -96,14 +96,14 @@ void GrammarMatcher::fill_mask(uint64_t* bits) {
     }
     if (std::find(seen_pos_.begin(), seen_pos_.end(), pos) != seen_pos_.end()) continue;
     seen_pos_.push_back(pos);
-    tg_->position_mask(pos).add_accepted(bits);
+    tg_->position_mask(pos)->add_accepted(bits);
   }
   for (int32_t f : cur_.stacks) {
     const int32_t pos = store_[f].pos;
     if (g.elements[static_cast<size_t>(pos)].kind != Element::Kind::kBytes) continue;
-    const PositionMask& pm = tg_->position_mask(pos);
-    if (pm.uncertain.empty()) continue;
-    for (int32_t id : uncertain_matches(f, pm.uncertain)) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    const auto pm = tg_->position_mask(pos);
+    if (pm->uncertain.empty()) continue;
+    for (int32_t id : uncertain_matches(f, pm->uncertain)) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
   if (cur_.accept)
     for (int32_t s : stop_ids_) bits[static_cast<size_t>(s) >> 6] |= uint64_t{1} << (s & 63);

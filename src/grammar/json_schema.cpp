@@ -12,6 +12,7 @@
 #include "grammar/gbnf_writer.h"
 #include "grammar/number_ranges.h"
 #include "grammar/regex_to_gbnf.h"
+#include "grammar/work_budget.h"
 
 namespace lfm::grammar {
 
@@ -30,6 +31,10 @@ const std::set<std::string> kUnsupported = {
     "dependencies", "uniqueItems", "contains", "minContains", "maxContains", "multipleOf", "minProperties",
     "maxProperties", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
 
+constexpr const char* kWho = "json schema";
+// Steps charged for the work of the walk, sized so that a step is some tens of nanoseconds: a
+// value copied (an allocation), a merge or a reference resolved (JSON pointers, path strings).
+constexpr uint64_t kCopyValueSteps = 4, kMergeSteps = 32, kResolveSteps = 32, kVisitSteps = 8;
 constexpr double kMaxBound = 1e18;  // bounds beyond this are ignored (they exceed int64 digit ranges)
 
 std::string pointer_token(const std::string& key) {
@@ -67,7 +72,8 @@ bool has_type(const json& v, const std::string& t) {
 
 class Converter {
  public:
-  Converter(const json& root, const JsonSchemaOptions& opt) : root_(root), opt_(opt) {
+  Converter(const json& root, const JsonSchemaOptions& opt, WorkBudget& budget)
+      : root_(root), opt_(opt), budget_(budget) {
     if (opt_.any_whitespace) ws_ = rules_.add("ws", "[ \\t]{0,8} (\"\\r\"? \"\\n\" [ \\t]{0,64})?");
   }
 
@@ -76,6 +82,7 @@ class Converter {
     const std::string e = ref("#", "", 0);
     if (e != "root") rules_.add("root", e);
     check_size("");
+    budget_.bytes(kWho, rules_.text_size());  // the text itself
     return rules_.text();
   }
 
@@ -129,13 +136,18 @@ class Converter {
   std::string literal_value(const json& v) { return gbnf_literal(v.dump(-1, ' ', false, json::error_handler_t::strict)); }
 
   // ---- schema walking -----------------------------------------------------------------------
+  // Also charges the rules written since the last call (kept three times: the rule's body, the
+  // reuse index, the final text).
   void check_size(const std::string& path) {
+    budget_.bytes(kWho, 3 * (rules_.text_size() - charged_text_));
+    charged_text_ = rules_.text_size();
     if (rules_.text_size() > opt_.max_grammar_bytes)
       error(path, "the grammar exceeds " + std::to_string(opt_.max_grammar_bytes) + " bytes (schema too large)");
   }
 
   const json& resolve(const std::string& ref, const std::string& path, std::string& target) {
     if (ref.empty() || ref[0] != '#') error(path + "/$ref", "only local references (#...) are supported, got \"" + ref + "\"");
+    budget_.steps(kWho, kResolveSteps + ref.size() / 4);
     target = ref.substr(1);
     std::string decoded;  // percent-decoding (URI fragment)
     for (size_t i = 0; i < target.size(); ++i) {
@@ -155,9 +167,24 @@ class Converter {
     }
   }
 
+  // Charges the work of copying `j` (one step per value), before the copy: allOf over $refs
+  // copied whole subtrees 2^depth times.
+  void charge_copy(const json& j) {
+    std::vector<const json*> todo = {&j};
+    while (!todo.empty()) {
+      const json* v = todo.back();
+      todo.pop_back();
+      budget_.steps(kWho, kCopyValueSteps + (v->is_string() ? v->get_ref<const std::string&>().size() / 16 : 0));
+      if (v->is_structured())
+        for (const auto& x : *v) todo.push_back(&x);
+    }
+  }
+
   // A schema with allOf members, $ref siblings and the like folded into one object (best effort).
   json merge(json a, const json& b, const std::string& path, int depth) {
     if (depth > opt_.max_depth) error(path, "allOf nested too deeply");
+    budget_.steps(kWho, kMergeSteps + path.size() / 16);
+    charge_copy(b);
     if (b.is_boolean()) {
       if (!b.get<bool>()) error(path, "allOf member `false` admits nothing");
       return a;
@@ -166,7 +193,9 @@ class Converter {
     json bb = b;
     if (bb.contains("$ref")) {
       std::string t;
-      json target = resolve(bb["$ref"].get<std::string>(), path, t);
+      const json& found = resolve(bb["$ref"].get<std::string>(), path, t);
+      charge_copy(found);
+      json target = found;
       bb.erase("$ref");
       bb = merge(std::move(bb), target, path, depth + 1);
     }
@@ -209,6 +238,7 @@ class Converter {
 
   std::string visit(const json& s, const std::string& path, const std::string& name, int depth) {
     if (depth > opt_.max_depth) error(path, "schema nested deeper than " + std::to_string(opt_.max_depth));
+    budget_.steps(kWho, kVisitSteps + path.size() / 16 + (s.is_object() ? s.size() : 0));
     check_size(path);
     if (s.is_boolean()) {
       if (!s.get<bool>()) error(path, "schema `false` admits no value");
@@ -224,6 +254,7 @@ class Converter {
       for (auto it = s.begin(); it != s.end(); ++it)
         if (it.key() != "$ref" && !kAnnotations.count(it.key())) siblings = true;
       if (siblings) {
+        charge_copy(s);
         json rest = s;
         rest.erase("$ref");
         return visit(merge(rest, json{{"$ref", s["$ref"]}}, path, depth), path, name, depth + 1);
@@ -233,6 +264,7 @@ class Converter {
     if (s.contains("allOf")) {
       const json& members = s["allOf"];
       if (!members.is_array()) error(path + "/allOf", std::string("expected an array, got ") + kind_name(members));
+      charge_copy(s);
       json merged = s;
       merged.erase("allOf");
       for (size_t i = 0; i < members.size(); ++i)
@@ -243,6 +275,7 @@ class Converter {
       if (!s.contains(key)) continue;
       const json& alts = s[key];
       if (!alts.is_array() || alts.empty()) error(path + "/" + key, "expected a non-empty array");
+      charge_copy(s);
       json base = s;
       base.erase(key);
       bool has_base = false;  // sibling keywords apply to every alternative
@@ -250,6 +283,7 @@ class Converter {
       std::string body;
       for (size_t i = 0; i < alts.size(); ++i) {
         const std::string p = path + "/" + key + "/" + std::to_string(i);
+        if (has_base) charge_copy(base);
         const std::string e = has_base ? visit(merge(base, alts[i], p, depth), p, name + "-" + std::to_string(i), depth + 1)
                                        : visit(alts[i], p, name + "-" + std::to_string(i), depth + 1);
         body += (body.empty() ? "" : " | ") + e;
@@ -349,6 +383,8 @@ class Converter {
 
   const json& root_;
   JsonSchemaOptions opt_;
+  WorkBudget& budget_;
+  size_t charged_text_ = 0;  // rules_.text_size() already charged
   RuleSet rules_;
   std::string ws_;                               // the whitespace rule; "" when compact
   std::map<std::string, std::string> ref_rules_;  // $ref target pointer → its rule
@@ -404,7 +440,7 @@ std::string Converter::string(const json& s, const std::string& path, const std:
     const json& p = s["pattern"];
     if (!p.is_string()) error(path + "/pattern", "expected a string, got " + p.dump());
     try {
-      return q + " " + regex_json_string_content(p.get<std::string>(), rules_, name + "-pattern") + " " + q;
+      return q + " " + regex_json_string_content(p.get<std::string>(), rules_, name + "-pattern", &budget_) + " " + q;
     } catch (const Error& e) {
       error(path + "/pattern", e.what());
     }
@@ -565,19 +601,21 @@ std::string Converter::array(const json& s, const std::string& path, const std::
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& opt) {
-  return Converter(schema, opt).run();
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& opt, WorkBudget* budget) {
+  BudgetRef b(budget);
+  return Converter(schema, opt, *b).run();
 }
 
-std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& opt) {
-  return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), opt);
+std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& opt, WorkBudget* budget) {
+  return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), opt, budget);
 }
 
 std::string any_json_gbnf(bool any_whitespace) {
   JsonSchemaOptions opt;
   opt.any_whitespace = any_whitespace;
   const json none = json::object();
-  return Converter(none, opt).any_object();
+  WorkBudget budget;
+  return Converter(none, opt, budget).any_object();
 }
 
 }  // namespace lfm::grammar

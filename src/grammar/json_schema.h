@@ -54,13 +54,19 @@ struct JsonSchemaOptions {
   size_t max_grammar_bytes = 1 << 20;       // GBNF text size
 };
 
+class WorkBudget;
+
 // The GBNF grammar (rule `root`) for JSON texts valid under `schema`. Throws lfm::Error
 // "json schema: <JSON pointer in the schema>: <problem>" for malformed schemas, unknown $ref
-// targets, unsupported keywords (when strict), and schemas whose grammar would be too large.
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& opt = {});
+// targets, unsupported keywords (when strict), and schemas whose grammar would be too large;
+// "json schema: compile work exceeds the budget ..." when the conversion's work or memory
+// passes `budget` (null: a default WorkBudget, grammar/work_budget.h), checked as it goes.
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& opt = {},
+                                WorkBudget* budget = nullptr);
 // The same for a schema held in a nlohmann::json, whose objects keep their keys sorted: properties
 // are then written in alphabetical order. Parse schemas into ordered_json to keep the schema's.
-std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& opt = {});
+std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& opt = {},
+                                WorkBudget* budget = nullptr);
 
 // Any JSON object (OpenAI's response_format {"type": "json_object"}), same whitespace rules.
 std::string any_json_gbnf(bool any_whitespace);

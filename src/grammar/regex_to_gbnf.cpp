@@ -5,11 +5,13 @@
 
 #include "core/error.h"
 #include "core/utf8.h"
+#include "grammar/work_budget.h"
 
 namespace lfm::grammar {
 
 namespace {
 
+constexpr const char* kWho = "regex";
 constexpr size_t kMaxPatternBytes = 8192;
 constexpr int kMaxRepeat = 10000;  // {m,n} bounds above this are refused (the grammar would explode)
 constexpr int kMaxDepth = 200;      // nesting of groups
@@ -295,28 +297,42 @@ bool nullable(const Node& n) {
   }
 }
 
+// Charges copying a node and everything under it, before the copy.
+void charge_copy(const Node& n, WorkBudget& budget) {
+  budget.items(kWho, 1, sizeof(Node) + n.set.size() * sizeof(n.set[0]));
+  for (const auto& k : n.kids) charge_copy(k, budget);
+}
+
 // The same language without the empty string (nullopt when nothing is left). GBNF parsers refuse
 // a repetition of something that can match empty (left recursion through an empty prefix), so
-// x* with a nullable x is written (x minus "")*, which derives the same strings.
-std::optional<Node> nonempty(const Node& n) {
-  if (!nullable(n)) return n;
+// x* with a nullable x is written (x minus "")*, which derives the same strings. A sequence of
+// nullable parts costs a copy of its rest per part (quadratic; charged to the budget): stars use
+// star_generator() instead.
+std::optional<Node> nonempty(const Node& n, WorkBudget& budget) {
+  budget.steps(kWho);
+  if (!nullable(n)) {
+    charge_copy(n, budget);
+    return n;
+  }
   switch (n.kind) {
     case Node::Kind::kSeq: {
       // ne(a rest) = ne(a) rest | ne(rest)   (a is nullable here, as the whole sequence is)
       if (n.kids.empty()) return std::nullopt;
+      for (size_t k = 1; k < n.kids.size(); ++k) charge_copy(n.kids[k], budget);
       Node rest;
       rest.kind = Node::Kind::kSeq;
       rest.kids.assign(n.kids.begin() + 1, n.kids.end());
       Node alt;
       alt.kind = Node::Kind::kAlt;
-      if (auto first = nonempty(n.kids[0])) {
+      if (auto first = nonempty(n.kids[0], budget)) {
         Node s;
         s.kind = Node::Kind::kSeq;
         s.kids.push_back(std::move(*first));
+        for (size_t k = 1; k < n.kids.size(); ++k) charge_copy(n.kids[k], budget);
         s.kids.insert(s.kids.end(), rest.kids.begin(), rest.kids.end());
         alt.kids.push_back(std::move(s));
       }
-      if (auto r = nonempty(rest)) alt.kids.push_back(std::move(*r));
+      if (auto r = nonempty(rest, budget)) alt.kids.push_back(std::move(*r));
       if (alt.kids.empty()) return std::nullopt;
       return alt.kids.size() == 1 ? std::move(alt.kids[0]) : alt;
     }
@@ -324,16 +340,20 @@ std::optional<Node> nonempty(const Node& n) {
       Node alt;
       alt.kind = Node::Kind::kAlt;
       for (const auto& k : n.kids)
-        if (auto e = nonempty(k)) alt.kids.push_back(std::move(*e));
+        if (auto e = nonempty(k, budget)) alt.kids.push_back(std::move(*e));
       if (alt.kids.empty()) return std::nullopt;
       return alt.kids.size() == 1 ? std::move(alt.kids[0]) : alt;
     }
     case Node::Kind::kRepeat: {
       // x{m,n} with x nullable = (ne x){0,n}; then without "" = (ne x){1,n}.
-      auto body = nonempty(n.kids[0]);
+      auto body = nonempty(n.kids[0], budget);
       if (!body || n.max == 0) return std::nullopt;
-      Node r = n;
-      r.kids = {std::move(*body)};
+      Node r;
+      r.kind = n.kind;
+      r.min = n.min;
+      r.max = n.max;
+      r.pos = n.pos;
+      r.kids.push_back(std::move(*body));
       r.min = 1;
       return r;
     }
@@ -341,12 +361,53 @@ std::optional<Node> nonempty(const Node& n) {
   }
 }
 
+// A language G with G* = n* and without the empty string (nullopt: n* is just ""), in linear
+// work: a star of nullable parts a b c is a star of their alternatives (each string of (a b c)*
+// splits into non-empty pieces of a, b or c, and any such piece is itself in a b c).
+std::optional<Node> star_generator(const Node& n, WorkBudget& budget) {
+  budget.steps(kWho);
+  if (!nullable(n)) {
+    charge_copy(n, budget);
+    return n;
+  }
+  switch (n.kind) {
+    case Node::Kind::kSeq:
+    case Node::Kind::kAlt: {
+      Node alt;
+      alt.kind = Node::Kind::kAlt;
+      alt.pos = n.pos;
+      for (const auto& k : n.kids)
+        if (auto g = star_generator(k, budget)) {
+          if (g->kind == Node::Kind::kAlt) {
+            for (auto& x : g->kids) alt.kids.push_back(std::move(x));
+          } else {
+            alt.kids.push_back(std::move(*g));
+          }
+        }
+      if (alt.kids.empty()) return std::nullopt;
+      return alt.kids.size() == 1 ? std::move(alt.kids[0]) : alt;
+    }
+    case Node::Kind::kRepeat:
+      // (x{m,n})* with x nullable, or x{0,n} (n > 0): both are x*.
+      if (n.max == 0) return std::nullopt;
+      return star_generator(n.kids[0], budget);
+    default: return std::nullopt;
+  }
+}
+
 // Writes nodes as GBNF; in JSON mode each character is written as it appears in a JSON string.
 class Writer {
  public:
-  explicit Writer(bool json) : json_(json) {}
+  Writer(bool json, WorkBudget& budget) : json_(json), budget_(budget) {}
 
   std::string expr(const Node& n) {
+    std::string out = write(n);
+    budget_.items(kWho, out.size() / 16 + 1, out.size());  // the text as it grows, level by level
+    return out;
+  }
+
+ private:
+  std::string write(const Node& n) {
     switch (n.kind) {
       case Node::Kind::kChars: return char_set(n.set);
       case Node::Kind::kSeq: return sequence(n.kids);
@@ -354,7 +415,7 @@ class Writer {
         std::string out;
         bool optional = false;
         for (const auto& k : n.kids) {
-          auto e = nonempty(k);  // empty branches become a trailing ?
+          auto e = nonempty(k, budget_);  // empty branches become a trailing ?
           if (!e) { optional = true; continue; }
           if (nullable(k)) optional = true;
           out += (out.empty() ? "" : " | ") + expr(*e);
@@ -363,7 +424,7 @@ class Writer {
         return "(" + out + ")" + (optional ? "?" : "");
       }
       case Node::Kind::kRepeat: {
-        auto body = nonempty(n.kids[0]);
+        auto body = n.max < 0 ? star_generator(n.kids[0], budget_) : nonempty(n.kids[0], budget_);
         if (!body || n.max == 0) return "\"\"";
         const int lo = nullable(n.kids[0]) ? 0 : n.min;
         std::string suffix;
@@ -383,6 +444,7 @@ class Writer {
     }
   }
 
+ public:
   std::string sequence(const std::vector<Node>& kids) {
     std::string out, run;  // run: consecutive single characters, written as one literal
     auto flush = [&] {
@@ -464,6 +526,7 @@ class Writer {
   }
 
   bool json_;
+  WorkBudget& budget_;
 };
 
 // The top-level alternatives with their anchors removed: (node, anchored at start, at end).
@@ -496,15 +559,18 @@ std::vector<Branch> branches(Node top) {
 
 }  // namespace
 
-std::string regex_to_gbnf(std::string_view pattern) {
-  Writer w(false);
+std::string regex_to_gbnf(std::string_view pattern, WorkBudget* budget) {
+  BudgetRef b(budget);
+  Writer w(false, *b);
   std::string body;
   for (auto& b : branches(Parser(pattern).parse())) body += (body.empty() ? "" : " | ") + w.expr(b.node);
   return "root ::= " + body + "\n";
 }
 
-std::string regex_json_string_content(std::string_view pattern, RuleSet& rules, std::string_view name) {
-  Writer w(true);
+std::string regex_json_string_content(std::string_view pattern, RuleSet& rules, std::string_view name,
+                                      WorkBudget* budget) {
+  BudgetRef b(budget);
+  Writer w(true, *b);
   const std::string any = rules.add("char", json_char_body());
   std::string body;
   for (auto& b : branches(Parser(pattern).parse())) {

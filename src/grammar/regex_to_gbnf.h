@@ -20,7 +20,9 @@ namespace lfm::grammar {
 
 // A whole grammar whose `root` derives exactly the strings the pattern matches in full (as
 // std::regex_match would: a leading ^ and trailing $ change nothing).
-std::string regex_to_gbnf(std::string_view pattern);
+// Work and memory are charged to `budget` (null: a default WorkBudget, grammar/work_budget.h).
+class WorkBudget;
+std::string regex_to_gbnf(std::string_view pattern, WorkBudget* budget = nullptr);
 
 // The contents of a JSON string (between its quotes) whose decoded value contains a match of
 // `pattern`, JSON Schema style: unanchored unless the alternative starts with ^ / ends with $.
@@ -28,6 +30,7 @@ std::string regex_to_gbnf(std::string_view pattern);
 // \\, the controls as \n, \t, ... or \u00XX — what nlohmann/json and Python's json.dumps write),
 // other characters (the unanchored padding) in any valid JSON form. Helper rules go into `rules`,
 // named after `name`. Returns a GBNF expression.
-std::string regex_json_string_content(std::string_view pattern, RuleSet& rules, std::string_view name);
+std::string regex_json_string_content(std::string_view pattern, RuleSet& rules, std::string_view name,
+                                      WorkBudget* budget = nullptr);
 
 }  // namespace lfm::grammar

@@ -35,8 +35,9 @@ int32_t TokenVocabulary::special_id(const std::string& text) const {
   return it == special_.end() ? -1 : it->second;
 }
 
-TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocabulary> vocab)
-    : g_(std::move(g)), vocab_(std::move(vocab)) {
+TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocabulary> vocab,
+                           size_t max_cached_bytes)
+    : g_(std::move(g)), vocab_(std::move(vocab)), max_cached_bytes_(max_cached_bytes) {
   for (const std::string& text : g_->token_texts) {
     const int32_t id = vocab_->special_id(text);
     LFM_CHECK(id >= 0, "grammar: the special token ", text, " is not in the model's vocabulary");
@@ -44,19 +45,30 @@ TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> g, std::shared_ptr<con
   }
 }
 
-const PositionMask& TokenGrammar::position_mask(int32_t pos) const {
+std::shared_ptr<const PositionMask> TokenGrammar::position_mask(int32_t pos) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(pos);
-    if (it != cache_.end()) return *it->second;
+    if (it != cache_.end()) return it->second;
   }
   // Computed outside the lock (two threads may both compute one; the first stored wins).
-  auto m = std::make_unique<PositionMask>(compute(pos));
+  auto m = std::make_shared<const PositionMask>(compute(pos));
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t bytes = m->bytes();
+  const size_t bytes = m->bytes() + 64;  // + the map node
+  if (cached_bytes_ + bytes > max_cached_bytes_) return m;  // full: used once, not kept
   auto [it, inserted] = cache_.try_emplace(pos, std::move(m));
   if (inserted) cached_bytes_ += bytes;
-  return *it->second;
+  return it->second;
+}
+
+size_t TokenGrammar::footprint() const {
+  const Grammar& g = *g_;
+  size_t n = sizeof(Grammar) + sizeof(*this) + g.elements.size() * sizeof(Element) +
+             g.byte_sets.size() * sizeof(ByteSet) + token_ids_.size() * sizeof(int32_t);
+  for (size_t r = 0; r < g.rule_alts.size(); ++r)
+    n += 2 * sizeof(std::string) + g.rule_names[r].size() + g.rule_alts[r].size() * sizeof(int32_t);
+  for (const auto& t : g.token_texts) n += sizeof(std::string) + t.size();
+  return n + cached_bytes();
 }
 
 void TokenGrammar::precompute_all() const {

@@ -60,8 +60,13 @@ struct PositionMask {
 
 class TokenGrammar {
  public:
+  // Masks beyond this many bytes are computed but not kept (a grammar with millions of positions
+  // over a large vocabulary would otherwise keep gigabytes).
+  static constexpr size_t kDefaultMaxCachedBytes = size_t{64} << 20;
+
   // Throws lfm::Error when the grammar names a special token the vocabulary lacks.
-  TokenGrammar(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocabulary> vocab);
+  TokenGrammar(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocabulary> vocab,
+               size_t max_cached_bytes = kDefaultMaxCachedBytes);
 
   const Grammar& grammar() const { return *g_; }
   const TokenVocabulary& vocab() const { return *vocab_; }
@@ -70,12 +75,15 @@ class TokenGrammar {
   int32_t token_id(int32_t token_index) const { return token_ids_[static_cast<size_t>(token_index)]; }
 
   // The mask for stacks topped by the byte set at grammar position `pos`, computed on first use
-  // and kept (thread-safe; the reference stays valid for the grammar's lifetime).
-  const PositionMask& position_mask(int32_t pos) const;
+  // and kept while the cache is under its byte limit (thread-safe).
+  std::shared_ptr<const PositionMask> position_mask(int32_t pos) const;
   // Computes every position's mask now (e.g. on a thread of its own right after compiling).
   void precompute_all() const;
   size_t cached_positions() const;
   size_t cached_bytes() const;  // memory the cached masks hold
+  // Approximate memory this grammar holds now: its elements, rules and sets, and its masks (the
+  // vocabulary is shared by every grammar of an engine and not counted).
+  size_t footprint() const;
 
  private:
   PositionMask compute(int32_t pos) const;
@@ -84,7 +92,8 @@ class TokenGrammar {
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<int32_t> token_ids_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<int32_t, std::unique_ptr<PositionMask>> cache_;
+  size_t max_cached_bytes_;
+  mutable std::unordered_map<int32_t, std::shared_ptr<const PositionMask>> cache_;
   mutable size_t cached_bytes_ = 0;
 };
 

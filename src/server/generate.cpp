@@ -244,8 +244,9 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   const auto body = parse_json_body(req);
   check_model(body);
   CompletionParams c = parse_completion_request(body, engine.vocab_size(), opt.sampling_defaults);
-  const std::string gbnf = requested_grammar(body);
-  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine, grammar_param(body));
+  grammar::WorkBudget budget = grammar_budget();
+  const std::string gbnf = requested_grammar(body, &budget);
+  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine, grammar_param(body), &budget);
   std::vector<Request> reqs;
   std::vector<std::string> echoes;  // each prompt's text, for echo
   for (size_t p = 0; p < c.prompts.size(); ++p) {

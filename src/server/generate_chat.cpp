@@ -29,8 +29,9 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   const auto body = parse_json_body(req);
   check_model(body);
   ChatParams c = parse_chat_request(body, engine.vocab_size(), opt.sampling_defaults);
-  const std::string gbnf = chat_grammar(c, requested_grammar(body), *tok_);
-  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine, grammar_param(body));
+  grammar::WorkBudget budget = grammar_budget();
+  const std::string gbnf = chat_grammar(c, requested_grammar(body, &budget), *tok_);
+  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine, grammar_param(body), &budget);
   ChatTurnInput in;
   in.messages = std::move(c.messages);
   in.tools = std::move(c.tools);

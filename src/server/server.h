@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/generation_config.h"
 #include "engine/image_prompt.h"
+#include "grammar/work_budget.h"
 #include "server/chat_images.h"
 #include "server/metrics.h"
 
@@ -54,6 +55,11 @@ struct ServerOptions {
   double request_read_timeout_s = 30;  // a request's headers and body must arrive within this
   size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
   double shutdown_grace_s = 30;     // in-flight requests get this long after SIGTERM
+  // Structured output: the work and memory one request's grammar compile may take (schema or
+  // regex → GBNF → grammar; passing it is a 400 naming the field), and the bytes the compiled
+  // grammars kept for reuse may hold (their masks included).
+  grammar::BudgetLimits grammar_budget;
+  size_t grammar_cache_bytes = size_t{256} << 20;
   // Speculative decoding for requests that do not say ("speculative": {...}).
   Drafter drafter = Drafter::kNone;
   int64_t max_drafts = 8;

@@ -36,7 +36,7 @@ struct Server::Impl {
   ServerOptions opt;
   Metrics& metrics;
   std::unique_ptr<ChatTurnBuilder> chat;  // null without a tokenizer
-  GrammarCache grammars{32};               // compiled structured-output grammars, by GBNF text
+  GrammarCache grammars{32, opt.grammar_cache_bytes};  // compiled structured-output grammars, by GBNF text
   MemoryBudget image_memory{opt.images.max_server_memory};  // all requests' images at once (chat_images.h)
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
   std::atomic<bool> draining{false};
@@ -45,6 +45,11 @@ struct Server::Impl {
   std::mutex shutdown_mu;
   const int64_t created = unix_seconds();  // the server's start (/v1/models)
 
+  // A budget for one request's grammar compile, cancelled when its client leaves or the server
+  // starts draining (called on the handler's thread: client_gone() looks at its connection).
+  grammar::WorkBudget grammar_budget() {
+    return grammar::WorkBudget(opt.grammar_budget, [this] { return draining.load() || http.client_gone(); });
+  }
   void register_routes();
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_completion(const httplib::Request& req, httplib::Response& res);

@@ -10,6 +10,8 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
+#include "grammar/token_grammar.h"
+#include "grammar/work_budget.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lfm::server {
@@ -22,19 +24,26 @@ namespace {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
 
+// A compile stopped by its budget's cancel callback: the client left, or the server drains.
+[[noreturn]] void cancelled(const std::string& param) {
+  throw ApiError(503, "the request was cancelled while its grammar was compiled (client gone, or the server is "
+                      "shutting down)", param);
+}
+
 // A schema converter error ("json schema: /properties/x: ...") as a 400 naming the field.
 template <typename F>
-std::string converted(const std::string& param, F&& convert) {
+std::string converted(const std::string& param, grammar::WorkBudget* budget, F&& convert) {
   try {
     return convert();
   } catch (const Error& e) {
+    if (budget && budget->cancelled()) cancelled(param);
     bad(param, std::string(param) + ": " + e.what());
   }
 }
 
 }  // namespace
 
-std::string requested_grammar(const json& body) {
+std::string requested_grammar(const json& body, grammar::WorkBudget* budget) {
   std::string gbnf, from;
   auto take = [&](const std::string& field, std::string g) {
     if (!from.empty()) bad(field, "cannot be combined with '" + from + "'");
@@ -57,7 +66,8 @@ std::string requested_grammar(const json& body) {
       opt.strict = js.contains("strict") && js["strict"].is_boolean() && js["strict"].get<bool>();
       const json& schema = js["schema"];
       take("response_format",
-           converted("response_format.json_schema.schema", [&] { return grammar::json_schema_to_gbnf(schema, opt); }));
+           converted("response_format.json_schema.schema", budget,
+                     [&] { return grammar::json_schema_to_gbnf(schema, opt, budget); }));
     } else if (type != "text") {
       bad("response_format.type", "response_format.type must be 'text', 'json_object' or 'json_schema', got '" + type + "'");
     }
@@ -68,7 +78,7 @@ std::string requested_grammar(const json& body) {
   }
   if (body.contains("regex") && !body["regex"].is_null()) {
     if (!body["regex"].is_string()) bad("regex", "regex must be a string");
-    take("regex", converted("regex", [&] { return grammar::regex_to_gbnf(body["regex"].get<std::string>()); }));
+    take("regex", converted("regex", budget, [&] { return grammar::regex_to_gbnf(body["regex"].get<std::string>(), budget); }));
   }
   return gbnf;
 }
@@ -88,7 +98,7 @@ std::string chat_grammar(const ChatParams& c, const std::string& content, const 
 }
 
 std::shared_ptr<const grammar::TokenGrammar> GrammarCache::get(const std::string& gbnf, const Engine& engine,
-                                                               const std::string& param) {
+                                                               const std::string& param, grammar::WorkBudget* budget) {
   if (gbnf.empty()) return nullptr;
   {
     std::lock_guard lock(mu_);
@@ -100,19 +110,40 @@ std::shared_ptr<const grammar::TokenGrammar> GrammarCache::get(const std::string
   }
   std::shared_ptr<const grammar::TokenGrammar> tg;
   try {
-    tg = engine.compile_grammar(grammar::parse_gbnf(gbnf));
+    tg = engine.compile_grammar(grammar::parse_gbnf(gbnf, "root", budget));
   } catch (const Error& e) {
+    if (budget && budget->cancelled()) cancelled(param);
     bad(param, param + ": " + e.what());
   }
   std::lock_guard lock(mu_);
   if (index_.count(gbnf)) return tg;  // compiled by another request meanwhile; either will do
   lru_.emplace_front(gbnf, tg);
   index_[gbnf] = lru_.begin();
-  while (lru_.size() > capacity_) {
+  // Entries' masks grow while they are used: the total is measured now, not when they came in.
+  for (size_t total = bytes_locked(); !lru_.empty() && (lru_.size() > capacity_ || total > max_bytes_);) {
+    total -= std::min(total, footprint(lru_.back()));
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
   return tg;
+}
+
+size_t GrammarCache::footprint(const Entry& e) { return 2 * e.first.size() + 64 + e.second->footprint(); }
+
+size_t GrammarCache::bytes_locked() const {
+  size_t n = 0;
+  for (const auto& e : lru_) n += footprint(e);
+  return n;
+}
+
+size_t GrammarCache::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_locked();
+}
+
+size_t GrammarCache::size() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
 }
 
 }  // namespace lfm::server

@@ -148,6 +148,42 @@ TEST(CApiStructured, BadSchemasGrammarsAndCombinationsAreRefused) {
   EXPECT_NE(o.error.find("tokenizer"), std::string::npos) << o.error;
 }
 
+// Inputs whose compile used to expand without bound (issue 55): refused by the compile budget,
+// naming the field, in moments rather than minutes.
+TEST(CApiStructured, HostileSchemasRegexesAndGrammarsAreRefusedByTheBudget) {
+  Model model(text_model());
+  Engine eng(model.m);
+  const lfm_prompt p = chat_prompt(kUser);
+  json defs = json::object();  // 25 levels of allOf: [$ref next, $ref next]: 2^25 merges
+  for (int i = 0; i < 25; ++i) {
+    const std::string next = "#/$defs/a" + std::to_string(i + 1);
+    defs["a" + std::to_string(i)] = {{"allOf", {{{"$ref", next}}, {{"$ref", next}}}}};
+  }
+  defs["a25"] = {{"type", "string"}};
+  const std::string schema = json{{"$defs", defs}, {"$ref", "#/$defs/a0"}}.dump();
+  const struct {
+    const char* schema;
+    const char* grammar;
+    const char* regex;
+    const char* says;
+  } cases[] = {
+      {schema.c_str(), nullptr, nullptr, "lfm_sampling_params.json_schema: json schema"},
+      {nullptr, "root ::= (\"a\"{9999}){9999}", nullptr, "lfm_sampling_params.grammar: grammar"},
+      {nullptr, nullptr, "(a{9999}){9999}", "lfm_sampling_params.regex: grammar"},
+  };
+  for (const auto& c : cases) {
+    lfm_sampling_params sp = greedy_params(4);
+    sp.json_schema = c.schema;
+    sp.grammar = c.grammar;
+    sp.regex = c.regex;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Outcome o = run(eng.e, p, &sp);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10) << c.says;
+    EXPECT_EQ(o.status, LFM_ERR_INVALID_ARGUMENT) << c.says;
+    EXPECT_NE(o.error.find(c.says), std::string::npos) << o.error;
+  }
+}
+
 TEST(CApiSpeculative, GreedyTokensAreTheSameWithNgramAndModelDrafts) {
   const auto [prompt, expected] = reference();
   Model model(kFixture);
