@@ -23,6 +23,7 @@ struct Node {
   std::vector<Node> kids;   // kSeq, kAlt: the parts; kRepeat: the body
   int min = 0, max = -1;    // kRepeat; max -1 = unbounded
   size_t pos = 0;           // where in the pattern (for errors)
+  mutable int8_t nullable = -1;  // memo of nullable() below: -1 unknown, else 0 / 1
 };
 
 Node chars(CodeRanges r, size_t pos) {
@@ -281,84 +282,33 @@ class Parser {
   size_t i_ = 0;
 };
 
+// Whether n matches the empty string; remembered in the node, so asking at every level of a
+// deep pattern stays linear.
 bool nullable(const Node& n) {
+  if (n.nullable >= 0) return n.nullable;
+  bool result = true;
   switch (n.kind) {
-    case Node::Kind::kChars: return false;
+    case Node::Kind::kChars: result = false; break;
     case Node::Kind::kSeq:
       for (const auto& k : n.kids)
-        if (!nullable(k)) return false;
-      return true;
+        if (!nullable(k)) result = false;
+      break;
     case Node::Kind::kAlt:
+      result = false;
       for (const auto& k : n.kids)
-        if (nullable(k)) return true;
-      return false;
-    case Node::Kind::kRepeat: return n.min == 0 || nullable(n.kids[0]);
-    default: return true;
+        if (nullable(k)) result = true;
+      break;
+    case Node::Kind::kRepeat: result = n.min == 0 || nullable(n.kids[0]); break;
+    default: break;
   }
+  n.nullable = result;
+  return result;
 }
 
-// Charges copying a node and everything under it, before the copy.
+// Charges copying a node and everything under it, before the copy (star_generator's parts).
 void charge_copy(const Node& n, WorkBudget& budget) {
   budget.items(kWho, 1, sizeof(Node) + n.set.size() * sizeof(n.set[0]));
   for (const auto& k : n.kids) charge_copy(k, budget);
-}
-
-// The same language without the empty string (nullopt when nothing is left). GBNF parsers refuse
-// a repetition of something that can match empty (left recursion through an empty prefix), so
-// x* with a nullable x is written (x minus "")*, which derives the same strings. A sequence of
-// nullable parts costs a copy of its rest per part (quadratic; charged to the budget): stars use
-// star_generator() instead.
-std::optional<Node> nonempty(const Node& n, WorkBudget& budget) {
-  budget.steps(kWho);
-  if (!nullable(n)) {
-    charge_copy(n, budget);
-    return n;
-  }
-  switch (n.kind) {
-    case Node::Kind::kSeq: {
-      // ne(a rest) = ne(a) rest | ne(rest)   (a is nullable here, as the whole sequence is)
-      if (n.kids.empty()) return std::nullopt;
-      for (size_t k = 1; k < n.kids.size(); ++k) charge_copy(n.kids[k], budget);
-      Node rest;
-      rest.kind = Node::Kind::kSeq;
-      rest.kids.assign(n.kids.begin() + 1, n.kids.end());
-      Node alt;
-      alt.kind = Node::Kind::kAlt;
-      if (auto first = nonempty(n.kids[0], budget)) {
-        Node s;
-        s.kind = Node::Kind::kSeq;
-        s.kids.push_back(std::move(*first));
-        for (size_t k = 1; k < n.kids.size(); ++k) charge_copy(n.kids[k], budget);
-        s.kids.insert(s.kids.end(), rest.kids.begin(), rest.kids.end());
-        alt.kids.push_back(std::move(s));
-      }
-      if (auto r = nonempty(rest, budget)) alt.kids.push_back(std::move(*r));
-      if (alt.kids.empty()) return std::nullopt;
-      return alt.kids.size() == 1 ? std::move(alt.kids[0]) : alt;
-    }
-    case Node::Kind::kAlt: {
-      Node alt;
-      alt.kind = Node::Kind::kAlt;
-      for (const auto& k : n.kids)
-        if (auto e = nonempty(k, budget)) alt.kids.push_back(std::move(*e));
-      if (alt.kids.empty()) return std::nullopt;
-      return alt.kids.size() == 1 ? std::move(alt.kids[0]) : alt;
-    }
-    case Node::Kind::kRepeat: {
-      // x{m,n} with x nullable = (ne x){0,n}; then without "" = (ne x){1,n}.
-      auto body = nonempty(n.kids[0], budget);
-      if (!body || n.max == 0) return std::nullopt;
-      Node r;
-      r.kind = n.kind;
-      r.min = n.min;
-      r.max = n.max;
-      r.pos = n.pos;
-      r.kids.push_back(std::move(*body));
-      r.min = 1;
-      return r;
-    }
-    default: return std::nullopt;
-  }
 }
 
 // A language G with G* = n* and without the empty string (nullopt: n* is just ""), in linear
@@ -396,13 +346,18 @@ std::optional<Node> star_generator(const Node& n, WorkBudget& budget) {
 }
 
 // Writes nodes as GBNF; in JSON mode each character is written as it appears in a JSON string.
+// Helper rules (the shared tails of nonempty_sequence) go into `rules`, named after `base`.
 class Writer {
  public:
-  Writer(bool json, WorkBudget& budget) : json_(json), budget_(budget) {}
+  Writer(bool json, WorkBudget& budget, RuleSet& rules, std::string base)
+      : json_(json), budget_(budget), rules_(rules), base_(std::move(base)) {}
 
   std::string expr(const Node& n) {
     std::string out = write(n);
-    budget_.items(kWho, out.size() / 16 + 1, out.size());  // the text as it grows, level by level
+    // The text as it grows, level by level: a step per 16 bytes, and the bytes (items() would
+    // charge count x size, quadratic in the text).
+    budget_.steps(kWho, out.size() / 16 + 1);
+    budget_.bytes(kWho, out.size());
     return out;
   }
 
@@ -415,27 +370,19 @@ class Writer {
         std::string out;
         bool optional = false;
         for (const auto& k : n.kids) {
-          auto e = nonempty(k, budget_);  // empty branches become a trailing ?
-          if (!e) { optional = true; continue; }
+          auto e = nonempty_expr(k);  // empty branches become a trailing ?
           if (nullable(k)) optional = true;
-          out += (out.empty() ? "" : " | ") + expr(*e);
+          if (e) out += (out.empty() ? "" : " | ") + *e;
         }
         if (out.empty()) return "\"\"";
         return "(" + out + ")" + (optional ? "?" : "");
       }
       case Node::Kind::kRepeat: {
-        auto body = n.max < 0 ? star_generator(n.kids[0], budget_) : nonempty(n.kids[0], budget_);
-        if (!body || n.max == 0) return "\"\"";
-        const int lo = nullable(n.kids[0]) ? 0 : n.min;
-        std::string suffix;
-        if (lo == 0 && n.max == 1) suffix = "?";
-        else if (lo == 0 && n.max < 0) suffix = "*";
-        else if (lo == 1 && n.max < 0) suffix = "+";
-        else if (lo == n.max) suffix = "{" + std::to_string(lo) + "}";
-        else if (n.max < 0) suffix = "{" + std::to_string(lo) + ",}";
-        else suffix = "{" + std::to_string(lo) + "," + std::to_string(n.max) + "}";
-        if (lo == 1 && n.max == 1) suffix = "";
-        return "(" + expr(*body) + ")" + suffix;
+        // GBNF refuses x* with a nullable x (left recursion through an empty prefix), and a
+        // nullable x{m,n} would match one text many ways: the body is written without "".
+        const auto body = nonempty_body(n);
+        if (!body) return "\"\"";
+        return "(" + *body + ")" + suffix(nullable(n.kids[0]) ? 0 : n.min, n.max);
       }
       case Node::Kind::kBegin:
       case Node::Kind::kEnd:
@@ -445,6 +392,35 @@ class Writer {
   }
 
  public:
+  // The language of n without the empty string, as GBNF; nullopt when nothing is left.
+  std::optional<std::string> nonempty_expr(const Node& n) {
+    budget_.steps(kWho);
+    if (!nullable(n)) return expr(n);
+    switch (n.kind) {
+      case Node::Kind::kSeq: return nonempty_sequence(n.kids);
+      case Node::Kind::kAlt: {
+        std::string out;
+        int count = 0;
+        for (const auto& k : n.kids)
+          if (auto e = nonempty_expr(k)) {
+            out += (out.empty() ? "" : " | ") + *e;
+            ++count;
+          }
+        if (count == 0) return std::nullopt;
+        return count == 1 ? out : "(" + out + ")";
+      }
+      case Node::Kind::kRepeat: {
+        // x{m,n} with x nullable = (ne x){0,n}; then without "" = (ne x){1,n}.
+        const auto body = nonempty_body(n);
+        if (!body) return std::nullopt;
+        return "(" + *body + ")" + suffix(1, n.max);
+      }
+      case Node::Kind::kBegin:
+      case Node::Kind::kEnd: return write(n);  // refused: an anchor inside the pattern
+      default: return std::nullopt;
+    }
+  }
+
   std::string sequence(const std::vector<Node>& kids) {
     std::string out, run;  // run: consecutive single characters, written as one literal
     auto flush = [&] {
@@ -466,6 +442,53 @@ class Writer {
   }
 
  private:
+  // A repetition's body without "" (nullopt: the repetition matches only ""). x* with x nullable
+  // uses star_generator (a star of the parts' alternatives), which is simpler than ne(x)*.
+  std::optional<std::string> nonempty_body(const Node& n) {
+    if (n.max == 0) return std::nullopt;
+    if (n.max >= 0) return nonempty_expr(n.kids[0]);
+    const auto g = star_generator(n.kids[0], budget_);
+    if (!g) return std::nullopt;
+    return expr(*g);
+  }
+
+  // ne(a_0 ... a_k) for parts that are all nullable: a string of it has a first non-empty part,
+  // so it is ne(a_0) T_1 | ne(a_1) T_2 | ... | ne(a_k), where T_i = a_i ... a_k. Writing each T_i
+  // out costs a copy of the rest per part (quadratic); T_i = a_i T_{i+1} as helper rules keeps
+  // the text linear in the pattern.
+  std::optional<std::string> nonempty_sequence(const std::vector<Node>& kids) {
+    std::vector<std::string> alts;  // from the last part back
+    std::string tail;               // T_{i+1}: text, or a helper rule's name; "" = nothing left
+    for (size_t i = kids.size(); i-- > 0;) {
+      budget_.steps(kWho);
+      if (auto head = nonempty_expr(kids[i])) alts.push_back(*head + (tail.empty() ? "" : " " + tail));
+      if (i == 0) break;
+      const std::string part = expr(kids[i]);
+      if (part == "\"\"") continue;
+      tail = part + (tail.empty() ? "" : " " + tail);
+      if (tail.size() > kInlineTailBytes) {
+        budget_.items(kWho, 1, tail.size());
+        tail = rules_.add(base_ + "-tail", tail);
+      }
+    }
+    if (alts.empty()) return std::nullopt;
+    if (alts.size() == 1) return alts[0];
+    std::string out = "(";
+    for (size_t k = alts.size(); k-- > 0;) out += alts[k] + (k ? " | " : ")");
+    return out;
+  }
+
+  // The GBNF quantifier for {lo,max} (max -1: unbounded).
+  static std::string suffix(int lo, int max) {
+    if (lo == 1 && max == 1) return "";
+    if (lo == 0 && max == 1) return "?";
+    if (lo == 0 && max < 0) return "*";
+    if (lo == 1 && max < 0) return "+";
+    if (lo == max) return "{" + std::to_string(lo) + "}";
+    if (max < 0) return "{" + std::to_string(lo) + ",}";
+    return "{" + std::to_string(lo) + "," + std::to_string(max) + "}";
+  }
+
   static std::string utf8(char32_t c) {
     std::string s;
     append_utf8(s, c);
@@ -525,8 +548,12 @@ class Writer {
     return out + ")";
   }
 
+  static constexpr size_t kInlineTailBytes = 32;  // longer shared tails become helper rules
+
   bool json_;
   WorkBudget& budget_;
+  RuleSet& rules_;
+  std::string base_;
 };
 
 // The top-level alternatives with their anchors removed: (node, anchored at start, at end).
@@ -561,16 +588,18 @@ std::vector<Branch> branches(Node top) {
 
 std::string regex_to_gbnf(std::string_view pattern, WorkBudget* budget) {
   BudgetRef b(budget);
-  Writer w(false, *b);
+  RuleSet rules;
+  Writer w(false, *b, rules, "root");
   std::string body;
   for (auto& b : branches(Parser(pattern).parse())) body += (body.empty() ? "" : " | ") + w.expr(b.node);
-  return "root ::= " + body + "\n";
+  rules.add("root", body);
+  return rules.text();
 }
 
 std::string regex_json_string_content(std::string_view pattern, RuleSet& rules, std::string_view name,
                                       WorkBudget* budget) {
   BudgetRef b(budget);
-  Writer w(true, *b);
+  Writer w(true, *b, rules, std::string(name));
   const std::string any = rules.add("char", json_char_body());
   std::string body;
   for (auto& b : branches(Parser(pattern).parse())) {
