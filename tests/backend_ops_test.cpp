@@ -193,33 +193,92 @@ TEST_P(BackendOpsTest, EncoderOpsMatchPlainLoops) {
       ASSERT_NEAR(g[i], want, 1e-6) << (approx ? "tanh" : "erf") << " at " << v;
     }
   }
-  // Three segments (one of a single row): rows never see another segment's keys.
-  const std::vector<int64_t> seg = {0, 5, 6, 19};
-  const int64_t heads = 3, hd = 20, T = seg.back(), stride = heads * hd;
-  const auto q = randn(T * stride, 14), k = randn(T * stride, 15), v = randn(T * stride, 16);
-  std::vector<float> att(T * stride);
-  be_->segment_attention(q.data(), k.data(), v.data(), seg, heads, hd, 0.25f, att.data());
-  for (size_t s = 0; s + 1 < seg.size(); ++s)
-    for (int64_t r = seg[s]; r < seg[s + 1]; ++r)
-      for (int64_t h = 0; h < heads; ++h) {
-        std::vector<double> p;
-        double mx = -1e300, sum = 0;
-        for (int64_t j = seg[s]; j < seg[s + 1]; ++j) {
-          double d = 0;
-          for (int64_t e = 0; e < hd; ++e) d += double(q[r * stride + h * hd + e]) * k[j * stride + h * hd + e];
-          p.push_back(d * 0.25);
-          mx = std::max(mx, p.back());
+}
+
+// Segment attention against a plain double-precision loop: MHA and GQA, bidirectional and
+// causal, with and without key limits, over segments of awkward lengths (one of a single row,
+// one longer than two SIMD blocks): rows never see another segment's keys.
+TEST_P(BackendOpsTest, SegmentAttentionMatchesPlainLoops) {
+  const std::vector<int64_t> seg = {0, 5, 6, 19, 56};
+  const int64_t T = seg.back();
+  struct Case {
+    int64_t heads, kv_heads, hd;
+    bool causal;
+    std::vector<int64_t> key_end;
+  };
+  const std::vector<Case> cases = {{3, 3, 20, false, {}},         {4, 2, 16, false, {}},
+                                   {4, 2, 16, true, {}},          {6, 3, 9, false, {3, 6, 12, 50}},
+                                   {4, 1, 16, true, {5, 6, 19, 40}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << c.heads << "/" << c.kv_heads << " heads, hd " << c.hd
+                                    << (c.causal ? ", causal" : "") << (c.key_end.empty() ? "" : ", key limits"));
+    const int64_t qs = c.heads * c.hd, ks = c.kv_heads * c.hd;
+    const auto q = randn(T * qs, 14), k = randn(T * ks, 15), v = randn(T * ks, 16);
+    std::vector<float> att(T * qs);
+    const SegmentAttention a{seg, c.key_end, c.heads, c.kv_heads, c.hd, 0.25f, c.causal};
+    be_->segment_attention(q.data(), k.data(), v.data(), a, att.data());
+    for (size_t s = 0; s + 1 < seg.size(); ++s)
+      for (int64_t r = seg[s]; r < seg[s + 1]; ++r)
+        for (int64_t h = 0; h < c.heads; ++h) {
+          const int64_t g = h / (c.heads / c.kv_heads);
+          int64_t end = c.key_end.empty() ? seg[s + 1] : c.key_end[s];
+          if (c.causal) end = std::min(end, r + 1);
+          std::vector<double> p;
+          double mx = -1e300, sum = 0;
+          for (int64_t j = seg[s]; j < end; ++j) {
+            double d = 0;
+            for (int64_t e = 0; e < c.hd; ++e) d += double(q[r * qs + h * c.hd + e]) * k[j * ks + g * c.hd + e];
+            p.push_back(d * 0.25);
+            mx = std::max(mx, p.back());
+          }
+          for (double& e : p) sum += (e = std::exp(e - mx));
+          for (int64_t e = 0; e < c.hd; ++e) {
+            double want = 0;
+            for (int64_t j = seg[s]; j < end; ++j) want += p[j - seg[s]] / sum * v[j * ks + g * c.hd + e];
+            ASSERT_NEAR(att[r * qs + h * c.hd + e], want, 1e-5) << "row " << r << " head " << h;
+          }
         }
-        for (double& e : p) sum += (e = std::exp(e - mx));
-        for (int64_t e = 0; e < hd; ++e) {
-          double want = 0;
-          for (int64_t j = seg[s]; j < seg[s + 1]; ++j) want += p[j - seg[s]] / sum * v[j * stride + h * hd + e];
-          ASSERT_NEAR(att[r * stride + h * hd + e], want, 1e-5) << "row " << r << " head " << h;
-        }
-      }
-  EXPECT_THROW(be_->segment_attention(q.data(), k.data(), v.data(), std::vector<int64_t>{0, 3, 3}, heads, hd, 1.0f,
+  }
+  const auto q = randn(6 * 16, 1);
+  std::vector<float> att(6 * 16);
+  EXPECT_THROW(be_->segment_attention(q.data(), q.data(), q.data(), SegmentAttention{std::vector<int64_t>{0, 3, 3}, {}, 1, 1, 16, 1.0f, false},
                                       att.data()),
                Error);
+  const std::vector<int64_t> two = {0, 3, 6}, bad_keys = {3, 3};  // segment 1's keys end at its start
+  EXPECT_THROW(be_->segment_attention(q.data(), q.data(), q.data(), SegmentAttention{two, bad_keys, 1, 1, 16, 1.0f, false}, att.data()),
+               Error);
+  EXPECT_THROW(be_->segment_attention(q.data(), q.data(), q.data(), SegmentAttention{two, {}, 3, 2, 16, 1.0f, false}, att.data()),
+               Error);  // 3 heads over 2 kv heads
+}
+
+// Segment conv (a text encoder's short conv, no state) against a plain loop: causal and centred
+// taps, odd and even kernels, with and without bias; rows outside a segment count as zero.
+TEST_P(BackendOpsTest, SegmentConvMatchesPlainLoops) {
+  const std::vector<int64_t> seg = {0, 1, 4, 21, 23};
+  const int64_t T = seg.back(), dim = 37;
+  for (const int64_t kernel : {3, 4, 1})
+    for (const int64_t left : {kernel - 1, kernel / 2})
+      for (const bool with_bias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "kernel " << kernel << ", left " << left << (with_bias ? ", bias" : ""));
+        const auto u = randn(T * dim, 21), w = randn(dim * kernel, 22), bias = randn(dim, 23);
+        std::vector<float> out(T * dim, NAN);
+        be_->segment_conv(u.data(), seg, dim, kernel, left, w.data(), with_bias ? bias.data() : nullptr, out.data());
+        for (size_t s = 0; s + 1 < seg.size(); ++s)
+          for (int64_t r = seg[s]; r < seg[s + 1]; ++r)
+            for (int64_t c = 0; c < dim; ++c) {
+              double want = with_bias ? bias[c] : 0.0;
+              for (int64_t j = 0; j < kernel; ++j) {
+                const int64_t src = r - left + j;
+                if (src >= seg[s] && src < seg[s + 1]) want += double(w[c * kernel + j]) * u[src * dim + c];
+              }
+              ASSERT_NEAR(out[r * dim + c], want, 1e-5) << "row " << r << " channel " << c;
+            }
+      }
+  std::vector<float> out(4 * dim);
+  const auto u = randn(4 * dim, 1), w = randn(dim * 3, 2);
+  EXPECT_THROW(be_->segment_conv(u.data(), std::vector<int64_t>{0, 2, 2, 4}, dim, 3, 1, w.data(), nullptr, out.data()),
+               Error);
+  EXPECT_THROW(be_->segment_conv(u.data(), std::vector<int64_t>{0, 4}, dim, 3, 3, w.data(), nullptr, out.data()), Error);
 }
 
 TEST(DeviceMemory, HostMemoryAllocatesZeroedAndMovesBytes) {

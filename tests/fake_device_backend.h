@@ -273,14 +273,25 @@ class FakeDeviceBackend final : public ReferenceBackend {
     run("gelu", [this](const float* x, int64_t n, bool t, float* out) { ReferenceBackend::gelu(x, n, t, out); }, x, n,
         tanh_approximation, out);
   }
-  void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
-                         int64_t n_heads, int64_t head_dim, float scale, float* out) override {
+  void segment_attention(const float* q, const float* k, const float* v, const SegmentAttention& a,
+                         float* out) override {
     mine(q, "segment_attention"), mine(k, "segment_attention"), mine(v, "segment_attention"),
         mine(out, "segment_attention");
-    run("segment_attention", [this](const float* q, const float* k, const float* v, const HostWords& seg, int64_t h,
-                                    int64_t hd, float scale, float* out) {
-      ReferenceBackend::segment_attention(q, k, v, seg.v, h, hd, scale, out);
-    }, q, k, v, HostWords{{seg.begin(), seg.end()}}, n_heads, head_dim, scale, out);
+    run("segment_attention", [this](const float* q, const float* k, const float* v, const HostWords& seg,
+                                    const HostWords& key_end, int64_t h, int64_t g, int64_t hd, float scale,
+                                    bool causal, float* out) {
+      ReferenceBackend::segment_attention(q, k, v, SegmentAttention{seg.v, key_end.v, h, g, hd, scale, causal}, out);
+    }, q, k, v, HostWords{{a.seg.begin(), a.seg.end()}}, HostWords{{a.key_end.begin(), a.key_end.end()}}, a.n_heads,
+        a.n_kv_heads, a.head_dim, a.scale, a.causal, out);
+  }
+  void segment_conv(const float* u, std::span<const int64_t> seg, int64_t dim, int64_t kernel, int64_t left,
+                    const float* w, const float* bias, float* out) override {
+    mine(u, "segment_conv"), mine(w, "segment_conv weight"), mine(out, "segment_conv");
+    if (bias) mine(bias, "segment_conv bias");
+    run("segment_conv", [this](const float* u, const HostWords& seg, int64_t dim, int64_t kernel, int64_t left,
+                               const float* w, const float* bias, float* out) {
+      ReferenceBackend::segment_conv(u, seg.v, dim, kernel, left, w, bias, out);
+    }, u, HostWords{{seg.begin(), seg.end()}}, dim, kernel, left, w, bias, out);
   }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {

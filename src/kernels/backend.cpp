@@ -1,5 +1,6 @@
 #include "kernels/backend.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -20,6 +21,24 @@ void Backend::moe_matmul(const float* x, const int32_t* first, std::span<const T
     if (n > 0) jobs.push_back({x + first[e] * cols, n, ws[e], y + first[e] * out});
   }
   matmul_jobs(jobs);
+}
+
+int64_t check_segment_attention(const SegmentAttention& a, const char* who) {
+  LFM_CHECK(a.seg.size() >= 2 && a.seg.front() == 0, who, ": segment_attention needs segment bounds from 0");
+  LFM_CHECK(a.n_heads > 0 && a.n_kv_heads > 0 && a.head_dim > 0 && a.n_heads % a.n_kv_heads == 0, who,
+            ": segment_attention with ", a.n_heads, " heads over ", a.n_kv_heads, " kv heads of ", a.head_dim);
+  LFM_CHECK(a.key_end.empty() || a.key_end.size() + 1 == a.seg.size(), who, ": segment_attention has ",
+            a.key_end.size(), " key ends for ", a.seg.size() - 1, " segments");
+  int64_t longest = 0;
+  for (size_t i = 1; i < a.seg.size(); ++i) {
+    LFM_CHECK(a.seg[i] > a.seg[i - 1], who, ": segment_attention segment ", i - 1, " is empty or reversed");
+    if (!a.key_end.empty())
+      LFM_CHECK(a.key_end[i - 1] > a.seg[i - 1] && a.key_end[i - 1] <= a.seg[i], who, ": segment_attention segment ",
+                i - 1, " has keys up to row ", a.key_end[i - 1], ", outside its rows [", a.seg[i - 1], ", ", a.seg[i],
+                ")");
+    longest = std::max(longest, a.seg[i] - a.seg[i - 1]);
+  }
+  return longest;
 }
 
 }  // namespace lfm

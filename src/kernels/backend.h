@@ -28,6 +28,17 @@
 
 namespace lfm {
 
+// Backend::segment_attention's shape (host values).
+struct SegmentAttention {
+  std::span<const int64_t> seg;      // segment bounds, seg[0] = 0, strictly increasing
+  std::span<const int64_t> key_end;  // per segment, the end of its keys (seg[i] < key_end[i] ≤ seg[i+1]); empty: seg[i+1]
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float scale = 1.0f;
+  bool causal = false;
+};
+// Checks a SegmentAttention's bounds (lfm::Error "<who>: ..."); returns the longest segment.
+int64_t check_segment_attention(const SegmentAttention& a, const char* who);
+
 class ThreadPool;
 
 class Backend : public DeviceMemory {
@@ -190,11 +201,19 @@ class Backend : public DeviceMemory {
   // out = GELU(x) over n values: exact (0.5·x·(1 + erf(x/√2)), torch's "gelu") or the tanh
   // approximation (torch's "gelu_pytorch_tanh"). In place is allowed.
   virtual void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) = 0;
-  // Bidirectional multi-head attention inside segments: rows [seg[i], seg[i+1]) attend to every
-  // row of their own segment and to nothing else (one image tile each). q, k, v, out
-  // [T, n_heads, head_dim] with T = seg.back() (seg[0] = 0; host values).
-  virtual void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
-                                 int64_t n_heads, int64_t head_dim, float scale, float* out) = 0;
+  // GQA attention inside segments (an image tile, a text being embedded), without a cache: row r
+  // of segment i attends to the keys of rows [seg[i], key_end[i]) of its own segment (all of it
+  // when key_end is empty), only to those ≤ r when `causal`, and to nothing else. q, out
+  // [T, n_heads, head_dim]; k, v [T, n_kv_heads, head_dim] with T = seg.back(); head h uses kv
+  // head h / (n_heads / n_kv_heads). seg and key_end are host values (seg[0] = 0).
+  virtual void segment_attention(const float* q, const float* k, const float* v, const SegmentAttention& a,
+                                 float* out) = 0;
+  // Depthwise conv over time inside segments, zero outside each (no state): for a row r of a
+  // segment, out[r, c] = bias[c] + Σ_j w[c, j] · u[r − left + j, c] (j ascending, rows outside
+  // the segment read as 0). u, out [T, dim]; w [dim, kernel]; bias [dim] or null. left =
+  // kernel − 1 is a causal conv, kernel / 2 a centred one.
+  virtual void segment_conv(const float* u, std::span<const int64_t> seg, int64_t dim, int64_t kernel, int64_t left,
+                            const float* w, const float* bias, float* out) = 0;
 
   // ---- mixture of experts ----
   // Sigmoid routing of rows tokens over n_experts: score = sigmoid(logits[t, e]); the k experts

@@ -34,8 +34,10 @@ class ReferenceBackend : public Backend {
   void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
                   float* out) override;
   void gelu(const float* x, int64_t n, bool tanh_approximation, float* out) override;
-  void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
-                         int64_t n_heads, int64_t head_dim, float scale, float* out) override;
+  void segment_attention(const float* q, const float* k, const float* v, const SegmentAttention& a,
+                         float* out) override;
+  void segment_conv(const float* u, std::span<const int64_t> seg, int64_t dim, int64_t kernel, int64_t left,
+                    const float* w, const float* bias, float* out) override;
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override;
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,

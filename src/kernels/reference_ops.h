@@ -6,6 +6,7 @@
 #include <span>
 
 #include "core/tensor.h"
+#include "kernels/backend.h"
 #include "kernels/state_pools.h"
 
 namespace lfm::ref {
@@ -46,9 +47,10 @@ void short_conv_run(const float* u, const ConvPool& pool, const SeqRun& run, int
 // Encoder ops (Backend::layer_norm, gelu, segment_attention), plainly.
 void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps, float* out);
 float gelu(float x, bool tanh_approximation);
-// Query row r (absolute) and head h of attention over rows [begin, end); scores has room for
-// end - begin floats. q, k, v [T, n_heads, head_dim]; out is row r, head h.
+// Query row r (absolute) and head h of attention over key rows [begin, end); scores has room
+// for end - begin floats. q [T, a.n_heads, head_dim], k, v [T, a.n_kv_heads, head_dim]; out is
+// row r, head h (a's segment bounds are not read).
 void segment_attention_row(const float* q, const float* k, const float* v, int64_t begin, int64_t end, int64_t r,
-                           int64_t h, int64_t n_heads, int64_t head_dim, float scale, float* scores, float* out);
+                           int64_t h, const SegmentAttention& a, float* scores, float* out);
 
 }  // namespace lfm::ref

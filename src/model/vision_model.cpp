@@ -240,7 +240,7 @@ void VisionEncoding::run_stage() {
     be.add_bias(q, l.q_b.ptr(), T, D);
     be.add_bias(k, l.k_b.ptr(), T, D);
     be.add_bias(v, l.v_b.ptr(), T, D);
-    be.segment_attention(q, k, v, seg_, H, hd, scale, a);
+    be.segment_attention(q, k, v, SegmentAttention{seg_, {}, H, H, hd, scale, false}, a);
     be.matmul(a, T, l.out, o);
     be.add_bias(o, l.out_b.ptr(), T, D);
     be.add(h, o, T * D);

@@ -100,6 +100,36 @@ TEST_F(CudaTest, RowOpsMatchTheReference) {
 }
 
 // The fused residual add + RMSNorm gives the bits of add then rms_norm, sum and norm alike.
+// The text encoder's ops (segment attention with GQA, causal masks and key limits; the stateless
+// segment conv, causal and centred) against the reference backend.
+TEST_F(CudaTest, SegmentOpsMatchTheReference) {
+  const std::vector<int64_t> seg = {0, 1, 7, 40};
+  const int64_t T = seg.back(), H = 4, G = 2, hd = 16;
+  const auto q = randn(T * H * hd, 31), k = randn(T * G * hd, 32), v = randn(T * G * hd, 33);
+  for (const bool causal : {false, true})
+    for (const bool limited : {false, true}) {
+      const std::vector<int64_t> key_end = limited ? std::vector<int64_t>{1, 5, 30} : std::vector<int64_t>{};
+      const SegmentAttention a{seg, key_end, H, G, hd, 0.25f, causal};
+      std::vector<float> want(T * H * hd);
+      ref_->segment_attention(q.data(), k.data(), v.data(), a, want.data());
+      DeviceBuffer dq = up(q), dk = up(k), dv = up(v), dout = gpu_->allocate(want.size() * sizeof(float));
+      gpu_->segment_attention(dq.as<float>(), dk.as<float>(), dv.as<float>(), a, dout.as<float>());
+      EXPECT_LT(rel_err(down<float>(dout, want.size()), want), 1e-5) << (causal ? "causal" : "bidirectional")
+                                                                     << (limited ? ", key limits" : "");
+    }
+  const int64_t dim = 37;
+  const auto u = randn(T * dim, 34), bias = randn(dim, 35);
+  for (const int64_t kernel : {3, 4})
+    for (const int64_t left : {kernel - 1, kernel / 2}) {
+      const auto w = randn(dim * kernel, 36 + kernel);
+      std::vector<float> want(T * dim);
+      ref_->segment_conv(u.data(), seg, dim, kernel, left, w.data(), bias.data(), want.data());
+      DeviceBuffer du = up(u), dw = up(w), db = up(bias), dout = gpu_->allocate(want.size() * sizeof(float));
+      gpu_->segment_conv(du.as<float>(), seg, dim, kernel, left, dw.as<float>(), db.as<float>(), dout.as<float>());
+      EXPECT_LT(rel_err(down<float>(dout, want.size()), want), 1e-6) << "kernel " << kernel << " left " << left;
+    }
+}
+
 TEST_F(CudaTest, AddRmsNormIsAddThenRmsNorm) {
   const int64_t rows = 5, dim = 2048 + 37;
   const auto h0 = randn(rows * dim, 21), x = randn(rows * dim, 22), w = randn(dim, 23);

@@ -401,29 +401,56 @@ class CudaBackend final : public Backend {
     enqueue("gelu", [this](const float* x, int64_t n, bool t, float* out) { cuda::gelu(x, n, t, out, stream_); }, x, n,
             tanh_approximation, out);
   }
-  void segment_attention(const float* q, const float* k, const float* v, std::span<const int64_t> seg,
-                         int64_t n_heads, int64_t head_dim, float scale, float* out) override {
+  void segment_attention(const float* q, const float* k, const float* v, const SegmentAttention& a,
+                         float* out) override {
     auto timer = time_op("segment_attention");
-    LFM_CHECK(seg.size() >= 2 && seg.front() == 0, "cuda: segment_attention needs segment bounds from 0");
-    LFM_CHECK(head_dim <= 256, "cuda: segment_attention supports head_dim up to 256, not ", head_dim);
-    // Each row's key range, uploaded with the call (a few KiB for a batch of tiles).
-    const int64_t rows = seg.back();
+    check_segment_attention(a, "cuda");
+    LFM_CHECK(a.head_dim <= 256, "cuda: segment_attention supports head_dim up to 256, not ", a.head_dim);
+    // Each row's key range, uploaded with the call (a few KiB for a batch of tiles or texts).
+    const int64_t rows = a.seg.back();
     std::vector<int64_t>& bounds = segment_host_;  // kept: an upload with nothing queued reads it in place
     bounds.assign(static_cast<size_t>(2 * rows), 0);
-    for (size_t s = 0; s + 1 < seg.size(); ++s) {
-      LFM_CHECK(seg[s + 1] > seg[s], "cuda: segment_attention segment ", s, " is empty or reversed");
-      for (int64_t r = seg[s]; r < seg[s + 1]; ++r) {
-        bounds[static_cast<size_t>(r)] = seg[s];
-        bounds[static_cast<size_t>(rows + r)] = seg[s + 1];
+    for (size_t s = 0; s + 1 < a.seg.size(); ++s) {
+      const int64_t key_end = a.key_end.empty() ? a.seg[s + 1] : a.key_end[s];
+      for (int64_t r = a.seg[s]; r < a.seg[s + 1]; ++r) {
+        bounds[static_cast<size_t>(r)] = a.seg[s];
+        bounds[static_cast<size_t>(rows + r)] = a.causal ? std::min(key_end, r + 1) : key_end;
       }
     }
     ensure_capacity(*this, segment_buf_, bounds.size() * sizeof(int64_t));
     auto* dev = static_cast<int64_t*>(segment_buf_.data());
     upload(dev, bounds.data(), bounds.size() * sizeof(int64_t));
     enqueue("segment_attention", [this](const float* q, const float* k, const float* v, const int64_t* begin,
-                                        const int64_t* end, int64_t rows, int64_t h, int64_t hd, float scale, float* out) {
-      cuda::segment_attention(q, k, v, begin, end, rows, h, hd, scale, out, stream_);
-    }, q, k, v, static_cast<const int64_t*>(dev), static_cast<const int64_t*>(dev + rows), rows, n_heads, head_dim, scale, out);
+                                        const int64_t* end, int64_t rows, int64_t h, int64_t g, int64_t hd, float scale,
+                                        float* out) {
+      cuda::segment_attention(q, k, v, begin, end, rows, h, g, hd, scale, out, stream_);
+    }, q, k, v, static_cast<const int64_t*>(dev), static_cast<const int64_t*>(dev + rows), rows, a.n_heads,
+        a.n_kv_heads, a.head_dim, a.scale, out);
+  }
+  void segment_conv(const float* u, std::span<const int64_t> seg, int64_t dim, int64_t kernel, int64_t left,
+                    const float* w, const float* bias, float* out) override {
+    auto timer = time_op("segment_conv");
+    LFM_CHECK(seg.size() >= 2 && seg.front() == 0, "cuda: segment_conv needs segment bounds from 0");
+    LFM_CHECK(kernel > 0 && left >= 0 && left < kernel, "cuda: segment_conv with kernel ", kernel, " and ", left,
+              " taps to the left");
+    const int64_t rows = seg.back();
+    std::vector<int64_t>& bounds = conv_segment_host_;  // as segment_attention's
+    bounds.assign(static_cast<size_t>(2 * rows), 0);
+    for (size_t s = 0; s + 1 < seg.size(); ++s) {
+      LFM_CHECK(seg[s + 1] > seg[s], "cuda: segment_conv segment ", s, " is empty or reversed");
+      for (int64_t r = seg[s]; r < seg[s + 1]; ++r) {
+        bounds[static_cast<size_t>(r)] = seg[s];
+        bounds[static_cast<size_t>(rows + r)] = seg[s + 1];
+      }
+    }
+    ensure_capacity(*this, conv_segment_buf_, bounds.size() * sizeof(int64_t));
+    auto* dev = static_cast<int64_t*>(conv_segment_buf_.data());
+    upload(dev, bounds.data(), bounds.size() * sizeof(int64_t));
+    enqueue("segment_conv", [this](const float* u, const int64_t* begin, const int64_t* end, int64_t rows, int64_t dim,
+                                   int64_t kernel, int64_t left, const float* w, const float* bias, float* out) {
+      cuda::segment_conv(u, begin, end, rows, dim, kernel, left, w, bias, out, stream_);
+    }, u, static_cast<const int64_t*>(dev), static_cast<const int64_t*>(dev + rows), rows, dim, kernel, left, w, bias,
+        out);
   }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
@@ -603,6 +630,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer act_buf_, weight_buf_;
   DeviceBuffer segment_buf_;  // segment_attention's per-row key ranges
   std::vector<int64_t> segment_host_;
+  DeviceBuffer conv_segment_buf_;  // segment_conv's per-row segments
+  std::vector<int64_t> conv_segment_host_;
   DeviceBuffer partial_buf_;  // attention's per-split partials
   struct ExpertList {
     std::vector<const void*> ptrs;  // host copy of what dev holds

@@ -59,10 +59,14 @@ struct DevConv {
 void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps, float* out,
                 cudaStream_t s);
 void gelu(const float* x, int64_t n, bool tanh_approximation, float* out, cudaStream_t s);
-// Rows r attend to keys [row_begin[r], row_end[r]) (device arrays [rows]); head_dim ≤ 256.
+// Rows r attend to keys [row_begin[r], row_end[r]) (device arrays [rows]); head_dim ≤ 256;
+// k, v have n_kv_heads heads (head h reads kv head h / (n_heads / n_kv_heads)).
 void segment_attention(const float* q, const float* k, const float* v, const int64_t* row_begin,
-                       const int64_t* row_end, int64_t rows, int64_t n_heads, int64_t head_dim, float scale,
-                       float* out, cudaStream_t s);
+                       const int64_t* row_end, int64_t rows, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                       float scale, float* out, cudaStream_t s);
+// Backend::segment_conv with row r's segment [row_begin[r], row_end[r]) (device arrays [rows]).
+void segment_conv(const float* u, const int64_t* row_begin, const int64_t* row_end, int64_t rows, int64_t dim,
+                  int64_t kernel, int64_t left, const float* w, const float* bias, float* out, cudaStream_t s);
 
 // ---- elementwise and row ops ----
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
