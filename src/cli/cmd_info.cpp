@@ -60,7 +60,7 @@ int run_info(int argc, char** argv) {
     weights_note = "from the checkpoint";
   } else {
     cfg = load_model_config((fs::path(model) / "config.json").string());
-    for (const auto& t : expected_tensors(cfg, !cfg.tie_embeddings)) {
+    for (const auto& t : expected_tensors(cfg, cfg.has_lm_head && !cfg.tie_embeddings)) {
       int64_t n = 1;
       for (int64_t d : t.shape) n *= d;
       params += n;

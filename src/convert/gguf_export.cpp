@@ -29,7 +29,7 @@ struct Planned {
 std::vector<Planned> plan_tensors(const ModelConfig& cfg, const QuantPolicy& policy) {
   std::vector<Planned> plan;
   std::map<std::string, size_t> stacked;
-  for (const ExpectedTensor& t : expected_tensors(cfg, !cfg.tie_embeddings)) {
+  for (const ExpectedTensor& t : expected_tensors(cfg, cfg.has_lm_head && !cfg.tie_embeddings)) {
     int64_t expert = -1;
     const std::optional<std::string> g = gguf_name_from_hf(t.name, &expert);
     LFM_CHECK(g, "convert: no GGUF name for tensor '", t.name, "'");

@@ -184,7 +184,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   json j = random_shape_config(opt.shape);
   j["torch_dtype"] = opt.hf_dtype == DType::F32 ? "float32" : opt.hf_dtype == DType::F16 ? "float16" : "bfloat16";
   const ModelConfig cfg = parse_model_config(j);
-  std::vector<ExpectedTensor> tensors = expected_tensors(cfg, !cfg.tie_embeddings);
+  std::vector<ExpectedTensor> tensors = expected_tensors(cfg, cfg.has_lm_head && !cfg.tie_embeddings);
   if (!opt.vision.empty()) {
     // LFM2-VL: the language model under transformers 5's names, then the vision tower and projector.
     j = vl_config(j, opt.vision);

@@ -160,17 +160,27 @@ ModelConfig parse_model_config(const json& j) {
   LFM_CHECK(j.is_object(), "config: expected a JSON object at the top level");
   ModelConfig c;
   c.model_type = j.value("model_type", std::string());
-  LFM_CHECK(c.model_type == "lfm2" || c.model_type == "lfm2_moe", "config: unsupported model_type '",
-            c.model_type, "' (lfm supports 'lfm2' and 'lfm2_moe')");
+  LFM_CHECK(c.model_type == "lfm2" || c.model_type == "lfm2_moe" || c.model_type == "lfm2_bidirectional",
+            "config: unsupported model_type '", c.model_type,
+            "' (lfm supports 'lfm2', 'lfm2_moe' and 'lfm2_bidirectional')");
   const bool moe = c.model_type == "lfm2_moe";
-  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty()) {
-    c.architecture = (*it)[0].is_string() ? (*it)[0].get<std::string>() : "";
-    const char* want = moe ? "Lfm2MoeForCausalLM" : "Lfm2ForCausalLM";
-    LFM_CHECK(c.architecture == want, "config: unsupported architecture '", c.architecture, "' for model_type '",
-              c.model_type, "' (expected ", want, ")");
+  // The released LFM2.5 retrievers say model_type "lfm2" with the bidirectional architecture
+  // (remote code through auto_map); transformers' own class says "lfm2_bidirectional".
+  std::string arch;
+  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty())
+    arch = (*it)[0].is_string() ? (*it)[0].get<std::string>() : "?";
+  c.bidirectional = c.model_type == "lfm2_bidirectional" || (c.model_type == "lfm2" && arch == "Lfm2BidirectionalModel");
+  const char* causal_lm = moe ? "Lfm2MoeForCausalLM" : "Lfm2ForCausalLM";
+  const char* base = c.bidirectional ? "Lfm2BidirectionalModel" : moe ? "Lfm2MoeModel" : "Lfm2Model";
+  if (!arch.empty()) {
+    c.architecture = arch;
+    LFM_CHECK(c.architecture == base || (!c.bidirectional && c.architecture == causal_lm),
+              "config: unsupported architecture '", c.architecture, "' for model_type '", c.model_type, "' (expected ",
+              c.bidirectional ? "" : causal_lm, c.bidirectional ? "" : " or ", base, ")");
   } else {
-    c.architecture = moe ? "Lfm2MoeForCausalLM" : "Lfm2ForCausalLM";
+    c.architecture = c.bidirectional ? base : causal_lm;
   }
+  c.has_lm_head = c.architecture == causal_lm;
   c.dtype = j.value("dtype", j.value("torch_dtype", std::string("bfloat16")));
 
   c.vocab_size = get_int(j, "vocab_size", 65536);
@@ -315,6 +325,8 @@ json ModelConfig::to_json() const {
   json j;
   j["model_type"] = model_type;
   j["architecture"] = architecture;
+  j["has_lm_head"] = has_lm_head;
+  j["bidirectional"] = bidirectional;
   j["dtype"] = dtype;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;

@@ -14,8 +14,13 @@ enum class LayerKind : uint8_t { Conv, Attention };
 const char* layer_kind_name(LayerKind k);  // "conv" / "full_attention"
 
 struct ModelConfig {
-  std::string model_type;    // "lfm2" or "lfm2_moe"
+  std::string model_type;    // "lfm2", "lfm2_moe" or "lfm2_bidirectional"
   std::string architecture;  // e.g. "Lfm2ForCausalLM"
+  // Retrievers (LFM2.5-Embedding, the ColBERT models) give hidden states, not logits: a base
+  // model without an LM head ("Lfm2Model", "Lfm2BidirectionalModel"), bidirectional for
+  // "lfm2_bidirectional" (attention sees the whole text; the short conv is centred, no state).
+  bool has_lm_head = true;
+  bool bidirectional = false;
   std::string dtype;         // declared storage dtype ("bfloat16", ...), informational
 
   int64_t vocab_size = 65536;

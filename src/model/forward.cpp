@@ -22,6 +22,8 @@ void Forward::observe(int64_t layer, const char* suffix, const float* data, int6
 
 Forward::Forward(const Model& model, Backend& backend, StateCache& cache)
     : model_(model), be_(backend), cache_(cache) {
+  LFM_CHECK(model.config().has_lm_head && !model.config().bidirectional, "forward: ", model.config().architecture,
+            " has no language-model head: it embeds text (lfm embed, /v1/embeddings) and cannot generate");
   const StateShape want = state_shape(model.config()), have = cache.shape();
   LFM_CHECK(want.attn_layers == have.attn_layers && want.kv_heads == have.kv_heads && want.head_dim == have.head_dim &&
                 want.conv_layers == have.conv_layers && want.conv_dim == have.conv_dim &&

@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/weight_pack.h"
 #include "model/gguf_model.h"
+#include "model/retrieval.h"
 #include "model/vision_config.h"
 #include "model/vision_model.h"
 
@@ -189,8 +190,20 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
             path, "' has its own vision tower");
   if (!is_vision_language_config(j)) {
     ModelConfig cfg = load_model_config(config_path);
-    auto src = std::make_unique<SafetensorsCheckpoint>(path);
-    return std::make_unique<Model>(std::move(cfg), std::move(src), options);
+    const int64_t hidden = cfg.hidden_size;
+    std::unique_ptr<TensorSource> src = std::make_unique<SafetensorsCheckpoint>(path);
+    // A base model saved on its own (a retriever's Lfm2Model / Lfm2BidirectionalModel) names its
+    // tensors without the "model." prefix.
+    if (!cfg.has_lm_head && !src->find("model.embed_tokens.weight") && src->find("embed_tokens.weight")) {
+      std::shared_ptr<const TensorSource> base = std::move(src);
+      src = std::make_unique<RenamedTensorSource>(base, std::vector<std::pair<std::string, std::string>>{
+                                                            {"embed_tokens.", "model.embed_tokens."},
+                                                            {"embedding_norm.", "model.embedding_norm."},
+                                                            {"layers.", "model.layers."}});
+    }
+    auto model = std::make_unique<Model>(std::move(cfg), std::move(src), options);
+    if (options.pack) model->set_retrieval(load_retrieval_head(path, hidden, options.backend));
+    return model;
   }
   // LFM2-VL: one checkpoint, three sub-models under their own prefixes.
   ModelConfig cfg;

@@ -17,6 +17,7 @@
 namespace lfm {
 
 class Backend;
+class RetrievalHead;
 class VisionModel;
 
 struct LoadOptions {
@@ -82,6 +83,10 @@ class Model {
   // LFM2-VL: the image encoder loaded with the language model (null for a text-only model).
   const VisionModel* vision() const { return vision_.get(); }
   void set_vision(std::shared_ptr<const VisionModel> vision) { vision_ = std::move(vision); }
+  // A retriever's pooling / Dense head (model/retrieval.h; null for a generative model or a base
+  // model without sentence-transformers files).
+  const RetrievalHead* retrieval() const { return retrieval_.get(); }
+  void set_retrieval(std::shared_ptr<const RetrievalHead> head) { retrieval_ = std::move(head); }
   size_t resident_bytes() const { return resident_bytes_; }
 
  private:
@@ -96,6 +101,7 @@ class Model {
   WeightVector inv_freq_;
   std::unique_ptr<PreparedWeights> prepared_;  // the backend's copies the views point into
   std::shared_ptr<const VisionModel> vision_;
+  std::shared_ptr<const RetrievalHead> retrieval_;
   const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
   bool detached_ = false;

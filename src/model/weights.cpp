@@ -120,7 +120,9 @@ ModelWeights bind_weights(const ModelConfig& c, const TensorSource& src) {
   ModelWeights w;
   w.embed = b.matrix("model.embed_tokens.weight", {c.vocab_size, d});
   w.final_norm = b.vec("model.embedding_norm.weight", {d});
-  if (c.tie_embeddings) {
+  if (!c.has_lm_head) {
+    w.lm_head = w.embed;  // never multiplied: a base model's forward ends at the final norm
+  } else if (c.tie_embeddings) {
     // Some exports also write the tied head; it is the embedding by definition, so only check it.
     if (b.has("lm_head.weight")) b.matrix("lm_head.weight", {c.vocab_size, d});
     w.lm_head = w.embed;
