@@ -13,6 +13,7 @@
 #include "kernels/backend_factory.h"
 #include "kernels/cpu_backend.h"
 #include "model/encoder.h"
+#include "retrieval_test_util.h"
 #include "test_util.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -23,40 +24,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr double kTol = 1e-4;
-
-std::string retrieval_fixture(const std::string& name) { return test::data_dir() + "/retrieval/" + name; }
-
-// The fixtures have no tokenizer.json (every text is given as ids); PyLate's skiplist is a
-// token lookup, so this writes one whose vocabulary holds the fixture's notional tokens
-// (punctuation character c is id ord(c), the markers and special tokens at their ids) beside a
-// copy of the fixture.
-std::unique_ptr<test::TempDir> with_tokenizer(const std::string& fixture, const json& tokens) {
-  auto dir = std::make_unique<test::TempDir>("lfm_retrieval");
-  fs::copy(retrieval_fixture(fixture), dir->path(), fs::copy_options::recursive);
-  json vocab = json::object();
-  std::map<int, std::string> special = {{0, "<|pad|>"}, {1, "<|startoftext|>"}, {7, "<|im_end|>"}};
-  if (tokens.contains("query_prefix")) special[tokens["query_prefix"].get<int>()] = "[Q] ";
-  if (tokens.contains("document_prefix")) special[tokens["document_prefix"].get<int>()] = "[D] ";
-  std::map<int, std::string> punct;
-  if (tokens.contains("skiplist"))
-    for (const auto& [word, id] : tokens["skiplist"].items()) punct[id.get<int>()] = word;
-  json added = json::array();
-  for (int id = 0; id < tokens["vocab_size"].get<int>(); ++id) {
-    if (special.count(id)) {
-      vocab[special[id]] = id;
-      added.push_back({{"id", id}, {"content", special[id]}, {"special", true}});
-    } else {
-      vocab[punct.count(id) ? punct[id] : "t" + std::to_string(id)] = id;
-    }
-  }
-  json tok = test::minimal_tokenizer_json();
-  tok["added_tokens"] = added;
-  tok["model"]["vocab"] = vocab;
-  tok["model"]["merges"] = json::array();
-  tok["post_processor"]["single"][0]["SpecialToken"]["id"] = "<|startoftext|>";
-  dir->write("tokenizer.json", tok.dump());
-  return dir;
-}
 
 std::vector<float> normalized(std::vector<float> v) {
   double ss = 0;
@@ -75,8 +42,8 @@ class RetrievalFixtureTest : public ::testing::TestWithParam<std::tuple<std::str
   void SetUp() override {
     const auto& [fixture, isa] = GetParam();
     if (!isa_supported(parse_isa(isa))) GTEST_SKIP() << "CPU lacks " << isa;
-    ref_ = test::read_json(retrieval_fixture(fixture) + "/reference.json");
-    dir_ = with_tokenizer(fixture, ref_["tokens"]);
+    ref_ = test::read_json(test::retrieval_fixture(fixture) + "/reference.json");
+    dir_ = test::with_tokenizer(fixture, ref_["tokens"]);
     be_ = make_backend_for(parse_isa(isa), pool_);
     model_ = load_model(dir_->str());
     tok_ = load_tokenizer(dir_->str());

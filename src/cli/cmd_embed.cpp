@@ -52,7 +52,9 @@ int run_embed(int argc, char** argv) {
   auto* q = app.add_flag("--query", query, "Embed as queries (the model's query prompt / prefix)");
   app.add_flag("--document", document, "Embed as documents (the model's document prompt / prefix)")->excludes(q);
   app.add_option("--pooling", pooling_arg, "cls, mean, last or none (per-token vectors); default: the model's");
-  app.add_flag("--json", json_out, "Print {\"embeddings\": [...], \"tokens\": [[ids], ...]}");
+  app.add_flag("--json", json_out,
+               "Print {\"embeddings\": [...], \"tokens\": [[ids], ...]} (and \"scored\": per-token 0/1 for ColBERT "
+               "documents: the skiplist's vectors are not scored)");
   app.add_option("-t,--threads", threads, "Threads (0: all cores)")->capture_default_str()->check(non_negative_number());
   LoadOptions load;
   add_load_options(app, load);
@@ -86,9 +88,17 @@ int run_embed(int argc, char** argv) {
       std::cout << nlohmann::json{{"embedding", vectors_json(out[i])}, {"tokens", prepared[i].ids}}.dump() << "\n";
   } else if (json_out) {
     nlohmann::json j{{"embeddings", nlohmann::json::array()}, {"tokens", nlohmann::json::array()}};
+    bool masked = false;
     for (size_t i = 0; i < out.size(); ++i) {
       j["embeddings"].push_back(vectors_json(out[i]));
       j["tokens"].push_back(prepared[i].ids);
+      masked = masked || !out[i].scored.empty();
+    }
+    // ColBERT documents: which token vectors MaxSim reads (the skiplist's are not).
+    if (masked) {
+      j["scored"] = nlohmann::json::array();
+      for (const Embedding& e : out)
+        j["scored"].push_back(e.scored.empty() ? std::vector<uint8_t>(static_cast<size_t>(e.rows), 1) : e.scored);
     }
     std::cout << j.dump() << "\n";
   } else {

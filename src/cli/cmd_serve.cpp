@@ -11,9 +11,13 @@
 #include "cli/common.h"
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/embedder.h"
+#include "engine/embedding_service.h"
 #include "engine/engine.h"
 #include "engine/generation_config.h"
 #include "engine/image_prompt.h"
+#include "kernels/backend_factory.h"
 #include "model/model.h"
 #include "model/state_plan.h"
 #include "server/server.h"
@@ -29,6 +33,11 @@ int run_serve(int argc, char** argv) {
   configure_app(app);
   std::string model;
   server::ServerOptions so;
+  struct {
+    bool enabled = false;
+    std::string pooling;
+    int64_t batch_tokens = 8192;
+  } embed;
   StateArgs state;
   state.parallel = 4;
   int threads = 0;
@@ -51,6 +60,18 @@ int run_serve(int argc, char** argv) {
   app.add_option("--cors-origin", so.cors_origin,
                  "Allow browsers on this origin (or *) to call the API: Access-Control-Allow-* headers on every "
                  "answer and OPTIONS preflights answered (default: no CORS headers)");
+  app.add_flag("--embeddings", embed.enabled,
+               "Also serve /v1/embeddings and /v1/rerank from a generative model's hidden states (last-token pooling, "
+               "normalised, unless --pooling says otherwise); a retriever serves them always");
+  app.add_option("--pooling", embed.pooling, "Pooling for /v1/embeddings: cls, mean, last or none (default: the model's)");
+  app.add_option("--embed-batch-tokens", embed.batch_tokens,
+                 "Tokens per encoder pass for embedding and rerank work (texts of concurrent requests share passes)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--rerank-max-documents", so.max_rerank_documents,
+                 "Most documents one /v1/rerank call may score (more is a 400)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   bool no_access_log = false;
   app.add_flag("--no-access-log", no_access_log,
                "Do not print the one line per request (method, path, status, tokens, latency) on stderr");
@@ -174,12 +195,42 @@ int run_serve(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "lfm serve: no tokenizer (%s): only /v1/completions with token ids will work\n", e.what());
   }
-  EngineOptions eo = engine_options(state, *rt.model);
-  eo.max_queued = max_queue;
-  // Room for drafts whenever a drafter is available to requests: ngram always is.
-  if (eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;
-  apply_draft_options(draft, rt, load, eo);
-  Engine engine(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
+  // A retriever serves /v1/embeddings and /v1/rerank only; a generative model serves them too
+  // with --embeddings, from its hidden states, on a CPU backend of its own beside the engine's.
+  const bool retriever = !rt.model->config().has_lm_head;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ThreadPool> embed_pool;
+  std::unique_ptr<Backend> embed_backend;
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<EmbeddingService> embeddings;
+  EmbedderOptions emb_opt;
+  emb_opt.batch_tokens = embed.batch_tokens;
+  if (!embed.pooling.empty()) emb_opt.pooling = parse_pooling(embed.pooling);
+  if (retriever) {
+    embedder = std::make_unique<Embedder>(*rt.model, tok.get(), *rt.backend, emb_opt);
+  } else {
+    EngineOptions eo = engine_options(state, *rt.model);
+    eo.max_queued = max_queue;
+    // Room for drafts whenever a drafter is available to requests: ngram always is.
+    if (eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;
+    apply_draft_options(draft, rt, load, eo);
+    engine = std::make_unique<Engine>(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
+    if (embed.enabled) {
+      LFM_CHECK(rt.backend->host_memory(), "serve: --embeddings on a generative model runs on the CPU; drop --device ",
+                device, " or serve a retriever");
+      embed_pool = std::make_unique<ThreadPool>(threads);
+      embed_backend = make_backend(DeviceKind::kCpu, *embed_pool);
+      if (!emb_opt.pooling) emb_opt.pooling = Pooling::kLast;  // a causal model's summary of the text
+      emb_opt.normalize = true;
+      embedder = std::make_unique<Embedder>(*rt.model, tok.get(), *embed_backend, emb_opt);
+    }
+  }
+  if (embedder) {
+    EmbeddingServiceOptions eso;
+    eso.batch_tokens = embed.batch_tokens;
+    eso.max_texts_per_call = std::max<int64_t>(so.max_rerank_documents + 1, 2048);
+    embeddings = std::make_unique<EmbeddingService>(*embedder, eso);
+  }
   if (rt.model->vision()) {
     if (!tok) {
       so.no_images = "the model has a vision tower but no tokenizer was found: images cannot be laid out";
@@ -206,7 +257,7 @@ int run_serve(int argc, char** argv) {
                  so.images.max_images, so.images.max_image_bytes, so.max_body_bytes,
                  static_cast<long long>(so.images.max_request_memory), static_cast<long long>(so.images.max_server_memory));
   }
-  server::Server srv(engine, tok.get(), so);
+  server::Server srv(engine.get(), embeddings.get(), tok.get(), so);
   const int port = srv.bind();
   std::thread([&srv, stop_signals] {
     int sig = 0;
@@ -214,11 +265,19 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "lfm serve: %s received, finishing in-flight requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     srv.shutdown();
   }).detach();
-  const auto c = engine.cache_options();
-  std::fprintf(stderr, "lfm serve: %s on %s, %lld sequences x %lld tokens, %lld KV blocks of %lld (%s)\n",
-               so.model_name.c_str(), rt.backend->name(), static_cast<long long>(state.parallel),
-               static_cast<long long>(engine.ctx_size()), static_cast<long long>(c.n_blocks),
-               static_cast<long long>(c.block_tokens), dtype_name(c.type));
+  if (engine) {
+    const auto c = engine->cache_options();
+    std::fprintf(stderr, "lfm serve: %s on %s, %lld sequences x %lld tokens, %lld KV blocks of %lld (%s)\n",
+                 so.model_name.c_str(), rt.backend->name(), static_cast<long long>(state.parallel),
+                 static_cast<long long>(engine->ctx_size()), static_cast<long long>(c.n_blocks),
+                 static_cast<long long>(c.block_tokens), dtype_name(c.type));
+  }
+  if (embedder)
+    std::fprintf(stderr, "lfm serve: %s: /v1/embeddings and /v1/rerank (%s, %s pooling, %lld-wide vectors, texts up to "
+                 "%lld tokens, %lld tokens per pass)\n",
+                 so.model_name.c_str(), embedder->colbert() ? "ColBERT, MaxSim" : "cosine",
+                 pooling_name(embedder->config().pooling), static_cast<long long>(embedder->dim()),
+                 static_cast<long long>(embedder->max_tokens()), static_cast<long long>(embed.batch_tokens));
   std::printf("listening on http://%s:%d\n", so.host.c_str(), port);
   std::fflush(stdout);
   srv.run();

@@ -35,4 +35,24 @@ std::optional<std::vector<uint8_t>> decode_base64(std::string_view s) {
   return out;
 }
 
+std::string encode_base64(const void* data, size_t bytes) {
+  const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const uint8_t*>(data);
+  std::string out;
+  out.reserve((bytes + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes; i += 3) {
+    const uint32_t v = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
+    for (int s = 18; s >= 0; s -= 6) out += alphabet[(v >> s) & 63];
+  }
+  if (i < bytes) {
+    const uint32_t v = (uint32_t{p[i]} << 16) | (i + 1 < bytes ? uint32_t{p[i + 1]} << 8 : 0);
+    out += alphabet[(v >> 18) & 63];
+    out += alphabet[(v >> 12) & 63];
+    out += i + 1 < bytes ? alphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
 }  // namespace lfm

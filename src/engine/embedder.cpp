@@ -172,6 +172,8 @@ void Embedder::mark_skiplist(PreparedText& p) const {
 
 std::vector<Embedding> Embedder::embed(std::span<const PreparedText> texts, std::optional<Pooling> pooling) {
   const Pooling pool = pooling.value_or(cfg_.pooling);
+  LFM_CHECK(!cfg_.colbert() || pool == Pooling::kNone, "embed: a ColBERT model keeps one vector per token; its pooling "
+            "cannot be changed to ", pooling_name(pool));
   const EncoderRows rows = pool == Pooling::kCls ? EncoderRows::kFirst
                            : pool == Pooling::kLast ? EncoderRows::kLast
                                                     : EncoderRows::kAll;

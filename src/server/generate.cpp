@@ -241,12 +241,13 @@ void stream_response(httplib::Response& res, std::vector<std::shared_ptr<Request
 // ---- POST /v1/completions ----
 
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res) {
+  engine();  // a retriever's 400 first
   const auto body = parse_json_body(req);
   check_model(body);
-  CompletionParams c = parse_completion_request(body, engine.vocab_size(), opt.sampling_defaults);
+  CompletionParams c = parse_completion_request(body, engine().vocab_size(), opt.sampling_defaults);
   grammar::WorkBudget budget = grammar_budget();
   const std::string gbnf = requested_grammar(body, &budget);
-  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine, grammar_param(body), &budget);
+  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine(), grammar_param(body), &budget);
   std::vector<Request> reqs;
   std::vector<std::string> echoes;  // each prompt's text, for echo
   for (size_t p = 0; p < c.prompts.size(); ++p) {
@@ -261,12 +262,12 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
                      "'" + param + "' holds the image placeholder <image>; /v1/completions takes no images: send "
                      "them as image_url parts to /v1/chat/completions",
                      param);
-    apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), param.c_str());
-    apply_speculation(r, c.gen, opt, engine);
+    apply_max_tokens(r, c.gen.max_tokens, engine().ctx_size(), param.c_str());
+    apply_speculation(r, c.gen, opt, engine());
     if (c.echo) echoes.push_back(prompt.text ? *prompt.text : tok("echo of token ids").decode(prompt.ids, false));
     add_candidates(reqs, r, c.gen);
   }
-  auto streams = submit_all(engine, std::move(reqs));
+  auto streams = submit_all(engine(), std::move(reqs));
   const json base = {{"id", next_response_id("cmpl-")},
                      {"object", "text_completion"},
                      {"created", unix_seconds()},

@@ -24,14 +24,15 @@ json tool_call_json(const chat::StreamEvent& e) {
 }  // namespace
 
 void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  engine();  // a retriever's 400 first
   this->tok("/v1/chat/completions");
   if (!chat->has_template()) throw ApiError(400, "the model ships no chat template; use /v1/completions");
   const auto body = parse_json_body(req);
   check_model(body);
-  ChatParams c = parse_chat_request(body, engine.vocab_size(), opt.sampling_defaults);
+  ChatParams c = parse_chat_request(body, engine().vocab_size(), opt.sampling_defaults);
   grammar::WorkBudget budget = grammar_budget();
   const std::string gbnf = chat_grammar(c, requested_grammar(body, &budget), *tok_);
-  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine, grammar_param(body), &budget);
+  if (!gbnf.empty()) c.gen.req.grammar = grammars.get(gbnf, engine(), grammar_param(body), &budget);
   ChatTurnInput in;
   in.messages = std::move(c.messages);
   in.tools = std::move(c.tools);
@@ -56,12 +57,12 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   if (large) release_free_memory();
   Request r = c.gen.req;
   turn.apply(r);
-  apply_max_tokens(r, c.gen.max_tokens, engine.ctx_size(), "messages");
-  apply_speculation(r, c.gen, opt, engine);
+  apply_max_tokens(r, c.gen.max_tokens, engine().ctx_size(), "messages");
+  apply_speculation(r, c.gen, opt, engine());
   const int64_t created = unix_seconds();
   std::vector<Request> reqs;
   add_candidates(reqs, r, c.gen);
-  auto streams = submit_all(engine, std::move(reqs));
+  auto streams = submit_all(engine(), std::move(reqs));
   const std::string id = next_response_id("chatcmpl-");
   // One parser per candidate, each starting from the forced prefix (held back: the block
   // completes with the generated text).

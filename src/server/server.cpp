@@ -100,6 +100,22 @@ void Server::Impl::check_model(const nlohmann::ordered_json& body) const {
                    "model", "model_not_found");
 }
 
+Engine& Server::Impl::engine() const {
+  if (!engine_)
+    throw ApiError(400, "this model is a retriever: it embeds and scores texts (/v1/embeddings, /v1/rerank) and does "
+                        "not generate");
+  return *engine_;
+}
+
+EmbeddingService& Server::Impl::embeddings() const {
+  if (!embeddings_) throw ApiError(400, opt.no_embeddings);
+  return *embeddings_;
+}
+
+int64_t Server::Impl::embedding_context() const {
+  return embeddings_ ? embeddings_->embedder().max_tokens() : 0;
+}
+
 const Tokenizer& Server::Impl::tok(const char* what) const {
   if (!tok_) throw ApiError(400, std::string("the model has no tokenizer: ") + what + " needs one (send token ids to /v1/completions)");
   return *tok_;
@@ -109,8 +125,8 @@ namespace {
 
 // The label of a route for the request counter (unknown paths collapse into one label).
 std::string route_label(const std::string& path) {
-  for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/tokenize", "/detokenize",
-                        "/metrics"})
+  for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/rerank",
+                        "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics"})
     if (path == r) return r;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
@@ -255,8 +271,11 @@ void Server::Impl::register_routes() {
   };
   http.Post("/v1/chat/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_chat(q, r); }));
   http.Post("/v1/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_completion(q, r); }));
+  http.Post("/v1/embeddings", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_embeddings(q, r); }));
+  http.Post("/v1/rerank", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_rerank(q, r); }));
+  http.Post("/rerank", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_rerank(q, r); }));
   const auto model_object = [this](const std::string& id) {
-    return json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "lfm"}, {"max_model_len", engine.ctx_size()}};
+    return json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "lfm"}, {"max_model_len", engine_ ? engine_->ctx_size() : embedding_context()}};
   };
   http.Get("/v1/models", served(true, [this, model_object](const httplib::Request&, httplib::Response& res) {
     res.set_content(json{{"object", "list"}, {"data", json::array({model_object(opt.model_name)})}}.dump(), "application/json");
@@ -295,9 +314,9 @@ void Server::Impl::register_routes() {
     res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   }));
   http.Get("/metrics", served(false, [this](const httplib::Request&, httplib::Response& res) {
-    const EngineStats s = engine.stats();
+    const EngineStats s = engine_ ? engine_->stats() : EngineStats{};
     const double total = static_cast<double>(std::max<int64_t>(1, s.cache.blocks_total));
-    const std::vector<Metrics::Gauge> gauges = {
+    std::vector<Metrics::Gauge> gauges = {
         {"lfm:num_requests_waiting", "Requests queued, not yet running (TotalQueuedRequests).",
          static_cast<double>(s.waiting)},
         {"lfm:num_requests_running", "Requests being processed (TotalRunningRequests).",
@@ -317,12 +336,31 @@ void Server::Impl::register_routes() {
          "Connections closed because a request's headers and body did not arrive in time.",
          static_cast<double>(http.timeouts()), true},
     };
+    if (embeddings_) {
+      const EmbeddingServiceStats e = embeddings_->stats();
+      gauges.push_back({"lfm:embedding_calls_waiting", "Embedding and rerank calls queued, not yet running.",
+                        static_cast<double>(e.calls_waiting)});
+      gauges.push_back({"lfm:embedding_calls_running", "Embedding and rerank calls being encoded.",
+                        static_cast<double>(e.calls_running)});
+      gauges.push_back({"lfm:embedding_tokens_queued", "Tokens of embedding calls waiting to be encoded.",
+                        static_cast<double>(e.tokens_queued)});
+      gauges.push_back({"lfm:embedding_calls_total", "Embedding and rerank calls finished.",
+                        static_cast<double>(e.calls_total), true});
+      gauges.push_back({"lfm:embedding_texts_total", "Texts encoded.", static_cast<double>(e.texts_total), true});
+      gauges.push_back({"lfm:embedding_tokens_total", "Tokens encoded.", static_cast<double>(e.tokens_total), true});
+      gauges.push_back({"lfm:embedding_passes_total", "Encoder passes (each a batch of texts from one or more calls).",
+                        static_cast<double>(e.passes_total), true});
+      gauges.push_back({"lfm:embedding_calls_cancelled_total", "Embedding calls cancelled (client gone, shutdown).",
+                        static_cast<double>(e.cancelled_total), true});
+    }
     res.set_content(metrics.render(gauges), "text/plain; version=0.0.4");
   }));
 }
 
-Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt)
-    : impl_(std::make_unique<Impl>(engine, tokp, opt, metrics_)) {
+Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt) : Server(&engine, nullptr, tokp, opt) {}
+
+Server::Server(Engine* engine, EmbeddingService* embeddings, const Tokenizer* tokp, const ServerOptions& opt)
+    : impl_(std::make_unique<Impl>(engine, embeddings, tokp, opt, metrics_)) {
   if (!tokp) {
     impl_->register_routes();
     return;
@@ -380,13 +418,14 @@ void Server::shutdown() {
     // left has been cancelled (those streams end with an error event).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(im->opt.shutdown_grace_s);
     auto idle = [im] {
-      const EngineStats s = im->engine.stats();
-      return s.running == 0 && s.waiting == 0;
+      const EngineStats s = im->engine_ ? im->engine_->stats() : EngineStats{};
+      const EmbeddingServiceStats e = im->embeddings_ ? im->embeddings_->stats() : EmbeddingServiceStats{};
+      return s.running == 0 && s.waiting == 0 && e.calls_running == 0 && e.calls_waiting == 0;
     };
     while (!idle() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!idle()) {
-      im->engine.cancel_all();
+      if (im->engine_) im->engine_->cancel_all();  // embedding calls are cancelled by their handlers (draining)
       while (!idle()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let handlers write their last frames

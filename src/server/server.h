@@ -3,8 +3,8 @@
 // server whose streams each wait on their own engine event queue; Boost.Beast's async model
 // would add a dependency and code without serving this load better).
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}], GET /health,
-// POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API Inference
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, POST /v1/rerank
+// (and /rerank), GET /v1/models[/{id}], GET /health, POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API Inference
 // Extension's model-server metrics: lfm:num_requests_waiting and lfm:num_requests_running
 // gauges, lfm:kv_cache_usage_perc in 0..1). Errors use OpenAI's shape. With an API key, /v1/*,
 // /tokenize and /detokenize need `Authorization: Bearer KEY`; /health and /metrics stay open
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "engine/embedding_service.h"
 #include "engine/engine.h"
 #include "engine/generation_config.h"
 #include "engine/image_prompt.h"
@@ -69,6 +70,12 @@ struct ServerOptions {
   // `no_images` as the 400's message (set it to say why: no vision tower, …).
   std::shared_ptr<const ImagePromptSetup> image_setup;
   std::string no_images = "the model has no vision tower: it does not take images (serve an LFM2-VL model)";
+  // /v1/rerank: the most documents one call may score (more is a 400 naming the limit).
+  int64_t max_rerank_documents = 1000;
+  // Why /v1/embeddings and /v1/rerank answer 400 when there is no embedding service.
+  std::string no_embeddings =
+      "this model generates text: /v1/embeddings and /v1/rerank need a retriever (LFM2.5-Embedding, a ColBERT "
+      "model), or lfm serve --embeddings to embed with this model's hidden states";
 };
 
 class Server {
@@ -76,6 +83,9 @@ class Server {
   // `tok` may be null (a GGUF without a tokenizer): then only /v1/completions with token-id
   // prompts works, the rest answers 400.
   Server(Engine& engine, const Tokenizer* tok, const ServerOptions& opt);
+  // Either may be null: a retriever has no engine (generation routes answer 400), a generative
+  // model no embedding service unless asked for (embedding routes answer 400).
+  Server(Engine* engine, EmbeddingService* embeddings, const Tokenizer* tok, const ServerOptions& opt);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -27,9 +27,15 @@ namespace lfm::server {
 int64_t unix_seconds();  // now, as OpenAI's "created" fields give it
 
 struct Server::Impl {
-  Impl(Engine& e, const Tokenizer* t, const ServerOptions& o, Metrics& m) : engine(e), tok_(t), opt(o), metrics(m) {}
+  Impl(Engine* e, EmbeddingService* emb, const Tokenizer* t, const ServerOptions& o, Metrics& m)
+      : engine_(e), embeddings_(emb), tok_(t), opt(o), metrics(m) {}
 
-  Engine& engine;
+  Engine* engine_;               // null for a retriever
+  EmbeddingService* embeddings_;  // null unless the model embeds
+  // The engine, or 400: the model is a retriever and does not generate.
+  Engine& engine() const;
+  EmbeddingService& embeddings() const;
+  int64_t embedding_context() const;  // the longest text the embedder takes (/v1/models)
   const Tokenizer* tok_;
   // The tokenizer, or 400 naming what needed it.
   const Tokenizer& tok(const char* what) const;
@@ -53,6 +59,10 @@ struct Server::Impl {
   void register_routes();
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_completion(const httplib::Request& req, httplib::Response& res);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // embeddings.cpp
+  void handle_rerank(const httplib::Request& req, httplib::Response& res);
+  // Waits for an embedding call; cancels it (and throws) when the client leaves or the server drains.
+  std::vector<Embedding> wait_embeddings(const std::shared_ptr<EmbeddingService::Call>& call);
   std::string token_text(int32_t id) const;
   // The token's own bytes (a piece of a UTF-8 character stays as it is), as 0–255 values.
   std::vector<int> token_bytes(int32_t id) const;
