@@ -85,6 +85,16 @@ TEST_F(EmbeddingServiceTest, LimitsAreRefusedBeforeAnyWork) {
   EXPECT_EQ(service.stats().tokens_queued, 0);
   // A call within the limits still runs.
   EXPECT_EQ(service.submit({texts_[0]})->wait().size(), 1u);
+  // Per-token vectors add up: 12 tokens x 16 floats is past a bound of 100 floats.
+  EmbeddingServiceOptions small;
+  small.max_result_floats = 100;
+  EmbeddingService tight(*embedder_, small);
+  try {
+    tight.submit({texts_[0]});
+    ADD_FAILURE() << "192 floats fit a bound of 100";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("192 floats"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(EmbeddingServiceTest, CancelledCallsEndAndTheCountersComeBack) {

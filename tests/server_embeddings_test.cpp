@@ -170,6 +170,9 @@ TEST_F(ServerEmbeddingsTest, BadRequestsAre400sNamingTheProblem) {
   std::vector<int> long_ids(40, 100);
   long_ids[0] = 1;
   expect_400("/v1/embeddings", {{"input", json::array({long_ids})}}, "past the model's limit of 20");
+  expect_400("/v1/embeddings", {{"input", json::array_t(4097, json::array({1, 5}))}}, "past the limit of 4096 per call");
+  // 10,000 documents: refused whole, before any is encoded.
+  expect_400("/v1/rerank", {{"query", "a"}, {"documents", json::array_t(10000, "?")}}, "10000 documents, past the limit");
   expect_400("/v1/rerank", {{"query", "a"}}, "'documents' must be an array");
   expect_400("/v1/rerank", {{"query", "a"}, {"documents", json::array()}}, "must not be empty");
   expect_400("/v1/rerank", {{"query", 5}, {"documents", json::array({"x"})}}, "'query' must be a string");

@@ -228,7 +228,6 @@ int run_serve(int argc, char** argv) {
   if (embedder) {
     EmbeddingServiceOptions eso;
     eso.batch_tokens = embed.batch_tokens;
-    eso.max_texts_per_call = std::max<int64_t>(so.max_rerank_documents + 1, 2048);
     embeddings = std::make_unique<EmbeddingService>(*embedder, eso);
   }
   if (rt.model->vision()) {

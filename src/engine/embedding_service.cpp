@@ -55,6 +55,10 @@ std::shared_ptr<EmbeddingService::Call> EmbeddingService::submit(std::vector<Pre
   }
   LFM_CHECK(tokens <= opt_.max_tokens_per_call, "embeddings: ", tokens, " tokens in one call, past the limit of ",
             opt_.max_tokens_per_call);
+  const bool per_token = pooling.value_or(embedder_.config().pooling) == Pooling::kNone;
+  const int64_t floats = (per_token ? tokens : static_cast<int64_t>(texts.size())) * embedder_.dim();
+  LFM_CHECK(floats <= opt_.max_result_floats, "embeddings: the call's vectors would take ", floats,
+            " floats, past the limit of ", opt_.max_result_floats, " per call (send fewer or shorter texts)");
   auto call = std::make_shared<Call>();
   call->texts = std::move(texts);
   call->pooling = pooling;

@@ -27,6 +27,7 @@ struct EmbeddingServiceOptions {
   int64_t max_texts_per_call = 4096;  // texts (inputs, or documents + 1) in one call
   int64_t max_tokens_per_call = 1 << 20;
   int64_t max_queued_tokens = 1 << 21;  // every waiting call's tokens together
+  int64_t max_result_floats = 1 << 25;  // one call's vectors (128 MiB): per-token vectors add up
 };
 
 struct EmbeddingServiceStats {
@@ -71,6 +72,7 @@ class EmbeddingService {
   std::shared_ptr<Call> submit(std::vector<PreparedText> texts, std::optional<Pooling> pooling = std::nullopt);
   EmbeddingServiceStats stats() const;
   const Embedder& embedder() const { return embedder_; }
+  const EmbeddingServiceOptions& options() const { return opt_; }
 
  private:
   void loop();

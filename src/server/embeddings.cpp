@@ -131,9 +131,10 @@ void Server::Impl::handle_embeddings(const httplib::Request& req, httplib::Respo
     add_text(input, "'input'");
   } else if (input.is_array()) {
     if (input.empty()) throw ApiError(400, "'input' must not be empty", "input");
-    if (static_cast<int64_t>(input.size()) > opt.max_rerank_documents * 4)
+    const int64_t most = service.options().max_texts_per_call;
+    if (static_cast<int64_t>(input.size()) > most)
       throw ApiError(400, "'input' holds " + std::to_string(input.size()) + " items, past the limit of " +
-                              std::to_string(opt.max_rerank_documents * 4), "input");
+                              std::to_string(most) + " per call", "input");
     for (size_t i = 0; i < input.size(); ++i) add_text(input[i], "'input[" + std::to_string(i) + "]'");
   } else {
     throw ApiError(400, "'input' must be a string, an array of strings or token ids", "input");
@@ -196,32 +197,44 @@ void Server::Impl::handle_rerank(const httplib::Request& req, httplib::Response&
       throw ApiError(400, "'documents[" + std::to_string(i) + "]' must be a string or {\"text\": string}", "documents");
     docs.push_back(text->get<std::string>());
   }
-  std::vector<PreparedText> texts;
+  // Every text is prepared (and so checked) before any is encoded.
+  PreparedText query;
+  std::vector<PreparedText> prepared;
   int64_t tokens = 0;
   try {
-    texts.push_back(emb.prepare(q->get<std::string>(), InputRole::kQuery));
+    query = emb.prepare(q->get<std::string>(), InputRole::kQuery);
   } catch (const Error& e) {
     throw ApiError(400, std::string("'query': ") + e.what(), "query");
   }
   for (size_t i = 0; i < docs.size(); ++i) {
     try {
-      texts.push_back(emb.prepare(docs[i], InputRole::kDocument));
+      prepared.push_back(emb.prepare(docs[i], InputRole::kDocument));
     } catch (const Error& e) {
       throw ApiError(400, "'documents[" + std::to_string(i) + "]': " + e.what(), "documents");
     }
   }
-  for (const PreparedText& t : texts) tokens += t.input_tokens;
-  std::shared_ptr<EmbeddingService::Call> call;
-  try {
-    call = service.submit(std::move(texts));
-  } catch (const EngineBusy&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(400, e.what(), "documents");
-  }
-  const std::vector<Embedding> out = wait_embeddings(call);
+  tokens += query.input_tokens;
+  for (const PreparedText& t : prepared) tokens += t.input_tokens;
+  auto submit = [&](std::vector<PreparedText> texts) {
+    try {
+      return service.submit(std::move(texts));
+    } catch (const EngineBusy&) {
+      throw;
+    } catch (const Error& e) {
+      throw ApiError(400, e.what(), "documents");
+    }
+  };
+  // The query, then the documents in chunks scored as they come back: a call's memory holds one
+  // chunk's vectors (a ColBERT document keeps one per token), whatever the number of documents.
+  const Embedding query_vectors = wait_embeddings(submit({std::move(query)}))[0];
+  constexpr size_t kChunk = 64;
   std::vector<double> scores;
-  for (size_t i = 1; i < out.size(); ++i) scores.push_back(Embedder::score(out[0], out[i]));
+  for (size_t begin = 0; begin < prepared.size(); begin += kChunk) {
+    const size_t end = std::min(prepared.size(), begin + kChunk);
+    std::vector<PreparedText> chunk(std::make_move_iterator(prepared.begin() + static_cast<std::ptrdiff_t>(begin)),
+                                    std::make_move_iterator(prepared.begin() + static_cast<std::ptrdiff_t>(end)));
+    for (const Embedding& d : wait_embeddings(submit(std::move(chunk)))) scores.push_back(Embedder::score(query_vectors, d));
+  }
   std::vector<size_t> order(scores.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
