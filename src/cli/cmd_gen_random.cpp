@@ -40,7 +40,11 @@ int run_gen_random(int argc, char** argv) {
                  "confidently from the last token and falls into repetition, for speculative-decoding benchmarks")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  std::string vision;
+  std::string vision, retriever;
+  app.add_option("--retriever", retriever,
+                 "A retriever laid out as the released ones (folders only): embedding (LFM2.5-Embedding: "
+                 "bidirectional, CLS pooling), colbert (LFM2.5-ColBERT: bidirectional, Dense to 128, PyLate files) "
+                 "or colbert-causal (LFM2-ColBERT)");
   app.add_option("--vision", vision,
                  "LFM2-VL (folders only): add a vision tower and projector of this shape, siglip2-base "
                  "(LFM2-VL-450M's) or siglip2-so400m (LFM2-VL-1.6B's); `lfm convert` then writes llama.cpp's "
@@ -49,6 +53,8 @@ int run_gen_random(int argc, char** argv) {
 
   const bool gguf_out = out.size() >= 5 && out.compare(out.size() - 5, 5, ".gguf") == 0;
   LFM_CHECK(vision.empty() || (!gguf_out && !config_only), "gen-random: --vision writes a Hugging Face folder");
+  LFM_CHECK(retriever.empty() || (!gguf_out && !config_only),
+            "gen-random: --retriever writes a Hugging Face folder (lfm convert makes the GGUF)");
   if (config_only) {
     LFM_CHECK(!gguf_out, "gen-random: --config-only writes a folder, not a .gguf");
     gguf::write_random_config(out, shape);
@@ -61,6 +67,7 @@ int run_gen_random(int argc, char** argv) {
   opt.threads = threads;
   opt.branch_scale = branch_scale;
   opt.vision = vision;
+  opt.retriever = retriever;
   if (type.empty()) type = "bf16";
   if (gguf_out) {
     opt.gguf_type = gguf::parse_file_type(type);

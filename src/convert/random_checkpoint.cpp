@@ -137,6 +137,7 @@ void RandomRowProducer::rows(const ExpectedTensor& t, int64_t first_row, int64_t
 }
 
 std::vector<std::string> random_vision_names() { return {"siglip2-base", "siglip2-so400m"}; }
+std::vector<std::string> random_retriever_names() { return {"embedding", "colbert", "colbert-causal"}; }
 
 namespace {
 
@@ -167,6 +168,40 @@ json vl_config(const json& text, const std::string& vision) {
               {"vision_config", v}};
 }
 
+// The sentence-transformers / PyLate files of a retriever with the released models' settings,
+// and the Dense tensor to write (ColBERT), into `dir`.
+std::vector<ExpectedTensor> write_retriever_files(const std::string& dir, const std::string& kind, int64_t d) {
+  namespace fs = std::filesystem;
+  auto put = [&](const std::string& rel, const json& j) {
+    fs::create_directories((fs::path(dir) / rel).parent_path());
+    write_file_atomically((fs::path(dir) / rel).string(), j.dump(2) + "\n", "gen-random");
+  };
+  const json transformer = {{"idx", 0}, {"name", "0"}, {"path", ""}, {"type", "sentence_transformers.models.Transformer"}};
+  if (kind == "embedding") {
+    put("modules.json", json::array({transformer, {{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"},
+                                                   {"type", "sentence_transformers.models.Pooling"}}}));
+    put("1_Pooling/config.json", {{"word_embedding_dimension", d}, {"pooling_mode_cls_token", true},
+                                  {"pooling_mode_mean_tokens", false}, {"pooling_mode_max_tokens", false},
+                                  {"pooling_mode_mean_sqrt_len_tokens", false}, {"pooling_mode_lasttoken", false}});
+    put("config_sentence_transformers.json",
+        {{"prompts", {{"query", "query: "}, {"document", "document: "}}}, {"similarity_fn_name", "cosine"}});
+    put("sentence_bert_config.json", {{"max_seq_length", 512}, {"do_lower_case", false}});
+    return {};
+  }
+  put("modules.json", json::array({transformer, {{"idx", 1}, {"name", "1"}, {"path", "1_Dense"},
+                                                 {"type", "pylate.models.Dense.Dense"}}}));
+  put("1_Dense/config.json", {{"in_features", d}, {"out_features", 128}, {"bias", false},
+                              {"activation_function", "torch.nn.modules.linear.Identity"}});
+  json skiplist = json::array();
+  for (char c : std::string("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")) skiplist.push_back(std::string(1, c));
+  put("config_sentence_transformers.json",
+      {{"query_prefix", "[Q] "}, {"document_prefix", "[D] "}, {"query_length", 32}, {"document_length", 512},
+       {"attend_to_expansion_tokens", false}, {"do_query_expansion", true}, {"skiplist_words", skiplist},
+       {"similarity_fn_name", "MaxSim"}});
+  put("sentence_bert_config.json", {{"max_seq_length", 511}, {"do_lower_case", false}});
+  return {{"linear.weight", {128, d}, true}};
+}
+
 }  // namespace
 
 void write_random_config(const std::string& dir, const std::string& shape) {
@@ -183,6 +218,14 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
             "gen-random: a Hugging Face checkpoint stores f32, f16 or bf16, not ", dtype_name(opt.hf_dtype));
   json j = random_shape_config(opt.shape);
   j["torch_dtype"] = opt.hf_dtype == DType::F32 ? "float32" : opt.hf_dtype == DType::F16 ? "float16" : "bfloat16";
+  if (!opt.retriever.empty()) {
+    LFM_CHECK(opt.vision.empty(), "gen-random: a retriever has no vision tower");
+    const auto names = random_retriever_names();
+    LFM_CHECK(std::find(names.begin(), names.end(), opt.retriever) != names.end(), "gen-random: unknown retriever '",
+              opt.retriever, "' (embedding, colbert or colbert-causal)");
+    // As the released checkpoints say it: model_type lfm2 with the base model's architecture.
+    j["architectures"] = {opt.retriever == "colbert-causal" ? "Lfm2Model" : "Lfm2BidirectionalModel"};
+  }
   const ModelConfig cfg = parse_model_config(j);
   std::vector<ExpectedTensor> tensors = expected_tensors(cfg, cfg.has_lm_head && !cfg.tie_embeddings);
   if (!opt.vision.empty()) {
@@ -199,6 +242,21 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   }
   fs::create_directories(dir);
   write_file_atomically((fs::path(dir) / "config.json").string(), j.dump(2) + "\n", "gen-random");
+  if (!opt.retriever.empty()) {
+    for (ExpectedTensor& t : tensors)
+      if (t.name.starts_with("model.")) t.name = t.name.substr(6);  // a bare base model's names
+    const std::vector<ExpectedTensor> dense = write_retriever_files(dir, opt.retriever, cfg.hidden_size);
+    if (!dense.empty()) {
+      // The Dense module's own file, float32 as PyLate saves it.
+      RandomRowProducer gen(opt.seed ^ 0xD3u, 1.0f);
+      std::vector<float> w(static_cast<size_t>(dense[0].shape[0] * dense[0].shape[1]));
+      gen.rows(dense[0], 0, dense[0].shape[0], w.data());
+      SafetensorsWriter dw((fs::path(dir) / "1_Dense/model.safetensors").string(),
+                           {{"linear.weight", DType::F32, dense[0].shape}}, {{"format", "pt"}});
+      dw.write("linear.weight", w.data(), w.size() * sizeof(float));
+      dw.finish();
+    }
+  }
   std::vector<SafetensorsWriter::Entry> entries;
   uint64_t total = 0;
   for (const auto& t : tensors) {

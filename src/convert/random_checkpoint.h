@@ -51,7 +51,14 @@ struct RandomCheckpointOptions {
   // LFM2-VL (Hugging Face folders only): a vision tower of this shape ("siglip2-base": LFM2-VL-450M's,
   // "siglip2-so400m": LFM2-VL-1.6B's) and the projector, the text shape as the language model.
   std::string vision;
+  // A retriever (Hugging Face folders only) laid out as the released ones: "embedding"
+  // (LFM2.5-Embedding: bidirectional, CLS pooling, sentence-transformers files), "colbert"
+  // (LFM2.5-ColBERT: bidirectional, PyLate files, a random Dense d → 128) or "colbert-causal"
+  // (LFM2-ColBERT: the causal base model with the same head). No LM head; tensor names without
+  // the "model." prefix.
+  std::string retriever;
 };
+std::vector<std::string> random_retriever_names();
 std::vector<std::string> random_vision_names();
 
 // A Hugging Face folder: config.json + model.safetensors (streamed tensor by tensor; peak memory
