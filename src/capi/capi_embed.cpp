@@ -94,11 +94,17 @@ PreparedText prepare_one(const Embedder& e, const Inputs& in, size_t i, InputRol
   if (in.texts) {
     require(in.texts[i] != nullptr, str(fn, at(in.texts_name, i) + " is NULL").c_str());
     const std::string_view text(in.texts[i], in.lengths ? in.lengths[i] : std::strlen(in.texts[i]));
+    PreparedText p;
     try {
-      return e.prepare(text, role);
+      p = e.prepare(text, role);
     } catch (const Error& x) {
       fail(LFM_ERR_INVALID_ARGUMENT, str(fn, at(in.texts_name, i) + ": " + x.what()));
     }
+    // An empty text with no prompt, marker or special token around it: nothing to embed.
+    if (p.ids.empty())
+      fail(LFM_ERR_INVALID_ARGUMENT, str(fn, at(in.texts_name, i) + " has no tokens (an empty text, and neither the "
+                                                                   "model's prompts nor its tokenizer add any)"));
+    return p;
   }
   const size_t n = in.n_ids[i];
   // Counted before anything is copied: a wild count is refused, not allocated.

@@ -43,7 +43,8 @@ json reference(const std::string& name) {
 // markers at their ids; tests/data/retrieval/README.md), so that texts can be given.
 struct TokenizedFixture {
   fs::path dir;
-  explicit TokenizedFixture(const std::string& name) {
+  // `bos`: the tokenizer puts <|startoftext|> first, as LFM2's do.
+  explicit TokenizedFixture(const std::string& name, bool bos = true) {
     dir = fs::temp_directory_path() / ("lfm_capi_embed_" + name + "_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     for (const auto& entry : fs::directory_iterator(fixture_dir(name)))
@@ -78,7 +79,16 @@ struct TokenizedFixture {
                                   {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
         {"decoder", {{"type", "ByteLevel"}}},
         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
-    std::ofstream(dir / "tokenizer.json") << tok.dump();
+    json t = tok;
+    if (!bos) {  // neither the post-processor nor tokenizer_config.json's add_bos_token
+      t["post_processor"] = nullptr;
+      std::ifstream in(fixture_dir(name) + "/tokenizer_config.json");
+      json config = json::parse(in);
+      config["add_bos_token"] = false;
+      fs::remove(dir / "tokenizer_config.json");
+      std::ofstream(dir / "tokenizer_config.json") << config.dump();
+    }
+    std::ofstream(dir / "tokenizer.json") << t.dump();
   }
   ~TokenizedFixture() {
     std::error_code ec;
@@ -523,6 +533,33 @@ TEST(CApiEmbed, BadArgumentsAndLimitsAreRefusedNamingThem) {
   q.n_documents = 1;
   ASSERT_EQ(lfm_rerank(model.m, &q, scores, nullptr), LFM_OK) << lfm_last_error();
   EXPECT_GT(scores[0], 0);
+}
+
+// An empty text is what its prompt, marker and special tokens make it; with none of them there is
+// nothing to embed, and the call is refused naming the text.
+TEST(CApiEmbed, EmptyTextsAreTheirSpecialTokensOrRefused) {
+  {
+    TokenizedFixture fx("lfm25_colbert_tiny_f32");
+    Model model(fx.dir.string());
+    const std::vector<Vec> v = embed(model.m, {}, LFM_INPUT_DOCUMENT, LFM_POOLING_DEFAULT, {""});
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].ids, (std::vector<int32_t>{1, 251}));
+    EXPECT_EQ(v[0].input_tokens, 0);
+  }
+  TokenizedFixture fx("lfm25_embedding_tiny_f32", false);
+  Model model(fx.dir.string());
+  const char* texts[] = {"!", ""};
+  lfm_embed_request r;
+  lfm_embed_request_init(&r);
+  r.n_texts = 2;
+  r.texts = texts;
+  lfm_embeddings* out = nullptr;
+  EXPECT_EQ(lfm_embed(model.m, &r, &out), LFM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lfm_last_error()).find("texts[1] has no tokens"), std::string::npos) << lfm_last_error();
+  EXPECT_EQ(out, nullptr);
+  r.n_texts = 1;
+  ASSERT_EQ(lfm_embed(model.m, &r, &out), LFM_OK) << lfm_last_error();
+  lfm_embeddings_free(out);
 }
 
 // Text that is not UTF-8 is refused naming the text and the byte; a text's length may be given
