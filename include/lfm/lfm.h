@@ -401,8 +401,8 @@ LFM_API lfm_status lfm_embeddings_free(lfm_embeddings* embeddings);
 
 typedef struct lfm_rerank_request {
   size_t struct_size;
-  /* The query: NUL-terminated UTF-8 text, or (query NULL) n_query_ids token ids, embedded as
-   * LFM_INPUT_QUERY (ids used as they are). */
+  /* The query, one of: NUL-terminated UTF-8 text, or n_query_ids token ids (used as they are);
+   * embedded as LFM_INPUT_QUERY. */
   const char* query;
   const int32_t* query_ids;
   size_t n_query_ids;

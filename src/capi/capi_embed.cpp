@@ -247,10 +247,8 @@ lfm_status lfm_rerank(lfm_model* model, const lfm_rerank_request* request, doubl
       capi::fail(LFM_ERR_UNSUPPORTED, str(fn, e.model().config().architecture +
                                             " is no retriever (no sentence-transformers or PyLate files): it has no "
                                             "relevance score"));
-    const size_t n_query_ids = r.query ? 0 : r.n_query_ids;
-    const Inputs query{1, r.query ? &r.query : nullptr, nullptr, r.query ? nullptr : &r.query_ids, &n_query_ids,
-                       "query", "query_ids"};
-    if (!r.query && !r.query_ids) capi::fail(LFM_ERR_INVALID_ARGUMENT, str(fn, "no query (query and query_ids are NULL)"));
+    const Inputs query{1, r.query ? &r.query : nullptr, nullptr, r.query_ids ? &r.query_ids : nullptr,
+                       &r.n_query_ids, "query", "query_ids"};
     const Inputs docs{r.n_documents, r.documents, r.document_lengths, r.document_ids, r.n_document_ids, "documents",
                       "document_ids"};
     const std::vector<PreparedText> q = prepare_all(s, e, query, InputRole::kQuery, fn);

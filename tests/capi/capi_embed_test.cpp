@@ -513,7 +513,15 @@ TEST(CApiEmbed, BadArgumentsAndLimitsAreRefusedNamingThem) {
   q.document_ids = &p;
   q.n_document_ids = &n;
   EXPECT_EQ(lfm_rerank(model.m, &q, scores, nullptr), LFM_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(lfm_last_error()).find("no query"), std::string::npos) << lfm_last_error();
+  EXPECT_NE(std::string(lfm_last_error()).find("give exactly one of query and query_ids"), std::string::npos)
+      << lfm_last_error();
+  q.query = "!";
+  q.query_ids = good.data();
+  q.n_query_ids = good.size();
+  EXPECT_EQ(lfm_rerank(model.m, &q, scores, nullptr), LFM_ERR_INVALID_ARGUMENT);  // both
+  EXPECT_NE(std::string(lfm_last_error()).find("give exactly one of query and query_ids"), std::string::npos)
+      << lfm_last_error();
+  q.query = nullptr;
   q.query_ids = past.data();
   q.n_query_ids = past.size();
   EXPECT_EQ(lfm_rerank(model.m, &q, scores, nullptr), LFM_ERR_INVALID_ARGUMENT);
