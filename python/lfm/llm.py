@@ -426,6 +426,8 @@ class LLM:
         return ranked if top_n is None else ranked[:max(0, _int("top_n", top_n, _SIZE))]
 
     def stats(self) -> dict[str, int]:
+        if not self._engine and self._model and self._no_engine is not None:
+            raise LfmError(self._no_engine.status, self._no_engine.message)
         st = _capi.EngineStats()
         st.struct_size = ctypes.sizeof(st)
         _check(_library().lfm_engine_get_stats(self._engine, ctypes.byref(st)))

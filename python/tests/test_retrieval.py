@@ -124,6 +124,8 @@ def test_generation_on_a_retriever_and_embedding_a_generative_model():
         with pytest.raises(lfm.LfmError, match="language-model head") as e:
             retriever.generate([[1, 2, 3]])
         assert e.value.status == 3  # LFM_ERR_UNSUPPORTED
+        with pytest.raises(lfm.LfmError, match="language-model head"):
+            retriever.stats()
     with lfm.LLM(str(FIXTURE), ctx_size=256, parallel=1) as gen:
         assert gen.can_generate and gen.retriever is None
         with pytest.raises(lfm.LfmError, match="ask for a pooling"):
