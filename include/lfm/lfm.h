@@ -11,7 +11,7 @@
  *     or after the older sizeof, never in its tail padding (which an older caller's struct_size
  *     covers but does not set): the structs end without padding (4-byte fields come in pairs),
  *     except lfm_model_options, whose last 4 bytes stay unused. Fields marked [2] came with API
- *     level 2 (LFM_API_VERSION 2).
+ *     level 2 (LFM_API_VERSION 2), those marked [3] with level 3 (retrievers: lfm_embed, lfm_rerank).
  *   - Every function returns an lfm_status (LFM_OK is 0) and never aborts the process: a null
  *     handle or argument, bad JSON, a missing model, a request that cannot run are errors, and
  *     lfm_last_error() gives this thread's message for the last failing call.
@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define LFM_API_VERSION 2 /* this header's API level (lfm_api_version() gives the library's) */
+#define LFM_API_VERSION 3 /* this header's API level (lfm_api_version() gives the library's) */
 
 typedef enum lfm_status {
   LFM_OK = 0,
@@ -59,6 +59,7 @@ typedef enum lfm_status {
 typedef struct lfm_model lfm_model;
 typedef struct lfm_engine lfm_engine;
 typedef struct lfm_request lfm_request;
+typedef struct lfm_embeddings lfm_embeddings; /* [3] lfm_embed's results */
 
 /* This thread's message for the last call that did not return LFM_OK ("" if none). Valid until
  * this thread's next failing call. */
@@ -96,6 +97,16 @@ typedef struct lfm_model_info {
   int32_t eos_token;      /* -1 when none */
   int32_t has_vision;     /* [2] an LFM2-VL model whose prompts take images (lfm_prompt.n_images) */
   int32_t image_token;    /* [2] the image placeholder's id ("<image>"), -1 when none */
+  /* [3] can_generate: the model has a language-model head (engines run it; lfm_engine_create on
+   * a retriever is LFM_ERR_UNSUPPORTED). retriever: an lfm_retriever, what the checkpoint's
+   * sentence-transformers / PyLate files make it. embedding_dim: the width of lfm_embed's
+   * vectors (ColBERT: its Dense width; a generative model: its hidden size); embedding_max_tokens:
+   * the most ids one text may have as it enters the model (texts are cut to it, ids given must
+   * fit). Both 0 when the model cannot embed (e.g. a mixture of experts). */
+  int32_t can_generate;
+  int32_t retriever;
+  int64_t embedding_dim;
+  int64_t embedding_max_tokens;
 } lfm_model_info;
 LFM_API lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out);
 
@@ -314,6 +325,103 @@ LFM_API lfm_status lfm_request_run(lfm_request* request, lfm_event_callback call
 LFM_API lfm_status lfm_request_cancel(lfm_request* request);
 /* Cancels it if still running and releases it. NULL: a no-op. */
 LFM_API lfm_status lfm_request_free(lfm_request* request);
+
+/* ---- Retrievers [3] ----------------------------------------------------------------------- */
+/* LFM2.5-Embedding (one vector per text, scored by cosine) and the ColBERT models (one vector per
+ * token, scored by MaxSim), run on a model handle (no engine), as their sentence-transformers /
+ * PyLate files prescribe: the query or document prompt / prefix, truncation to the model's
+ * lengths, query expansion, pooling, the Dense projection, normalisation, the skiplist. A text's
+ * vectors are the same alone or with any other texts. Calls on one model take turns. Every limit
+ * is checked before the model runs; a refused call changes nothing. */
+
+typedef enum lfm_retriever {
+  LFM_RETRIEVER_NONE = 0,    /* no sentence-transformers / PyLate files (e.g. a generative model) */
+  LFM_RETRIEVER_DENSE = 1,   /* one pooled vector per text, cosine (LFM2.5-Embedding) */
+  LFM_RETRIEVER_COLBERT = 2  /* one vector per token, MaxSim (LFM2.5-ColBERT, LFM2-ColBERT) */
+} lfm_retriever;
+typedef enum lfm_input_type {
+  LFM_INPUT_NONE = 0,     /* the text as it is */
+  LFM_INPUT_QUERY = 1,    /* the model's query prompt / prefix (ColBERT: expanded to its query length) */
+  LFM_INPUT_DOCUMENT = 2  /* the model's document prompt / prefix (ColBERT: the skiplist applies) */
+} lfm_input_type;
+typedef enum lfm_pooling {
+  LFM_POOLING_DEFAULT = 0, /* the model's own (a model that is no retriever has none: refused) */
+  LFM_POOLING_CLS = 1,     /* the first token's vector */
+  LFM_POOLING_MEAN = 2,
+  LFM_POOLING_LAST = 3,
+  LFM_POOLING_NONE = 4     /* one vector per token */
+} lfm_pooling;
+
+#define LFM_EMBED_MAX_TEXTS 4096        /* texts per lfm_embed call; documents per lfm_rerank call */
+#define LFM_EMBED_MAX_TOKENS 1048576    /* ids entering the model per lfm_embed call, all texts together;
+                                         * its vectors may take at most 1 GiB (rows x dim x 4 bytes) */
+
+typedef struct lfm_embed_request {
+  size_t struct_size;
+  /* n_texts inputs (1 to LFM_EMBED_MAX_TEXTS), either all texts or all token ids:
+   *   texts: UTF-8 (else LFM_ERR_INVALID_ARGUMENT naming texts[i] and the byte), text_lengths[i]
+   *     bytes each, or NUL-terminated when text_lengths is NULL; they need the model's tokenizer
+   *     (else LFM_ERR_UNSUPPORTED), take the input type's prompt / prefix and are cut to the
+   *     model's length (lfm_embedding.truncated says so);
+   *   ids: ids[i] holds n_ids[i] token ids, used as they are (no prompt, prefix, expansion or
+   *     truncation): 1 to lfm_model_info.embedding_max_tokens of them, each in the vocabulary. */
+  size_t n_texts;
+  const char* const* texts;
+  const size_t* text_lengths;
+  const int32_t* const* ids;
+  const size_t* n_ids;
+  int32_t input_type; /* lfm_input_type (default LFM_INPUT_NONE) */
+  /* lfm_pooling. A model that is no retriever embeds only when asked for a pooling: its final
+   * hidden states, pooled, not normalised (LFM_POOLING_DEFAULT: LFM_ERR_UNSUPPORTED). A ColBERT
+   * model keeps one vector per token (only DEFAULT or NONE). */
+  int32_t pooling;
+} lfm_embed_request;
+LFM_API lfm_status lfm_embed_request_init(lfm_embed_request* request);
+
+/* Embeds every input of the request; *out holds the results until lfm_embeddings_free. */
+LFM_API lfm_status lfm_embed(lfm_model* model, const lfm_embed_request* request, lfm_embeddings** out);
+
+typedef struct lfm_embedding {
+  size_t struct_size;
+  int64_t rows;          /* 1 (a pooled vector) or one per token */
+  int64_t dim;           /* lfm_model_info.embedding_dim */
+  const float* values;   /* rows x dim, row after row */
+  const uint8_t* scored; /* per row, 1 where MaxSim reads it (a ColBERT document's skiplist zeroes
+                          * punctuation); NULL: every row */
+  const int32_t* ids;    /* the ids that entered the model (prompt, marker, expansion included) */
+  size_t n_ids;
+  int64_t input_tokens;  /* the text's own tokens, before prompt and truncation (usage) */
+  int32_t truncated;     /* nonzero: the text was cut to the model's length */
+  int32_t normalized;    /* nonzero: every row has unit L2 norm */
+} lfm_embedding;
+/* Input `index`'s result (0 to n_texts - 1); its pointers stay valid until lfm_embeddings_free. */
+LFM_API lfm_status lfm_embeddings_get(const lfm_embeddings* embeddings, size_t index, lfm_embedding* out);
+/* NULL: a no-op. */
+LFM_API lfm_status lfm_embeddings_free(lfm_embeddings* embeddings);
+
+typedef struct lfm_rerank_request {
+  size_t struct_size;
+  /* The query, one of: NUL-terminated UTF-8 text, or n_query_ids token ids (used as they are);
+   * embedded as LFM_INPUT_QUERY. */
+  const char* query;
+  const int32_t* query_ids;
+  size_t n_query_ids;
+  /* n_documents documents (1 to LFM_EMBED_MAX_TEXTS), as lfm_embed_request's inputs (texts with
+   * optional lengths, or ids), embedded as LFM_INPUT_DOCUMENT a group at a time (memory does not
+   * grow with their number). */
+  size_t n_documents;
+  const char* const* documents;
+  const size_t* document_lengths;
+  const int32_t* const* document_ids;
+  const size_t* n_document_ids;
+} lfm_rerank_request;
+LFM_API lfm_status lfm_rerank_request_init(lfm_rerank_request* request);
+
+/* Each document's relevance to the query: MaxSim for ColBERT, the cosine for a dense model (a
+ * model that is no retriever is LFM_ERR_UNSUPPORTED). scores[i] is document i's (n_documents of
+ * them); `order`, when not NULL, receives the document indexes best first (ties: lower index
+ * first). */
+LFM_API lfm_status lfm_rerank(lfm_model* model, const lfm_rerank_request* request, double* scores, size_t* order);
 
 #ifdef __cplusplus
 }

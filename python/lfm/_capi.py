@@ -16,7 +16,7 @@ c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
 
 # Each class lists the C struct's fields in the header's order with the same types (fields added
-# at API level 2 last, as in lfm.h); python/tests checks them against include/lfm/lfm.h.
+# at API levels 2 and 3 last, as in lfm.h); python/tests checks them against include/lfm/lfm.h.
 
 
 class ModelOptions(ctypes.Structure):
@@ -28,7 +28,9 @@ class ModelInfo(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("vocab_size", ctypes.c_int64), ("n_layers", ctypes.c_int64),
                 ("parameters", ctypes.c_int64), ("has_tokenizer", ctypes.c_int32),
                 ("has_chat_template", ctypes.c_int32), ("bos_token", ctypes.c_int32), ("eos_token", ctypes.c_int32),
-                ("has_vision", ctypes.c_int32), ("image_token", ctypes.c_int32)]
+                ("has_vision", ctypes.c_int32), ("image_token", ctypes.c_int32),
+                ("can_generate", ctypes.c_int32), ("retriever", ctypes.c_int32),
+                ("embedding_dim", ctypes.c_int64), ("embedding_max_tokens", ctypes.c_int64)]
 
 
 class EngineOptions(ctypes.Structure):
@@ -78,10 +80,34 @@ class Event(ctypes.Structure):
                 ("top_tokens", c_int32_p), ("top_logprobs", c_float_p), ("n_top", ctypes.c_size_t)]
 
 
+class EmbedRequest(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("n_texts", ctypes.c_size_t),
+                ("texts", ctypes.POINTER(ctypes.c_char_p)), ("text_lengths", ctypes.POINTER(ctypes.c_size_t)),
+                ("ids", ctypes.POINTER(c_int32_p)), ("n_ids", ctypes.POINTER(ctypes.c_size_t)),
+                ("input_type", ctypes.c_int32), ("pooling", ctypes.c_int32)]
+
+
+class Embedding(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("rows", ctypes.c_int64), ("dim", ctypes.c_int64),
+                ("values", c_float_p), ("scored", ctypes.POINTER(ctypes.c_uint8)), ("ids", c_int32_p),
+                ("n_ids", ctypes.c_size_t), ("input_tokens", ctypes.c_int64), ("truncated", ctypes.c_int32),
+                ("normalized", ctypes.c_int32)]
+
+
+class RerankRequest(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("query", ctypes.c_char_p), ("query_ids", c_int32_p),
+                ("n_query_ids", ctypes.c_size_t), ("n_documents", ctypes.c_size_t),
+                ("documents", ctypes.POINTER(ctypes.c_char_p)), ("document_lengths", ctypes.POINTER(ctypes.c_size_t)),
+                ("document_ids", ctypes.POINTER(c_int32_p)), ("n_document_ids", ctypes.POINTER(ctypes.c_size_t))]
+
+
 OK, ERR_INVALID_ARGUMENT, ERR_LOAD, ERR_UNSUPPORTED, ERR_BUSY, ERR_TIMEOUT, ERR_END, ERR_BUFFER_TOO_SMALL, ERR_INTERNAL = range(9)
 EVENT_TOKEN, EVENT_DONE = 1, 2
 FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "cancelled", 4: "error"}
 DRAFTERS = {"none": 0, "ngram": 1, "model": 2}
+INPUT_TYPES = {"none": 0, "query": 1, "document": 2}
+POOLINGS = {"cls": 1, "mean": 2, "last": 3, "none": 4}
+RETRIEVERS = {0: None, 1: "dense", 2: "colbert"}
 
 _P = ctypes.c_void_p
 _SIGNATURES = {
@@ -112,6 +138,13 @@ _SIGNATURES = {
     "lfm_request_next": ([_P, ctypes.POINTER(Event), ctypes.c_int32], ctypes.c_int),
     "lfm_request_cancel": ([_P], ctypes.c_int),
     "lfm_request_free": ([_P], ctypes.c_int),
+    "lfm_embed_request_init": ([ctypes.POINTER(EmbedRequest)], ctypes.c_int),
+    "lfm_embed": ([_P, ctypes.POINTER(EmbedRequest), ctypes.POINTER(_P)], ctypes.c_int),
+    "lfm_embeddings_get": ([_P, ctypes.c_size_t, ctypes.POINTER(Embedding)], ctypes.c_int),
+    "lfm_embeddings_free": ([_P], ctypes.c_int),
+    "lfm_rerank_request_init": ([ctypes.POINTER(RerankRequest)], ctypes.c_int),
+    "lfm_rerank": ([_P, ctypes.POINTER(RerankRequest), ctypes.POINTER(ctypes.c_double),
+                    ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int),
 }
 
 

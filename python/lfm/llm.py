@@ -287,18 +287,29 @@ class LLM:
         eo.kv_memory_bytes = _int("kv_memory_bytes", kv_memory_bytes, _INT64)
         eo.draft_model = _cstr("draft_model", str(draft_model)) if draft_model else None
         eo.draft_tokens = _int("draft_tokens", draft_tokens, _INT64)
+        info = _capi.ModelInfo()
+        info.struct_size = ctypes.sizeof(info)
         try:
-            _check(lib.lfm_engine_create(self._model, ctypes.byref(eo), ctypes.byref(self._engine)))
+            _check(lib.lfm_model_get_info(self._model, ctypes.byref(info)))
+            # A retriever has no engine: embed() and rerank() work, generation raises the reason.
+            self._no_engine: Optional[LfmError] = None
+            try:
+                _check(lib.lfm_engine_create(self._model, ctypes.byref(eo), ctypes.byref(self._engine)))
+            except LfmError as e:
+                if info.can_generate or e.status != _capi.ERR_UNSUPPORTED:
+                    raise
+                self._no_engine = e
         except LfmError:
             self.close()
             raise
-        info = _capi.ModelInfo()
-        info.struct_size = ctypes.sizeof(info)
-        _check(lib.lfm_model_get_info(self._model, ctypes.byref(info)))
         self.vocab_size = info.vocab_size
         self.has_tokenizer = bool(info.has_tokenizer)
         self.has_vision = bool(info.has_vision)
         self.image_token = info.image_token if info.image_token >= 0 else None
+        self.can_generate = bool(info.can_generate)
+        # "dense" (one vector per text, cosine), "colbert" (one per token, MaxSim) or None.
+        self.retriever = _capi.RETRIEVERS.get(info.retriever)
+        self.embedding_dim = info.embedding_dim
         self._next_id = 0
 
     # ---- text -----------------------------------------------------------------------------
@@ -354,7 +365,69 @@ class LLM:
         streams = [self._submit(None, c, tools, params, 0, tool_choice, images) for c in convs]
         return [self._finish(s, None) for s in streams]
 
+    # ---- retrievers -----------------------------------------------------------------------
+
+    def embed(self, texts: Union[str, Sequence[int], Sequence[str], Sequence[Sequence[int]]],
+              input_type: Optional[str] = None, pooling: Optional[str] = None) -> list[list[Any]]:
+        """Vectors of a retriever (LFM2.5-Embedding, the ColBERT models), one item per text, in order:
+        a list of floats (one pooled vector, as sentence-transformers' encode) or, per token (ColBERT,
+        or pooling="none"), a list of such rows (as PyLate's encode: a document's skiplisted tokens
+        are left out). `texts`: a string, token ids, or a list of either (all strings or all ids;
+        ids are used as they are). input_type: "query", "document" or None (the model's prompts /
+        prefixes); pooling: "cls", "mean", "last", "none" or None (the model's; a model that is no
+        retriever embeds only with one given)."""
+        items = self._inputs(texts, "texts")
+        r = _capi.EmbedRequest()
+        _check(_library().lfm_embed_request_init(ctypes.byref(r)))
+        keep = self._fill_inputs(items, "texts", r, "n_texts", "texts", "text_lengths", "ids", "n_ids")
+        r.input_type = self._choice("input_type", input_type or "none", _capi.INPUT_TYPES)
+        r.pooling = 0 if pooling is None else self._choice("pooling", pooling, _capi.POOLINGS)
+        handle = ctypes.c_void_p()
+        lib = _library()
+        _check(lib.lfm_embed(self._live_model(), ctypes.byref(r), ctypes.byref(handle)))
+        del keep
+        try:
+            out = []
+            for i in range(len(items)):
+                e = _capi.Embedding()
+                e.struct_size = ctypes.sizeof(e)
+                _check(lib.lfm_embeddings_get(handle, i, ctypes.byref(e)))
+                flat = e.values[:e.rows * e.dim]
+                rows = [flat[k * e.dim:(k + 1) * e.dim] for k in range(e.rows)]
+                if e.scored:
+                    rows = [row for k, row in enumerate(rows) if e.scored[k]]
+                per_token = e.rows > 1 or bool(e.scored) or pooling == "none" or self.retriever == "colbert"
+                out.append(rows if per_token else rows[0])
+            return out
+        finally:
+            lib.lfm_embeddings_free(handle)
+
+    def rerank(self, query: Union[str, Sequence[int]], documents: Sequence[Union[str, Sequence[int]]],
+               top_n: Optional[int] = None) -> list[tuple[int, float]]:
+        """(document index, relevance score) best first, the top_n best (None: all): MaxSim for a
+        ColBERT model, the cosine for a dense one. The query and the documents are strings or token
+        ids (used as they are), embedded as a query and as documents."""
+        docs = self._inputs(documents, "documents", single_ok=False)
+        r = _capi.RerankRequest()
+        _check(_library().lfm_rerank_request_init(ctypes.byref(r)))
+        keep = self._fill_inputs(docs, "documents", r, "n_documents", "documents", "document_lengths",
+                                 "document_ids", "n_document_ids")
+        if isinstance(query, str):
+            r.query = _cstr("query", query)
+        else:
+            q = _ints32("query token id", list(query))
+            keep.append(q)
+            r.query_ids, r.n_query_ids = ctypes.cast(q, _capi.c_int32_p), len(query)
+        n = len(docs)
+        scores = (ctypes.c_double * max(1, n))()
+        order = (ctypes.c_size_t * max(1, n))()
+        _check(_library().lfm_rerank(self._live_model(), ctypes.byref(r), scores, order))
+        ranked = [(int(order[k]), float(scores[order[k]])) for k in range(n)]
+        return ranked if top_n is None else ranked[:max(0, _int("top_n", top_n, _SIZE))]
+
     def stats(self) -> dict[str, int]:
+        if not self._engine and self._model and self._no_engine is not None:
+            raise LfmError(self._no_engine.status, self._no_engine.message)
         st = _capi.EngineStats()
         st.struct_size = ctypes.sizeof(st)
         _check(_library().lfm_engine_get_stats(self._engine, ctypes.byref(st)))
@@ -386,6 +459,8 @@ class LLM:
     def _submit(self, prompt: PromptType, messages, tools, params: SamplingParams, index: int,
                 tool_choice: Optional[str] = None, images: Optional[Sequence[ImageType]] = None) -> Stream:
         if not self._engine:
+            if self._model and self._no_engine is not None:
+                raise LfmError(self._no_engine.status, self._no_engine.message)
             raise LfmError(_capi.ERR_INVALID_ARGUMENT, "the LLM is closed")
         p = _capi.Prompt()
         _check(_library().lfm_prompt_init(ctypes.byref(p)))
@@ -441,6 +516,58 @@ class LLM:
         text = prompt if isinstance(prompt, str) else None
         ids = list(prompt) if prompt is not None and not isinstance(prompt, str) else None
         return RequestOutput(str(self._next_id - 1), text, ids, [out], True, s.usage)
+
+    def _live_model(self) -> ctypes.c_void_p:
+        if not self._model:
+            raise LfmError(_capi.ERR_INVALID_ARGUMENT, "the LLM is closed")
+        return self._model
+
+    @staticmethod
+    def _choice(name: str, value: Any, choices: Mapping[str, int]) -> int:
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+        return choices[value]
+
+    @staticmethod
+    def _inputs(texts: Any, name: str, single_ok: bool = True) -> list[Union[str, list[int]]]:
+        """A call's inputs: a list of strings or a list of id lists (a single one wrapped)."""
+        if single_ok and (isinstance(texts, str) or (isinstance(texts, Sequence) and len(texts) > 0
+                                                     and not isinstance(texts[0], (str, Sequence)))):
+            texts = [texts]
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise ValueError(f"{name} must be a list of strings or of token id lists, got {type(texts).__name__}")
+        items = [t if isinstance(t, str) else list(t) for t in texts]
+        if len({isinstance(t, str) for t in items}) > 1:
+            raise ValueError(f"{name} mixes strings and token ids: give one kind per call")
+        return items
+
+    @staticmethod
+    def _fill_inputs(items: list, name: str, r: Any, n_field: str, texts_field: str, lengths_field: str,
+                     ids_field: str, counts_field: str) -> list[Any]:
+        """Points the request's fields at the inputs (texts with their lengths, or ids); returns
+        what must stay alive while the call runs."""
+        n = len(items)
+        setattr(r, n_field, n)
+        if n == 0:
+            return []
+        if isinstance(items[0], str):
+            data = []
+            for i, t in enumerate(items):
+                try:
+                    data.append(t.encode("utf-8"))
+                except UnicodeEncodeError as e:
+                    raise ValueError(f"{name}[{i}] is not valid Unicode text: {e}") from None
+            ptrs = (ctypes.c_char_p * n)(*data)
+            lengths = (ctypes.c_size_t * n)(*[len(b) for b in data])
+            setattr(r, texts_field, ctypes.cast(ptrs, ctypes.POINTER(ctypes.c_char_p)))
+            setattr(r, lengths_field, ctypes.cast(lengths, ctypes.POINTER(ctypes.c_size_t)))
+            return [data, ptrs, lengths]
+        arrays = [_ints32(f"{name}[{i}] token id", t) for i, t in enumerate(items)]
+        ptrs = (_capi.c_int32_p * n)(*[ctypes.cast(a, _capi.c_int32_p) for a in arrays])
+        counts = (ctypes.c_size_t * n)(*[len(t) for t in items])
+        setattr(r, ids_field, ctypes.cast(ptrs, ctypes.POINTER(_capi.c_int32_p)))
+        setattr(r, counts_field, ctypes.cast(counts, ctypes.POINTER(ctypes.c_size_t)))
+        return [arrays, ptrs, counts]
 
     def _ids_call(self, call) -> list[int]:
         n = ctypes.c_size_t()

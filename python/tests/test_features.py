@@ -20,7 +20,9 @@ C_TYPES = {"size_t": ctypes.c_size_t, "int32_t": ctypes.c_int32, "int64_t": ctyp
            "uint64_t": ctypes.c_uint64, "float": ctypes.c_float, "double": ctypes.c_double}
 STRUCTS = {"lfm_model_options": _capi.ModelOptions, "lfm_model_info": _capi.ModelInfo,
            "lfm_engine_options": _capi.EngineOptions, "lfm_engine_stats": _capi.EngineStats,
-           "lfm_sampling_params": _capi.SamplingParamsC, "lfm_prompt": _capi.Prompt, "lfm_event": _capi.Event}
+           "lfm_sampling_params": _capi.SamplingParamsC, "lfm_prompt": _capi.Prompt, "lfm_event": _capi.Event,
+           "lfm_embed_request": _capi.EmbedRequest, "lfm_embedding": _capi.Embedding,
+           "lfm_rerank_request": _capi.RerankRequest}
 
 
 def header_fields(name):
@@ -58,7 +60,9 @@ def test_init_functions_agree_on_sizes_and_defaults():
     lib = lfm.llm._library()
     for cls, init in ((_capi.SamplingParamsC, lib.lfm_sampling_params_init), (_capi.Prompt, lib.lfm_prompt_init),
                       (_capi.EngineOptions, lib.lfm_engine_options_init),
-                      (_capi.ModelOptions, lib.lfm_model_options_init)):
+                      (_capi.ModelOptions, lib.lfm_model_options_init),
+                      (_capi.EmbedRequest, lib.lfm_embed_request_init),
+                      (_capi.RerankRequest, lib.lfm_rerank_request_init)):
         buf = (ctypes.c_char * 1024)()
         assert init(ctypes.cast(buf, ctypes.POINTER(cls))) == _capi.OK
         c = cls.from_buffer(buf)

@@ -199,6 +199,11 @@ lfm_status lfm_model_load(const char* path, const lfm_model_options* options, lf
                                                           capi::opt_str(t.eos_token()), capi::opt_str(t.pad_token()));
     }
     capi::load_image_setup(*s, local);
+    try {
+      s->embedder = std::make_unique<Embedder>(*s->model, s->tokenizer.get(), *s->backend);
+    } catch (const Error& e) {
+      s->embed_error = e.what();
+    }
     if (s->tokenizer) {
       s->chat = std::make_unique<ChatTurnBuilder>(*s->tokenizer, s->image_setup);
       s->chat_text = std::make_unique<ChatTurnBuilder>(*s->tokenizer);
@@ -227,6 +232,12 @@ lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out) {
     i.eos_token = s.tokenizer ? s.tokenizer->eos_id() : (c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0]);
     i.has_vision = s.image_setup != nullptr;
     i.image_token = s.image_setup ? s.image_setup->image_token_id : -1;
+    i.can_generate = c.has_lm_head && !c.bidirectional;
+    i.retriever = !s.model->retrieval() ? LFM_RETRIEVER_NONE
+                  : s.model->retrieval()->config().colbert() ? LFM_RETRIEVER_COLBERT
+                                                             : LFM_RETRIEVER_DENSE;
+    i.embedding_dim = s.embedder ? s.embedder->dim() : 0;
+    i.embedding_max_tokens = s.embedder ? s.embedder->max_tokens() : 0;
     lfm::capi::write_struct(out, i, "lfm_model_info");
   });
 }

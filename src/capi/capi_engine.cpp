@@ -54,6 +54,12 @@ lfm_status lfm_engine_create(lfm_model* model, const lfm_engine_options* options
     require(out != nullptr, "lfm_engine_create: out is NULL");
     *out = nullptr;
     const auto& state = capi::model_state(model);
+    // As Forward refuses it, but as the status a caller can act on: use lfm_embed instead.
+    const ModelConfig& mc = state.model->config();
+    if (!mc.has_lm_head || mc.bidirectional)
+      capi::fail(LFM_ERR_UNSUPPORTED, "lfm_engine_create: " + mc.architecture +
+                                    " has no language-model head: it is a retriever (lfm_embed, lfm_rerank) and "
+                                    "cannot generate");
     lfm_engine_options defaults;
     lfm_engine_options_init(&defaults);
     const lfm_engine_options o = capi::read_struct(options, defaults, "lfm_engine_options");

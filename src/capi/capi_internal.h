@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/chat_turn.h"
+#include "engine/embedder.h"
 #include "engine/engine.h"
 #include "engine/image_prompt.h"
 #include "kernels/backend.h"
@@ -44,6 +45,11 @@ struct lfm_model_state {
   std::unique_ptr<lfm::ChatTurnBuilder> chat;       // with a tokenizer; lays out images
   std::unique_ptr<lfm::ChatTurnBuilder> chat_text;  // the same, leaving each image token as it is
   bool bf16_activations = false;                    // as loaded (a draft model is loaded alike)
+  // Retrievers (capi_embed.cpp): the model's embedder, or null with embed_error saying why (a
+  // model the encoder cannot run). Its encoder keeps scratch buffers: one call at a time.
+  std::unique_ptr<lfm::Embedder> embedder;
+  std::string embed_error;
+  std::mutex embed_mu;
   ~lfm_model_state();
 };
 
