@@ -12,6 +12,8 @@
 namespace lfm {
 namespace {
 
+using test::normalized;
+
 using json = nlohmann::json;
 
 std::string join_ids(const json& ids) {
@@ -20,12 +22,6 @@ std::string join_ids(const json& ids) {
   return s;
 }
 
-std::vector<float> normalized(std::vector<float> v) {
-  double ss = 0;
-  for (float x : v) ss += double(x) * x;
-  for (float& x : v) x = static_cast<float>(x / std::sqrt(ss));
-  return v;
-}
 
 TEST(CliEmbed, IdsGiveTheReferenceVectors) {
   for (const char* f : {"lfm25_embedding_tiny_f32", "lfm25_colbert_tiny_f32", "lfm2_colbert_tiny_f32"}) {

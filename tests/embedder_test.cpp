@@ -15,10 +15,13 @@
 #include "kernels/backend_factory.h"
 #include "kernels/cpu_backend.h"
 #include "model/encoder.h"
+#include "retrieval_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
 namespace {
+
+using test::normalized;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -85,12 +88,6 @@ class EmbedderTest : public ::testing::Test {
   }
 };
 
-std::vector<float> normalized(std::vector<float> v) {
-  double ss = 0;
-  for (float x : v) ss += double(x) * x;
-  for (float& x : v) x = static_cast<float>(x / std::sqrt(ss));
-  return v;
-}
 
 TEST_F(EmbedderTest, SentenceTransformersPoolingAndNormalisation) {
   const std::vector<int32_t> ids = {1, 40, 41, 42, 43};

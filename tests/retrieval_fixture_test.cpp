@@ -20,17 +20,13 @@
 namespace lfm {
 namespace {
 
+using test::normalized;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr double kTol = 1e-4;
 
-std::vector<float> normalized(std::vector<float> v) {
-  double ss = 0;
-  for (float x : v) ss += double(x) * x;
-  for (float& x : v) x = static_cast<float>(x / std::max(std::sqrt(ss), 1e-12));
-  return v;
-}
 
 InputRole role_of(const json& t) {
   if (t["role"].is_null()) return InputRole::kPlain;

@@ -1,16 +1,28 @@
 // Helpers for tests of the retrievers (tests/data/retrieval: fixtures made by transformers).
 #pragma once
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
 namespace lfm::test {
+
+// v / ‖v‖ (the direction of a vector, as the fixtures record an unnormalised model's vectors).
+inline std::vector<float> normalized(std::vector<float> v) {
+  double ss = 0;
+  for (float x : v) ss += double(x) * x;
+  const double norm = std::max(std::sqrt(ss), 1e-12);
+  for (float& x : v) x = static_cast<float>(x / norm);
+  return v;
+}
 
 inline std::string retrieval_fixture(const std::string& name) { return test::data_dir() + "/retrieval/" + name; }
 

@@ -20,16 +20,12 @@
 namespace lfm {
 namespace {
 
+using test::normalized;
+
 using json = nlohmann::json;
 using test::post;
 using test::ServerProc;
 
-std::vector<float> normalized(std::vector<float> v) {
-  double ss = 0;
-  for (float x : v) ss += double(x) * x;
-  for (float& x : v) x = static_cast<float>(x / std::sqrt(ss));
-  return v;
-}
 
 class ServerEmbeddingsTest : public ::testing::Test {
  protected:
