@@ -4,7 +4,8 @@
 // serve_connection, the same as for accepted sockets) from memory: cpp-httplib's request parsing,
 // the framing checks, keep-alive and pipelining, every route and the engine behind them (a
 // 2-layer model with the test tokenizer and LFM2's chat template, on the reference backend,
-// context 48 so that generation stays short). What it checks:
+// context 48 so that generation stays short; /v1/embeddings and /v1/rerank on its hidden states).
+// What it checks:
 //   * no response is a 500 (an exception the handlers did not expect) and what the server writes
 //     is a sequence of well-formed HTTP/1.1 responses (status line, headers, a body framed by
 //     Content-Length or chunked encoding);
@@ -33,6 +34,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/embedder.h"
+#include "engine/embedding_service.h"
 #include "engine/engine.h"
 #include "formats/safetensors_writer.h"
 #include "kernels/backend.h"
@@ -105,6 +108,12 @@ struct Running {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Engine> engine;
+  // /v1/embeddings and /v1/rerank: the same model's hidden states (lfm serve --embeddings), on a
+  // backend of their own beside the engine's.
+  ThreadPool embed_pool{1};
+  std::unique_ptr<Backend> embed_backend = make_reference_backend(embed_pool);
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<EmbeddingService> embeddings;
   std::unique_ptr<server::Server> server;
   std::thread thread;
   int port = 0;
@@ -117,7 +126,6 @@ Running& running() {
     try {
       const std::string dir = write_model();
       LoadOptions load;
-      load.backend = x->backend.get();
       load.run_on = x->backend.get();
       x->model = load_model(dir, load);
       x->tok = load_tokenizer(dir);
@@ -132,6 +140,13 @@ Running& running() {
     eo.state.draft_tokens = 4;
     eo.max_queued = 16;
     x->engine = std::make_unique<Engine>(*x->model, *x->backend, x->tok.get(), eo);
+    EmbedderOptions emb;
+    emb.pooling = Pooling::kLast;
+    emb.normalize = true;
+    x->embedder = std::make_unique<Embedder>(*x->model, x->tok.get(), *x->embed_backend, emb);
+    EmbeddingServiceOptions eso;
+    eso.max_tokens_per_call = 4096;  // small: the harness's inputs are at most a few KB
+    x->embeddings = std::make_unique<EmbeddingService>(*x->embedder, eso);
     server::ServerOptions so;
     so.port = 0;
     so.http_threads = 4;
@@ -139,7 +154,8 @@ Running& running() {
     so.request_read_timeout_s = 5;
     so.max_body_bytes = 256 << 10;
     so.model_name = "fuzz";
-    x->server = std::make_unique<server::Server>(*x->engine, x->tok.get(), so);
+    so.max_rerank_documents = 32;
+    x->server = std::make_unique<server::Server>(x->engine.get(), x->embeddings.get(), x->tok.get(), so);
     x->port = x->server->bind();
     x->thread = std::thread([x] { x->server->run(); });
     return x;
