@@ -180,7 +180,7 @@ TEST_P(GgufRetrieval, ReconvertingTheGgufGivesTheSameBytes) {
   auto m = load_model(first, LoadOptions{.pack = false});
   const auto head = gguf::retrieval_config_from_gguf(*src, m->config());
   ASSERT_TRUE(head);
-  const auto dense = gguf::gguf_dense_source(src);
+  const auto dense = gguf::gguf_dense_source(*src);
   gguf::ExportOptions opt;
   opt.threads = 2;
   opt.name = "fixture";
@@ -218,6 +218,25 @@ TEST_P(GgufRetrieval, LossyTypesLoadAndStayClose) {
     std::printf("[ %s ] %s: max |Δ| of the unit vectors vs F32 %.3g (bound %.3g)\n", GetParam().c_str(),
                 gguf::file_type_label(ft), worst, tol);
     EXPECT_LT(worst, tol);
+  }
+}
+
+// The command line: `lfm convert` of the folder, then `lfm embed` on the file prints what it prints
+// for the folder (the file has no tokenizer: ids only).
+TEST_P(GgufRetrieval, CliConvertThenEmbedPrintsWhatTheFolderGives) {
+  const std::string out = (dir_.path() / "cli.gguf").string();
+  const test::RunResult conv = test::run_lfm("convert -q -t 1 --type f32 -m " + folder_ + " -o " + out);
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  for (const json& t : ref_["texts"]) {
+    std::string ids;
+    for (int id : t["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    const std::string args = std::string(t["role"].is_null() ? "" : " --" + t["role"].get<std::string>()) +
+                             " -t 1 --json --ids " + ids;
+    const test::RunResult a = test::run_lfm("embed -m " + folder_ + args, test::Stderr::kDiscard);
+    const test::RunResult b = test::run_lfm("embed -m " + out + args, test::Stderr::kDiscard);
+    ASSERT_EQ(a.code, 0) << t["name"];
+    ASSERT_EQ(b.code, 0) << t["name"] << ": " << test::run_lfm("embed -m " + out + args).out;
+    EXPECT_EQ(a.out, b.out) << t["name"];
   }
 }
 

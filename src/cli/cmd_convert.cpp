@@ -71,7 +71,7 @@ int run_convert(int argc, char** argv) {
     opt.extra = gguf::tokenizer_metadata_from_gguf(*src);
     if (const gguf::Value* v = src->find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
     head = gguf::retrieval_config_from_gguf(*src, m->config());
-    dense = gguf::gguf_dense_source(src);
+    dense = gguf::gguf_dense_source(*src);
   } else {
     opt.extra = gguf::tokenizer_metadata_from_folder(input, m->config().vocab_size);
     head = read_retrieval_config(input, m->config().hidden_size);

@@ -1,5 +1,8 @@
 #include "model/gguf_retrieval.h"
 
+#include <cstring>
+
+#include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "core/limits.h"
 
@@ -75,15 +78,21 @@ std::vector<std::string> punctuation_words() {
   return out;
 }
 
+// The Dense weights are copied out of the mapping: a Model lets go of its file once its own
+// weights are prepared (Model::detach_from_files keeps only what the backbone still reads), which
+// would leave a view into the file reading zeros. The copy is small (out × d, 512 KiB at F32 for
+// the 350M models) and the file's pages for it are dropped with the rest.
 class DenseSource : public MapTensorSource {
  public:
-  DenseSource(std::shared_ptr<const GgufFile> file, const TensorInfo& t) : file_(std::move(file)) {
-    origin_ = "'" + file_->path() + "' (" + kDenseTensor + ")";
-    tensors_.emplace("linear.weight", TensorView{t.dtype, std::vector<int64_t>(t.ne.rbegin(), t.ne.rend()), t.data, t.nbytes});
+  DenseSource(const GgufFile& file, const TensorInfo& t) : bytes_(t.nbytes) {
+    origin_ = "'" + file.path() + "' (" + kDenseTensor + ")";
+    std::memcpy(bytes_.data(), t.data, t.nbytes);
+    tensors_.emplace("linear.weight", TensorView{t.dtype, std::vector<int64_t>(t.ne.rbegin(), t.ne.rend()),
+                                                 static_cast<const uint8_t*>(bytes_.data()), t.nbytes});
   }
 
  private:
-  std::shared_ptr<const GgufFile> file_;  // keeps the mapping alive
+  AlignedBuffer bytes_;
 };
 
 }  // namespace
@@ -155,8 +164,8 @@ std::optional<RetrievalConfig> retrieval_config_from_gguf(const GgufFile& f, con
   return r;
 }
 
-std::shared_ptr<const TensorSource> gguf_dense_source(std::shared_ptr<const GgufFile> file) {
-  const TensorInfo* t = file->find_tensor(kDenseTensor);
+std::shared_ptr<const TensorSource> gguf_dense_source(const GgufFile& file) {
+  const TensorInfo* t = file.find_tensor(kDenseTensor);
   if (!t) return nullptr;
   return std::make_shared<DenseSource>(file, *t);
 }

@@ -48,9 +48,10 @@ bool gguf_is_retriever(const GgufFile& f, const std::string& arch);
 // the key without the tensor, a Dense bias, or a malformed retrieval.* key.
 std::optional<RetrievalConfig> retrieval_config_from_gguf(const GgufFile& f, const ModelConfig& cfg);
 
-// dense_2.weight presented as a Dense module: one tensor "linear.weight" [out, d] (a view into the
-// mapped file), what RetrievalHead reads. Null when the file has none.
-std::shared_ptr<const TensorSource> gguf_dense_source(std::shared_ptr<const GgufFile> file);
+// dense_2.weight presented as a Dense module: one tensor "linear.weight" [out, d], what
+// RetrievalHead reads; a copy of the bytes, so it outlives the Model letting go of the file. Null
+// when the file has none.
+std::shared_ptr<const TensorSource> gguf_dense_source(const GgufFile& file);
 
 // The metadata that writes `r` back (the keys above, under `arch`). attention.causal is a fact
 // of the backbone and comes with the model's metadata (convert/gguf_export.h).
