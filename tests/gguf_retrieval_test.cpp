@@ -221,12 +221,17 @@ TEST_P(GgufRetrieval, LossyTypesLoadAndStayClose) {
   }
 }
 
-// The command line: `lfm convert` of the folder, then `lfm embed` on the file prints what it prints
-// for the folder (the file has no tokenizer: ids only).
+// The command line: `lfm convert` of the folder (and of the file again), then `lfm embed` on the
+// file prints what it prints for the folder (the file has no tokenizer: ids only).
 TEST_P(GgufRetrieval, CliConvertThenEmbedPrintsWhatTheFolderGives) {
   const std::string out = (dir_.path() / "cli.gguf").string();
   const test::RunResult conv = test::run_lfm("convert -q -t 1 --type f32 -m " + folder_ + " -o " + out);
   ASSERT_EQ(conv.code, 0) << conv.out;
+  // GGUF → GGUF through the command keeps every byte (the head included).
+  const std::string again = (dir_.path() / "cli_again.gguf").string();
+  const test::RunResult reconv = test::run_lfm("convert -q -t 1 --type f32 -m " + out + " -o " + again);
+  ASSERT_EQ(reconv.code, 0) << reconv.out;
+  EXPECT_EQ(test::read_file(out), test::read_file(again));
   for (const json& t : ref_["texts"]) {
     std::string ids;
     for (int id : t["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);

@@ -67,11 +67,11 @@ int run_convert(int argc, char** argv) {
   std::optional<RetrievalConfig> head;
   std::shared_ptr<const TensorSource> dense;
   if (fs::is_regular_file(input)) {
-    auto src = std::make_shared<const gguf::GgufFile>(input);
-    opt.extra = gguf::tokenizer_metadata_from_gguf(*src);
-    if (const gguf::Value* v = src->find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
-    head = gguf::retrieval_config_from_gguf(*src, m->config());
-    dense = gguf::gguf_dense_source(*src);
+    const gguf::GgufFile src(input);
+    opt.extra = gguf::tokenizer_metadata_from_gguf(src);
+    if (const gguf::Value* v = src.find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
+    head = gguf::retrieval_config_from_gguf(src, m->config());
+    dense = gguf::gguf_dense_source(src);
   } else {
     opt.extra = gguf::tokenizer_metadata_from_folder(input, m->config().vocab_size);
     head = read_retrieval_config(input, m->config().hidden_size);
