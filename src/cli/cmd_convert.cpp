@@ -14,6 +14,8 @@
 #include "convert/mmproj_export.h"
 #include "model/model.h"
 #include "model/gguf_model.h"
+#include "model/gguf_retrieval.h"
+#include "model/retrieval.h"
 
 namespace lfm::cli {
 namespace {
@@ -61,17 +63,26 @@ int run_convert(int argc, char** argv) {
     check_output_spares_input(mmproj_out, input == model ? model : input, "convert: --mmproj-output");
   }
   auto m = load_model(input, LoadOptions{.pack = false});
+  // A retriever's head (pooling, prompts, PyLate facts, the Dense projection) goes along.
+  std::optional<RetrievalConfig> head;
+  std::shared_ptr<const TensorSource> dense;
   if (fs::is_regular_file(input)) {
-    gguf::GgufFile src(input);
+    const gguf::GgufFile src(input);
     opt.extra = gguf::tokenizer_metadata_from_gguf(src);
     if (const gguf::Value* v = src.find("general.name"); v && v->type == gguf::ValueType::STRING) opt.name = v->str;
+    head = gguf::retrieval_config_from_gguf(src, m->config());
+    dense = gguf::gguf_dense_source(src);
   } else {
     opt.extra = gguf::tokenizer_metadata_from_folder(input, m->config().vocab_size);
+    head = read_retrieval_config(input, m->config().hidden_size);
+    if (head && head->dense_out > 0) dense = open_dense_module(input);
     // A Hub snapshot folder is named by its commit: name the output after the repository instead.
     opt.name = fs::path(input == model ? model : model.substr(0, model.find_first_of(":@"))).lexically_normal().filename().string();
     if (opt.name.empty()) opt.name = fs::absolute(model).parent_path().filename().string();
   }
   if (!name.empty()) opt.name = name;
+  if (head) opt.retrieval = &*head;
+  opt.dense = dense.get();
   gguf::SourceRowProducer rows(m->source());
   const gguf::ExportStats st = gguf::write_gguf_model(out, m->config(), rows, opt);
   if (!quiet) {

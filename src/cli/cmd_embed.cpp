@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/embedder.h"
+#include "formats/gguf_reader.h"
 #include "tokenizer/load_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,6 +21,12 @@ namespace {
 std::unique_ptr<Tokenizer> tokenizer_for(const std::string& model, bool optional) {
   namespace fs = std::filesystem;
   if (optional && fs::is_directory(model) && !fs::exists(fs::path(model) / "tokenizer.json")) return nullptr;
+  // A GGUF converted from a folder without tokenizer.json names the tokenizer model "none".
+  if (optional && fs::is_regular_file(model) && is_gguf_path(model)) {
+    const gguf::GgufFile f(model);
+    const gguf::Value* kind = f.find("tokenizer.ggml.model");
+    if (!kind || (kind->type == gguf::ValueType::STRING && kind->str == "none")) return nullptr;
+  }
   return load_tokenizer(model);
 }
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/gguf_names.h"
+#include "model/gguf_retrieval.h"
 #include "formats/gguf_writer.h"
 #include "kernels/dequant.h"
 #include "convert/quant.h"
@@ -24,9 +25,10 @@ struct Planned {
   std::vector<int64_t> ne;  // ggml order
   DType type = DType::F32;
   std::vector<ExpectedTensor> parts;
+  bool dense = false;  // rows come from ExportOptions::dense, not the model's weights
 };
 
-std::vector<Planned> plan_tensors(const ModelConfig& cfg, const QuantPolicy& policy) {
+std::vector<Planned> plan_tensors(const ModelConfig& cfg, const QuantPolicy& policy, const ExportOptions& opt) {
   std::vector<Planned> plan;
   std::map<std::string, size_t> stacked;
   for (const ExpectedTensor& t : expected_tensors(cfg, cfg.has_lm_head && !cfg.tie_embeddings)) {
@@ -49,6 +51,12 @@ std::vector<Planned> plan_tensors(const ModelConfig& cfg, const QuantPolicy& pol
       stacked[*g] = plan.size();
     }
     plan.push_back({*g, std::move(ne), DType::F32, {t}});
+  }
+  if (opt.retrieval && opt.retrieval->dense_out > 0) {
+    LFM_CHECK(opt.dense, "convert: the retriever has a Dense projection of width ", opt.retrieval->dense_out,
+              " but no weights were given for it");
+    const int64_t out = opt.retrieval->dense_out, d = cfg.hidden_size;
+    plan.push_back({kDenseTensor, {d, out}, DType::F32, {ExpectedTensor{"linear.weight", {out, d}, true}}, true});
   }
   for (Planned& p : plan) p.type = policy.choose(p.name, p.ne);
   return plan;
@@ -126,6 +134,9 @@ std::vector<std::pair<std::string, Value>> model_metadata(const ModelConfig& c, 
   kv.emplace_back(a + ".attention.layer_norm_rms_epsilon", Value::of_f32(c.norm_eps));
   kv.emplace_back(a + ".vocab_size", u32(c.vocab_size));
   kv.emplace_back(a + ".shortconv.l_cache", u32(c.conv_kernel));
+  // llama.cpp reads it for every architecture: the bidirectional retrievers' attention and the
+  // centred short conv (src/models/lfm2.cpp pads the conv window symmetrically when not causal).
+  if (c.bidirectional) kv.emplace_back(a + ".attention.causal", Value::of_bool(false));
   if (c.is_moe()) {
     kv.emplace_back(a + ".expert_count", u32(c.n_experts));
     kv.emplace_back(a + ".expert_used_count", u32(c.n_experts_used));
@@ -149,13 +160,15 @@ ExportStats write_gguf_model(const std::string& path, const ModelConfig& cfg, Ro
                              const ExportOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const QuantPolicy policy(opt.type, cfg);
-  const std::vector<Planned> plan = plan_tensors(cfg, policy);
+  const std::vector<Planned> plan = plan_tensors(cfg, policy, opt);
   for (const Planned& p : plan)
     LFM_CHECK(dtype_encodable(p.type), "convert: tensor '", p.name, "' needs type ", dtype_name(p.type),
               " for which lfm has no encoder");
 
   GgufWriter w;
   for (auto& [k, v] : model_metadata(cfg, opt.name, opt.type)) w.set(k, v);
+  if (opt.retrieval)
+    for (auto& [k, v] : retrieval_metadata(*opt.retrieval, cfg.is_moe() ? "lfm2moe" : "lfm2")) w.set(k, v);
   // A file without a vocabulary must still name a tokenizer model for llama.cpp ("none").
   if (!w.get("tokenizer.ggml.model")) {
     bool has = false;
@@ -170,6 +183,8 @@ ExportStats write_gguf_model(const std::string& path, const ModelConfig& cfg, Ro
   }
   w.begin(path);
 
+  std::unique_ptr<SourceRowProducer> dense_rows;
+  if (opt.dense) dense_rows = std::make_unique<SourceRowProducer>(*opt.dense);
   ThreadPool pool(opt.threads);
   Progress progress(opt.progress, w.total_data_bytes());
   uint64_t done = 0;
@@ -187,7 +202,7 @@ ExportStats write_gguf_model(const std::string& path, const ModelConfig& cfg, Ro
       bytes.resize(static_cast<size_t>(chunk) * row_bytes);
       for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = std::min(chunk, rows - r0);
-        weights.rows(part, r0, n, f32.data());
+        (p.dense ? *dense_rows : weights).rows(part, r0, n, f32.data());
         pool.parallel_for(n, 16, [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r)
             quantize_row(p.type, f32.data() + r * cols, bytes.data() + static_cast<size_t>(r) * row_bytes, cols);

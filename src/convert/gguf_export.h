@@ -14,6 +14,7 @@
 #include "formats/gguf_reader.h"
 #include "convert/quant_policy.h"
 #include "model/config.h"
+#include "model/retrieval.h"
 #include "formats/tensor_source.h"
 #include "model/weights.h"
 
@@ -38,7 +39,8 @@ class SourceRowProducer : public RowProducer {
 };
 
 // The llama.cpp metadata for a config: general.*, <arch>.*, and tokenizer.ggml.{bos,eos,padding}
-// token ids (the tokenizer's vocabulary comes separately, see tokenizer_metadata_*).
+// token ids (the tokenizer's vocabulary comes separately, see tokenizer_metadata_*); a bidirectional
+// backbone gets <arch>.attention.causal = false, as llama.cpp's converter writes it.
 std::vector<std::pair<std::string, Value>> model_metadata(const ModelConfig& cfg, const std::string& name,
                                                           FileType ft);
 
@@ -47,6 +49,11 @@ struct ExportOptions {
   std::string name = "LFM2";  // general.name
   // Extra metadata (tokenizer.*, general.*), added after and overriding model_metadata().
   std::vector<std::pair<std::string, Value>> extra;
+  // A retriever's head (model/gguf_retrieval.h): llama.cpp's pooling_type / embedding_length_out,
+  // lfm's retrieval.* keys and, with a Dense projection, the tensor dense_2.weight read from
+  // `dense` ("linear.weight" [out, d]).
+  const RetrievalConfig* retrieval = nullptr;
+  const TensorSource* dense = nullptr;
   bool progress = false;  // a progress bar on stderr (only drawn when stderr is a terminal)
   int threads = 0;        // quantization threads (0: hardware concurrency)
 };

@@ -1,7 +1,9 @@
 #include "model/gguf_model.h"
 
 #include "core/error.h"
+#include "model/gguf_retrieval.h"
 #include "model/mmproj.h"
+#include "model/retrieval.h"
 #include "model/model.h"
 #include "model/vision_model.h"
 
@@ -11,7 +13,14 @@ namespace lfm {
 std::unique_ptr<Model> load_gguf_model(const std::string& path, const LoadOptions& options) {
   auto file = std::make_shared<const gguf::GgufFile>(path);
   ModelConfig cfg = gguf::config_from_gguf(*file);
+  // The retriever's head is checked whether or not it is prepared (a convert reads it again). Its
+  // Dense weights are copied out BEFORE the Model is made: the Model may let go of the file
+  // (Model::detach_from_files), after which the tensor's pages read as zeros.
+  std::optional<RetrievalConfig> head = gguf::retrieval_config_from_gguf(*file, cfg);
+  std::shared_ptr<const TensorSource> dense = head && options.pack ? gguf::gguf_dense_source(*file) : nullptr;
   auto model = std::make_unique<Model>(cfg, std::make_unique<gguf::GgufTensorSource>(file), options);
+  if (head && options.pack)
+    model->set_retrieval(std::make_shared<RetrievalHead>(std::move(*head), std::move(dense), cfg.hidden_size, options.backend));
   if (!options.mmproj.empty() && options.pack) {
     // The image token is the language model's "<image>" (LFM2-VL's id 396 when the vocabulary
     // does not name it).

@@ -8,6 +8,7 @@
 #include "core/limits.h"
 #include "model/gguf_model.h"
 #include "model/gguf_names.h"
+#include "model/gguf_retrieval.h"
 
 namespace lfm {
 
@@ -16,6 +17,8 @@ namespace gguf {
 GgufTensorSource::GgufTensorSource(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {
   origin_ = file_->path();
   for (const TensorInfo& t : file_->tensors()) {
+    // A retriever's Dense projection is the head's, not the backbone's (gguf_dense_source).
+    if (t.name == kDenseTensor || t.name == kDenseBias) continue;
     const std::optional<MappedName> m = hf_name_from_gguf(t.name);
     LFM_CHECK(m, "gguf: '", origin_, "': tensor '", t.name, "' is not part of the LFM2 GGUF layout");
     std::vector<int64_t> shape(t.ne.rbegin(), t.ne.rend());  // ggml {ne0, ne1, ...} → PyTorch [..., ne1, ne0]
@@ -94,6 +97,17 @@ ModelConfig config_from_metadata(const GgufFile& f) {
   ModelConfig c;
   c.model_type = moe ? "lfm2_moe" : "lfm2";
   c.architecture = moe ? "Lfm2MoeForCausalLM" : "Lfm2ForCausalLM";
+  // A retriever (llama.cpp's converter keeps the architecture `lfm2` for Lfm2Model and
+  // Lfm2BidirectionalModel) is a base model: hidden states, no LM head.
+  if (gguf_is_retriever(f, arch)) {
+    const Value* causal = f.find(arch + ".attention.causal");
+    c.bidirectional = causal && !causal->as_bool(arch + ".attention.causal");
+    LFM_CHECK(!(moe && c.bidirectional), "gguf: '", f.path(), "': ", arch,
+              ".attention.causal = false: a bidirectional LFM2-MoE is not supported");
+    c.has_lm_head = false;
+    c.architecture = c.bidirectional ? "Lfm2BidirectionalModel" : moe ? "Lfm2MoeModel" : "Lfm2Model";
+    LFM_CHECK(!f.find_tensor("output.weight"), "gguf: '", f.path(), "' is a retriever (no LM head) but has tensor 'output.weight'");
+  }
   if (const Value* ft = f.find("general.file_type")) {
     std::string n = file_type_name(ft->as_int("general.file_type"));
     std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return std::tolower(ch); });

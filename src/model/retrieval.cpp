@@ -170,22 +170,29 @@ RetrievalHead::RetrievalHead(RetrievalConfig cfg, std::shared_ptr<const TensorSo
   prepared_ = backend ? backend->prepare_weights(set) : prepare_cpu_weights(set);
 }
 
+std::shared_ptr<const TensorSource> open_dense_module(const std::string& folder) {
+  const fs::path modules_file = fs::path(folder) / "modules.json";
+  if (!fs::exists(modules_file)) return nullptr;
+  const json modules = read_json_file(modules_file);
+  LFM_CHECK(modules.is_array(), "retriever: '", modules_file.string(), "' is not a JSON array");
+  std::shared_ptr<const TensorSource> dense;
+  for (const json& m : modules) {
+    if (!m.is_object()) continue;  // read_retrieval_config names it
+    const std::string type = m.value("type", "");
+    if (!type.ends_with("models.Dense") && !type.ends_with("models.Dense.Dense")) continue;
+    const fs::path dir = fs::path(folder) / m.value("path", "");
+    LFM_CHECK(fs::exists(dir / "model.safetensors"), "retriever: '", dir.string(),
+              "' has no model.safetensors (a pytorch_model.bin Dense module is not read: save it as safetensors)");
+    dense = std::make_shared<SafetensorsCheckpoint>(dir.string());
+  }
+  return dense;
+}
+
 std::shared_ptr<const RetrievalHead> load_retrieval_head(const std::string& folder, int64_t hidden_size,
                                                          Backend* backend) {
   auto cfg = read_retrieval_config(folder, hidden_size);
   if (!cfg) return nullptr;
-  std::shared_ptr<const TensorSource> dense;
-  if (cfg->dense_out > 0) {
-    const json modules = read_json_file(fs::path(folder) / "modules.json");
-    for (const json& m : modules) {
-      const std::string type = m.value("type", "");
-      if (!type.ends_with("models.Dense") && !type.ends_with("models.Dense.Dense")) continue;
-      const fs::path dir = fs::path(folder) / m.value("path", "");
-      LFM_CHECK(fs::exists(dir / "model.safetensors"), "retriever: '", dir.string(),
-                "' has no model.safetensors (a pytorch_model.bin Dense module is not read: save it as safetensors)");
-      dense = std::make_shared<SafetensorsCheckpoint>(dir.string());
-    }
-  }
+  std::shared_ptr<const TensorSource> dense = cfg->dense_out > 0 ? open_dense_module(folder) : nullptr;
   return std::make_shared<RetrievalHead>(std::move(*cfg), std::move(dense), hidden_size, backend);
 }
 

@@ -7,7 +7,7 @@
 //     d → 128 projection); every token's vector L2-normalised; query/document prefixes, query
 //     expansion to `query_length`, `document_length`, a skiplist of punctuation for documents
 //     (config_sentence_transformers.json). Scored by MaxSim.
-// GGUF files carry the same facts as metadata (model/gguf_model.h).
+// GGUF files carry the same facts as metadata (model/gguf_retrieval.h).
 #pragma once
 
 #include <cstdint>
@@ -70,6 +70,9 @@ class RetrievalHead {
 // The sentence-transformers / PyLate files of a checkpoint folder (nullopt: it has none, it is
 // not a retriever). Throws lfm::Error naming the file and key for anything malformed.
 std::optional<RetrievalConfig> read_retrieval_config(const std::string& folder, int64_t hidden_size);
+// The Dense module's weights of a checkpoint folder (its model.safetensors: "linear.weight"), or
+// null when modules.json names no Dense module.
+std::shared_ptr<const TensorSource> open_dense_module(const std::string& folder);
 // The head of a checkpoint folder (its Dense weights from the module's folder), or null.
 std::shared_ptr<const RetrievalHead> load_retrieval_head(const std::string& folder, int64_t hidden_size,
                                                          Backend* backend);
