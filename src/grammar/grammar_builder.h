@@ -32,6 +32,7 @@ class GrammarBuilder {
   // What one rule and one element cost in memory while building and in the finished Grammar
   // (names, map nodes, vectors), charged to the budget before they are made.
   static constexpr uint64_t kRuleBytes = 256, kElementBytes = 2 * sizeof(Element);
+  static constexpr uint64_t kRuleSteps = 160;  // a new rule's work in element steps (grammar_builder.cpp)
 
   // Work and memory are charged to `budget` as the grammar grows (null: a default WorkBudget).
   explicit GrammarBuilder(WorkBudget* budget = nullptr) : budget_(budget) {}
