@@ -52,6 +52,12 @@ double answered(httplib::Client& c, const std::string& route, int status) {
   return at == std::string::npos ? -1 : std::stod(r->body.substr(at + key.size()));
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kPromptSeconds = 60;
+#else
+constexpr double kPromptSeconds = 10;
+#endif
+
 TEST(ServerGrammarBudget, HostileGrammarsAreRefusedPromptlyWhileOtherStreamsFinish) {
   test::TempDir dir("lfm_serve_budget");
   test::write_text_model(dir.str());
@@ -81,8 +87,10 @@ TEST(ServerGrammarBudget, HostileGrammarsAreRefusedPromptlyWhileOtherStreamsFini
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     EXPECT_EQ(st, 400) << r.dump();
     EXPECT_EQ(r["error"]["param"], c.param) << r.dump();
-    // The unbounded compiles took minutes; refused, they take milliseconds.
-    EXPECT_LT(seconds, 10) << c.param;
+    // The unbounded compiles took minutes; refused, they take a fraction of a second (the
+    // schema's converter runs to its budget: ~0.3 s here, 30-40x that under ASan on a loaded
+    // machine, where 10 s was once just missed).
+    EXPECT_LT(seconds, kPromptSeconds) << c.param;
   }
   const auto ev = sse_events(stream.get());
   ASSERT_GE(ev.size(), 2u);
