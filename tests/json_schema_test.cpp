@@ -187,10 +187,24 @@ TEST(JsonSchema, ErrorsNameThePathInTheSchema) {
            {R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})",
             "reference cycle"},
            {R"({"properties": {"x": false}, "required": ["x"]})", "json schema: /properties/x: schema `false` admits no value"},
+           // Inside a merge through $ref (fuzz_grammar_budget: a json type_error escaped here).
+           {R"({"$defs": {"a": {"allOf": "x"}}, "allOf": [{"$ref": "#/$defs/a"}]})",
+            "/allOf/0/allOf: expected an array of schemas, got string"},
+           {R"({"$defs": {"a": {"$ref": 5}}, "allOf": [{"$ref": "#/$defs/a"}]})", "/allOf/0/$ref: expected a string, got number"},
+           {R"({"properties": {"p": false}, "allOf": [{"properties": {"p": {"type": "integer"}}}]})",
+            "allOf with a member `false` admits nothing"},
        }) {
     EXPECT_NE(error_of(ojson::parse(c.schema)).find(c.message), std::string::npos)
         << c.schema << "\n  got: " << error_of(ojson::parse(c.schema));
   }
+}
+
+TEST(JsonSchema, AllOfMergesIntoABooleanTrueProperty) {
+  const ojson s = ojson::parse(R"({"type": "object", "properties": {"p": true}, "required": ["p"],
+                                   "allOf": [{"properties": {"p": {"type": "integer"}}}]})");
+  ASSERT_EQ(error_of(s), "");
+  EXPECT_TRUE(grammar_accepts(*compile(s, false), R"({"p":5})"));
+  EXPECT_FALSE(grammar_accepts(*compile(s, false), R"({"p":"x"})"));
 }
 
 TEST(JsonSchema, StrictModeClosesObjectsAndRefusesUnsupportedKeywords) {

@@ -190,8 +190,15 @@ class Converter {
       return a;
     }
     if (!b.is_object()) error(path, std::string("expected a schema, got ") + kind_name(b));
+    // The schema merged into may be a boolean one too (a property's `true`).
+    if (a.is_boolean()) {
+      if (!a.get<bool>()) error(path, "allOf with a member `false` admits nothing");
+      a = json::object();
+    }
+    if (!a.is_object()) error(path, std::string("expected a schema, got ") + kind_name(a));
     json bb = b;
     if (bb.contains("$ref")) {
+      if (!bb["$ref"].is_string()) error(path + "/$ref", std::string("expected a string, got ") + kind_name(bb["$ref"]));
       std::string t;
       const json& found = resolve(bb["$ref"].get<std::string>(), path, t);
       charge_copy(found);
@@ -200,6 +207,7 @@ class Converter {
       bb = merge(std::move(bb), target, path, depth + 1);
     }
     if (bb.contains("allOf")) {
+      if (!bb["allOf"].is_array()) error(path + "/allOf", std::string("expected an array of schemas, got ") + kind_name(bb["allOf"]));
       json members = bb["allOf"];
       bb.erase("allOf");
       for (size_t i = 0; i < members.size(); ++i)
