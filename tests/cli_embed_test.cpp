@@ -71,6 +71,23 @@ TEST(CliEmbed, TextFileAndRerankThroughATokenizer) {
   EXPECT_EQ(seen, (std::set<int>{0, 1, 2}));
 }
 
+TEST(CliEmbed, InfoDescribesTheHead) {
+  for (const auto& [f, kind] : {std::pair{"lfm25_embedding_tiny_f32", "embedding"}, {"lfm2_colbert_tiny_f32", "colbert"}}) {
+    const auto r = test::run_command(std::string(LFM_BINARY) + " info --json -m " + test::retrieval_fixture(f) + " 2>&1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["retriever"]["kind"], kind) << f;
+    EXPECT_EQ(j["config"]["has_lm_head"], false) << f;
+  }
+  const json colbert = json::parse(test::run_command(std::string(LFM_BINARY) + " info --json -m " +
+                                                     test::retrieval_fixture("lfm25_colbert_tiny_f32")).out);
+  EXPECT_EQ(colbert["retriever"]["dense_out"], 16);
+  EXPECT_EQ(colbert["retriever"]["query_length"], 12);
+  EXPECT_EQ(colbert["config"]["bidirectional"], true);
+  const auto plain = test::run_command(std::string(LFM_BINARY) + " info --json -m " + test::data_dir() + "/hf/lfm2_a_fullattnidxs_tied_f32");
+  EXPECT_FALSE(json::parse(plain.out).contains("retriever"));
+}
+
 TEST(CliEmbed, UsageErrorsSayWhatIsWrong) {
   const std::string m = test::retrieval_fixture("lfm25_embedding_tiny_f32");
   auto says = [&](const std::string& args, const std::string& text) {

@@ -4,12 +4,15 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/common.h"
 #include "formats/gguf_info.h"
 #include "formats/gguf_reader.h"
 #include "formats/safetensors.h"
+#include "model/gguf_retrieval.h"
+#include "model/retrieval.h"
 #include "model/state_plan.h"
 #include "model/weights.h"
 
@@ -92,6 +95,25 @@ int run_info(int argc, char** argv) {
                      {"total_bytes", sb.total()}};
   const bool is_gguf = fs::is_regular_file(model) && is_gguf_path(model);
   if (is_gguf) j["gguf"] = gguf::gguf_summary_json(model);
+  // A retriever's head (its sentence-transformers / PyLate files, or the GGUF's keys).
+  std::optional<RetrievalConfig> head;
+  if (fs::is_directory(model)) head = read_retrieval_config(model, cfg.hidden_size);
+  else if (is_gguf) head = gguf::retrieval_config_from_gguf(gguf::GgufFile(model), cfg);
+  if (head) {
+    j["retriever"] = {{"kind", head->colbert() ? "colbert" : "embedding"},
+                      {"pooling", pooling_name(head->pooling)},
+                      {"normalize", head->normalize},
+                      {"dense_out", head->dense_out},
+                      {"max_tokens", head->max_tokens},
+                      {"query_prompt", head->query_prompt},
+                      {"document_prompt", head->document_prompt},
+                      {"query_prefix", head->query_prefix},
+                      {"document_prefix", head->document_prefix},
+                      {"query_length", head->query_length},
+                      {"document_length", head->document_length},
+                      {"attend_to_expansion_tokens", head->attend_to_expansion_tokens},
+                      {"skiplist_words", head->skiplist_words.size()}};
+  }
   if (json_out) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -121,6 +143,18 @@ int run_info(int argc, char** argv) {
   if (pool.prefix_cache)
     std::cout << " + prefix-cache conv snapshots " << gib(sb.snapshots_total) << " (one per block; --no-prefix-cache drops them)";
   std::cout << " = " << gib(sb.total()) << "\n";
+  if (head) {
+    std::cout << "retriever:    ";
+    if (head->colbert())
+      std::cout << "ColBERT, Dense " << cfg.hidden_size << " -> " << head->dense_out << ", queries " << head->query_length
+                << " tokens (" << (head->attend_to_expansion_tokens ? "" : "un") << "attended expansion), documents "
+                << head->document_length << ", " << head->skiplist_words.size() << " skiplist words\n";
+    else
+      std::cout << pooling_name(head->pooling) << " pooling" << (head->normalize ? ", normalised" : "")
+                << (head->dense_out ? ", Dense to " + std::to_string(head->dense_out) : std::string()) << ", texts up to "
+                << head->max_tokens << " tokens, prompts \"" << head->query_prompt << "\" / \"" << head->document_prompt
+                << "\"\n";
+  }
   if (is_gguf) std::cout << gguf::gguf_summary_text(model);
   return 0;
 }
