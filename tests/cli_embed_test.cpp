@@ -71,6 +71,24 @@ TEST(CliEmbed, TextFileAndRerankThroughATokenizer) {
   EXPECT_EQ(seen, (std::set<int>{0, 1, 2}));
 }
 
+TEST(CliEmbed, BenchEmbedReadsDocumentsFromAFile) {
+  const json ref = test::read_json(test::retrieval_fixture("lfm25_colbert_tiny_f32") + "/reference.json");
+  const auto dir = test::with_tokenizer("lfm25_colbert_tiny_f32", ref["tokens"]);
+  // One token per character plus BOS, no "[D] " prompt (what llama-embedding reads): 3 + 4 + 2.
+  const std::string file = dir->write("docs.txt", "?!\n\n...\r\n(\n");
+  const auto r = test::run_command(std::string(LFM_BINARY) + " bench-embed -m " + dir->str() + " -f " + file +
+                                   " -r 1 -t 1 -o json 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["docs"], 3);
+  EXPECT_EQ(j["tokens"], 9);
+  EXPECT_GT(j["vectors_per_s"].get<double>(), 0.0);
+  const auto empty = test::run_command(std::string(LFM_BINARY) + " bench-embed -m " + dir->str() + " -f " +
+                                       dir->write("none.txt", "\n\n") + " 2>&1");
+  EXPECT_NE(empty.code, 0);
+  EXPECT_NE(empty.out.find("has no documents"), std::string::npos) << empty.out;
+}
+
 TEST(CliEmbed, InfoDescribesTheHead) {
   for (const auto& [f, kind] : {std::pair{"lfm25_embedding_tiny_f32", "embedding"}, {"lfm2_colbert_tiny_f32", "colbert"}}) {
     const auto r = test::run_command(std::string(LFM_BINARY) + " info --json -m " + test::retrieval_fixture(f) + " 2>&1");
