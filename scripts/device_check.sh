@@ -80,6 +80,9 @@ fi
 
 say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of transformers, logits, engine greedy, staged encoding)"
 run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*_cuda'
+say "retrievers on the CUDA backend (hidden states, vectors and scores within 1e-4 of transformers; alone = batched)"
+run 60 $TESTS --gtest_filter='Fixtures/RetrievalFixtureTest.*_cuda'
+run 60 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/RetrievalFixtureTest.TextsAloneAndBatched*_cuda'
 say "speculative decoding on the CUDA backend (greedy outputs with every drafter, rollback of device state, stops and logprobs)"
 run 150 $TESTS --gtest_filter='Fixtures/*Speculative*.*_cuda_block*'
 
