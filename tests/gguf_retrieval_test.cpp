@@ -330,6 +330,40 @@ TEST_F(GgufRetrievalMalformed, BadRetrievalKeys) {
   EXPECT_NE(len.find("lfm2.retrieval.query_length"), std::string::npos) << len;
 }
 
+// LiquidAI's published GGUFs of the bidirectional retrievers name the architecture `lfm2-bidir`
+// (a llama.cpp fork's), with every key under that prefix and no attention.causal: the same model.
+TEST_F(GgufRetrievalMalformed, TheLfm2BidirArchitectureIsTheBidirectionalModel) {
+  for (const char* name : {"lfm25_embedding_tiny_f32", "lfm25_colbert_tiny_f32"}) {
+    SCOPED_TRACE(name);
+    const std::string base = variant(name, {});
+    std::vector<std::pair<std::string, gguf::Value>> set = {{"general.architecture", gguf::Value::of_string("lfm2-bidir")}};
+    std::set<std::string> drop = {"general.architecture"};
+    const gguf::GgufFile file(base);
+    for (const auto& [k, v] : file.metadata()) {
+      if (k.rfind("lfm2.", 0) != 0) continue;
+      drop.insert(k);
+      if (k != "lfm2.attention.causal") set.emplace_back("lfm2-bidir." + k.substr(5), v);
+    }
+    const std::string bidir = variant(name, set, drop);
+    auto a = load_model(base), b = load_model(bidir);
+    EXPECT_TRUE(b->config().bidirectional);
+    EXPECT_FALSE(b->config().has_lm_head);
+    ASSERT_TRUE(b->retrieval());
+    EXPECT_EQ(b->retrieval()->config().colbert(), a->retrieval()->config().colbert());
+    ThreadPool pool(1);
+    auto be = make_reference_backend(pool);
+    const json ref = test::read_json(fixture(name) + "/reference.json");
+    const auto va = embed_all(*a, *be, ref), vb = embed_all(*b, *be, ref);
+    ASSERT_EQ(va.size(), vb.size());
+    for (size_t i = 0; i < va.size(); ++i) EXPECT_EQ(va[i].values, vb[i].values) << i;
+    // attention.causal, when present, still decides.
+    set.emplace_back("lfm2-bidir.attention.causal", gguf::Value::of_bool(true));
+    EXPECT_FALSE(load_model(variant(name, set, drop))->config().bidirectional);
+  }
+  const std::string moe = load_error(variant("lfm25_embedding_tiny_f32", {{"general.architecture", gguf::Value::of_string("lfm3")}}));
+  EXPECT_NE(moe.find("has architecture 'lfm3' (lfm supports 'lfm2', 'lfm2moe' and 'lfm2-bidir')"), std::string::npos) << moe;
+}
+
 // What llama.cpp's own converter writes (no lfm2.retrieval.* keys) reads with PyLate's defaults.
 TEST_F(GgufRetrievalMalformed, AColbertFileWithoutLfmKeysGetsPylatesDefaults) {
   std::set<std::string> drop;

@@ -90,18 +90,22 @@ ModelConfig config_from_metadata(const GgufFile& f) {
   const Value* av = f.find("general.architecture");
   LFM_CHECK(av, "gguf: '", f.path(), "' lacks general.architecture");
   const std::string arch = av->as_string("general.architecture");
-  LFM_CHECK(arch == "lfm2" || arch == "lfm2moe", "gguf: '", f.path(), "' has architecture '", arch,
-            "' (lfm supports 'lfm2' and 'lfm2moe')");
+  LFM_CHECK(arch == "lfm2" || arch == "lfm2moe" || arch == "lfm2-bidir", "gguf: '", f.path(), "' has architecture '",
+            arch, "' (lfm supports 'lfm2', 'lfm2moe' and 'lfm2-bidir')");
   const bool moe = arch == "lfm2moe";
+  // `lfm2-bidir` (LiquidAI's GGUFs of LFM2.5-Embedding and LFM2.5-ColBERT, from a llama.cpp fork)
+  // is `lfm2` under its own key prefix, bidirectional unless `lfm2-bidir.attention.causal` says
+  // otherwise; upstream llama.cpp writes `lfm2` with attention.causal = false instead.
+  const bool bidir_arch = arch == "lfm2-bidir";
   Meta m(f, arch);
   ModelConfig c;
   c.model_type = moe ? "lfm2_moe" : "lfm2";
   c.architecture = moe ? "Lfm2MoeForCausalLM" : "Lfm2ForCausalLM";
   // A retriever (llama.cpp's converter keeps the architecture `lfm2` for Lfm2Model and
   // Lfm2BidirectionalModel) is a base model: hidden states, no LM head.
-  if (gguf_is_retriever(f, arch)) {
+  if (bidir_arch || gguf_is_retriever(f, arch)) {
     const Value* causal = f.find(arch + ".attention.causal");
-    c.bidirectional = causal && !causal->as_bool(arch + ".attention.causal");
+    c.bidirectional = causal ? !causal->as_bool(arch + ".attention.causal") : bidir_arch;
     LFM_CHECK(!(moe && c.bidirectional), "gguf: '", f.path(), "': ", arch,
               ".attention.causal = false: a bidirectional LFM2-MoE is not supported");
     c.has_lm_head = false;
