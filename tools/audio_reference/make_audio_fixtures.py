@@ -5,11 +5,13 @@ made by the Hugging Face transformers code.
     /usr/bin/python3 tools/audio_reference/make_audio_fixtures.py [--out tests/data/audio]
         [--hf-ref ../shared/tools/hf_reference] [--overlay $HF_REF_ROOT/overlay/lfm2_audio]
 
-Done so far: the FRONT END (tests/data/audio/frontend): transformers' `Lfm2AudioFeatureExtractor`
-(models/lfm2_audio/feature_extraction_lfm2_audio.py, newer than v5.2.0, laid over the v5.2.0 tree unmodified and
-checked by SHA-256) on synthetic 16 kHz mono float32 clips: normalised log-mel features, attention mask, the raw
-(un-normalised) log-mel, the mel filter matrix, and the encoder-row / audio-token count N per clip.
-Not done yet: the tiny random Lfm2Audio checkpoints (encoder, adapter, backbone logits); see the README.
+- frontend/: transformers' `Lfm2AudioFeatureExtractor` on synthetic 16 kHz mono float32 clips: normalised log-mel
+  features, attention mask, the raw (un-normalised) log-mel, the mel filter matrix, T and N per clip.
+- lfm2audio_tiny_a/, lfm2audio_tiny_b/: tiny random `Lfm2AudioForConditionalGeneration` checkpoints (save_pretrained,
+  reloaded with from_pretrained and checked bit for bit): encoder output and adapter rows per clip, ASR-prompt logits
+  at every position and greedy tokens, a two-clip prompt, and the NaN finding for padded multi-clip batches.
+- models/lfm2_audio (feature_extraction_lfm2_audio.py, modeling_lfm2_audio.py) is newer than v5.2.0: laid over the
+  v5.2.0 tree unmodified (checked by SHA-256), with the config classes restated in ./configuration_lfm2_audio.py.
 
 - transformers v5.2.0 from ../shared/tools/hf_reference (`hfenv.setup("5.2.0")` + vl_compat), Debian's
   /usr/bin/python3 (torch 1.13.1), float32, CPU, one thread.  Nothing from transformers is stored in the repository.
