@@ -203,6 +203,11 @@ SHIMS = list(hfenv.COMPAT_SHIMS) + [
     "Lfm2AudioConfig / Lfm2AudioDepthConfig / Lfm2AudioEncoderConfig / Lfm2AudioPreprocessorConfig: the upstream "
     "@strict dataclasses restated in v5.2.0 keyword style (tools/audio_reference/configuration_lfm2_audio.py; same "
     "fields, defaults, checks and derived values)",
+    "attn_implementation='eager' forced on the whole model (set_attn_implementation after construction, "
+    "attn_implementation='eager' on reload): torch 1.13 has no F.scaled_dot_product_attention; the encoder is eager "
+    "by the modeling code itself; the depthformer's direct F.scaled_dot_product_attention is never reached",
+    "input_features_attention_mask always passed (the extractor's, all ones for one clip): v5.2.0's ParakeetEncoder."
+    "forward with attention_mask=None and output_attention_mask=True raises UnboundLocalError (output_mask)",
     "soxr (not installed; transformers.audio_utils imports it whenever librosa is importable): a placeholder module "
     "whose resample raises (never called: no resampling happens in these fixtures)",
 ]
