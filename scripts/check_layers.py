@@ -7,15 +7,16 @@ Usage: scripts/check_layers.py [SRC_DIR]      (default: the src/ next to this sc
 The rule (also in README.md, "Layout"). Lowest first; each layer lists what it may include:
   core       —                       tensors, dtypes, mmap, threads, errors, UTF-8
   image      core                    image decoding (JPEG, PNG, WebP), resize, LFM2-VL preprocessing
+  audio      core                    the LFM2-Audio speech front end (log-mel features)
   formats    core                    safetensors and GGUF files (read/write)
   kernels    core                    the Backend interface and its CPU implementations
   tokenizer  core formats            byte-level BPE (tokenizer.json or GGUF metadata)
   chat       core                    Jinja chat templates, tool-call/reasoning parsing
   grammar    core                    GBNF / JSON Schema / regex grammars, token masks
   cache      core kernels            KV block pools, conv-state slots, prefix cache
-  model      core image formats kernels cache  LFM2 config, weights, forward step
-  engine     core image formats kernels cache model tokenizer chat grammar   sampling, scheduling, requests
-  convert    core image formats kernels model tokenizer   GGUF export, quantization, random checkpoints
+  model      core image audio formats kernels cache  LFM2 config, weights, forward step
+  engine     core image audio formats kernels cache model tokenizer chat grammar   sampling, scheduling, requests
+  convert    core image audio formats kernels model tokenizer   GGUF export, quantization, random checkpoints
   server     everything except cli and hub    the HTTP front end
   hub        core                    Hugging Face Hub references, downloads and cache
   capi       everything except cli and server   the C API (include/lfm/lfm.h), liblfm
@@ -31,19 +32,20 @@ import tempfile
 ALLOWED = {
     "core": set(),
     "image": {"core"},
+    "audio": {"core"},
     "formats": {"core"},
     "kernels": {"core"},
     "tokenizer": {"core", "formats"},
     "chat": {"core"},
     "grammar": {"core"},
     "cache": {"core", "kernels"},
-    "model": {"core", "image", "formats", "kernels", "cache"},
-    "engine": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar"},
-    "convert": {"core", "image", "formats", "kernels", "model", "tokenizer"},
-    "server": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert"},
+    "model": {"core", "image", "audio", "formats", "kernels", "cache"},
+    "engine": {"core", "image", "audio", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar"},
+    "convert": {"core", "image", "audio", "formats", "kernels", "model", "tokenizer"},
+    "server": {"core", "image", "audio", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert"},
     "hub": {"core"},
-    "capi": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "hub"},
-    "cli": {"core", "image", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "server", "hub"},
+    "capi": {"core", "image", "audio", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "hub"},
+    "cli": {"core", "image", "audio", "formats", "kernels", "cache", "model", "tokenizer", "chat", "grammar", "engine", "convert", "server", "hub"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl")

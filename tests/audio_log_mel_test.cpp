@@ -1,0 +1,218 @@
+// audio/log_mel against transformers' Lfm2AudioFeatureExtractor (tests/data/audio/frontend, made by
+// tools/audio_reference/make_audio_fixtures.py: transformers 5.2.0 + lfm2_audio@5074fc3b, torch 1.13
+// float32). Tolerances, absolute, as tests/data/audio/README.md recommends for a port:
+//   window (torch.hann_window periodic=False)        1e-6
+//   mel filter bank (librosa Slaney, float32)        1e-7 (the README's figure; the brief asked 1e-6)
+//   features [T, 128]                                1e-3 — transformers' float32 STFT and sums are not
+//       reproducible to 1e-6 (its own batched vs alone features differ by 3.7e-6; a float64 restatement
+//       is 3.4e-4 away); this port (float32 kissfft, double after it) is checked at 1e-3 and the measured
+//       maximum per clip is printed
+//   un-normalised log-mel                            2e-3 — the float64 restatement is already 1.0e-3
+//       away (low-energy bins, where the reference's float32 power rounding dominates); this port's
+//       float32 FFT adds its own rounding there (measured up to 1.33e-3, hops_5280); normalisation
+//       shrinks those bins' weight, so the features still land within 5.3e-4
+//   T, N                                             exact
+// silence_0p5s is degenerate (log-mel constant, HF's −0.16 is float32 rounding of x − mean, ≈ 0 in
+// float64): checked only for equal bins per frame, |value| ≤ 0.2 and the zero terminal frame.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "audio/log_mel.h"
+#include "core/error.h"
+#include "hub/digest.h"
+#include "test_util.h"
+
+namespace lfm::audio {
+namespace {
+
+constexpr double kFeatureTol = 1e-3;
+constexpr double kLogMelTol = 2e-3;
+
+const nlohmann::json& frontend_reference() {
+  static const nlohmann::json j = test::read_json(test::data_dir() + "/audio/frontend/reference.json");
+  return j;
+}
+
+// A float32 fixture file named by a descriptor {file, shape, sha256}: its bytes are checked against
+// the sha256 and the shape before use, so a wrong or truncated fixture fails loudly.
+std::vector<float> load_f32(const nlohmann::json& desc) {
+  const std::string path = test::data_dir() + "/audio/frontend/" + desc["file"].get<std::string>();
+  const std::string bytes = test::read_file(path);
+  size_t count = 1;
+  for (const auto& d : desc["shape"]) count *= d.get<size_t>();
+  EXPECT_EQ(bytes.size(), count * 4) << path;
+  EXPECT_EQ(hub::sha256_hex(bytes), desc["sha256"].get<std::string>()) << path;
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AudioLogMel, ConfigMatchesTheReferenceConstants) {
+  const auto& c = frontend_reference()["constants"];
+  const LogMelConfig cfg;
+  EXPECT_EQ(cfg.sample_rate, c["sampling_rate"].get<int>());
+  EXPECT_EQ(cfg.n_fft, c["n_fft"].get<int>());
+  EXPECT_EQ(cfg.hop_length, c["hop_length"].get<int>());
+  EXPECT_EQ(cfg.win_length, c["win_length"].get<int>());
+  EXPECT_EQ(cfg.num_mel_bins, c["num_mel_bins"].get<int>());
+  EXPECT_EQ(cfg.preemphasis, c["preemphasis"].get<float>());
+  EXPECT_EQ(cfg.log_guard, c["log_zero_guard"].get<double>());
+  EXPECT_EQ(cfg.log_guard, std::ldexp(1.0, -24));
+  EXPECT_EQ(cfg.std_eps, c["normalisation_eps_added_to_std"].get<double>());
+  EXPECT_EQ(cfg.fmax, cfg.sample_rate / 2.0);
+}
+
+TEST(AudioLogMel, WindowMatchesTorchSymmetricHann) {
+  const auto ref = load_f32(frontend_reference()["window"]);
+  const auto w = hann_window_symmetric(400);
+  const double d = max_abs_diff(w, ref);
+  std::cout << "[ window ] max |diff| " << d << "\n";
+  EXPECT_LE(d, 1e-6);
+  EXPECT_EQ(w.front(), 0.0f);
+  EXPECT_EQ(w.back(), 0.0f);
+}
+
+TEST(AudioLogMel, MelFilterBankMatchesLibrosaSlaney) {
+  const auto& desc = frontend_reference()["mel_filters"];
+  ASSERT_EQ(desc["shape"], nlohmann::json({128, 257}));
+  const auto ref = load_f32(desc);
+  const auto fb = mel_filter_bank();
+  ASSERT_EQ(fb.size(), size_t(128 * 257));
+  const double d = max_abs_diff(fb, ref);
+  std::cout << "[ mel filters ] max |diff| " << d << "\n";
+  EXPECT_LE(d, 1e-7);
+  // Same zero pattern: a triangle that started or ended one bin off would differ by its edge weight.
+  for (size_t i = 0; i < fb.size(); ++i) ASSERT_EQ(fb[i] == 0.0f, ref[i] == 0.0f) << "entry " << i;
+}
+
+TEST(AudioLogMel, FrameAndTokenCountsAreExact) {
+  const auto& clips = frontend_reference()["clips"];
+  ASSERT_EQ(clips.size(), 10u);
+  for (const auto& c : clips) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const int64_t len = c["num_samples"], frames = c["num_frames_T"], tokens = c["audio_tokens_N"];
+    EXPECT_EQ(log_mel_frames(len), frames);
+    EXPECT_EQ(audio_tokens_for_frames(frames), tokens);
+    EXPECT_EQ(c["attention_mask_sum"].get<int64_t>(), frames);
+    EXPECT_EQ(c["normalised_frames_n"].get<int64_t>(), len / 160);
+  }
+  EXPECT_EQ(audio_tokens_for_frames(8), 1);
+  EXPECT_EQ(audio_tokens_for_frames(9), 2);
+}
+
+TEST(AudioLogMel, FeaturesMatchTransformers) {
+  for (const auto& c : frontend_reference()["clips"]) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    const auto samples = load_f32(c["samples"]);
+    const auto ref = load_f32(c["input_features"]);
+    const LogMel out = compute_log_mel(samples);
+    const int64_t frames = c["num_frames_T"];
+    ASSERT_EQ(out.frames, frames);
+    ASSERT_EQ(out.num_mel_bins, 128);
+    ASSERT_EQ(out.values.size(), size_t(frames) * 128);
+    // The terminal frame is exactly zero in both.
+    for (int m = 0; m < 128; ++m) {
+      ASSERT_EQ(out.values[size_t(frames - 1) * 128 + m], 0.0f);
+      ASSERT_EQ(ref[size_t(frames - 1) * 128 + m], 0.0f);
+    }
+    if (name == "silence_0p5s") {
+      for (int64_t t = 0; t < frames; ++t)
+        for (int m = 0; m < 128; ++m) {
+          const float v = out.values[size_t(t) * 128 + m];
+          ASSERT_EQ(v, out.values[size_t(t) * 128]) << "frame " << t << " bin " << m;
+          ASSERT_LE(std::abs(v), 0.2f) << "frame " << t << " bin " << m;
+        }
+      std::cout << "[ features ] " << name << " (degenerate) value " << out.values[0] << ", HF " << ref[0] << "\n";
+      continue;
+    }
+    const double d = max_abs_diff(out.values, ref);
+    std::cout << "[ features ] " << name << " max |diff| " << d << " (float64 restatement "
+              << c["float64_numpy_maxdiff"]["input_features"].get<double>() << ")\n";
+    EXPECT_LE(d, kFeatureTol);
+  }
+}
+
+TEST(AudioLogMel, UnnormalisedLogMelMatchesTransformers) {
+  for (const auto& c : frontend_reference()["clips"]) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    const auto samples = load_f32(c["samples"]);
+    const auto ref = load_f32(c["log_mel_unnormalised"]);
+    const LogMel out = log_mel_unnormalised(samples);
+    ASSERT_EQ(out.frames, c["num_frames_T"].get<int64_t>());
+    const double d = max_abs_diff(out.values, ref);
+    std::cout << "[ log-mel ] " << name << " max |diff| " << d << " (float64 restatement "
+              << c["float64_numpy_maxdiff"]["log_mel_unnormalised"].get<double>() << ")\n";
+    EXPECT_LE(d, kLogMelTol);
+  }
+}
+
+TEST(AudioLogMel, SilenceIsTheLogGuard) {
+  // Exact zeros: every mel energy is 0, so every value is ln(2^-24) (float32-rounded).
+  const std::vector<float> zeros(1000, 0.0f);
+  const LogMel lm = log_mel_unnormalised(zeros);
+  ASSERT_EQ(lm.frames, 7);
+  for (const float v : lm.values) ASSERT_EQ(v, float(std::log(std::ldexp(1.0, -24))));
+}
+
+TEST(AudioLogMel, RefusesBadInput) {
+  const std::vector<float> ok(16000, 0.1f);
+  EXPECT_NE(error_of([] { compute_log_mel(std::span<const float>()); }).find("audio front end: empty clip"),
+            std::string::npos);
+  std::vector<float> bad = ok;
+  bad[1234] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(error_of([&] { compute_log_mel(bad); }).find("audio front end: sample 1234 is not finite"),
+            std::string::npos);
+  bad[1234] = -std::numeric_limits<float>::infinity();
+  EXPECT_NE(error_of([&] { log_mel_unnormalised(bad); }).find("sample 1234 is not finite (-inf)"), std::string::npos);
+  EXPECT_NE(error_of([&] { compute_log_mel(ok, {}, 15999); })
+                .find("audio front end: clip of 16000 samples (1 s) exceeds the limit of 15999 samples"),
+            std::string::npos);
+  EXPECT_NO_THROW(compute_log_mel(ok, {}, 16000));
+  const std::vector<float> short_clip(319, 0.1f);
+  EXPECT_NE(error_of([&] { compute_log_mel(short_clip); })
+                .find("audio front end: clip of 319 samples is shorter than the minimum of 320"),
+            std::string::npos);
+  EXPECT_EQ(compute_log_mel(std::vector<float>(320, 0.1f)).frames, 3);
+  // Finite samples whose spectrum overflows the float FFT are refused, not turned into inf/NaN.
+  const std::vector<float> huge(1600, 3e38f);
+  EXPECT_NE(error_of([&] { compute_log_mel(huge); }).find("is not finite (samples too large)"), std::string::npos);
+  LogMelConfig cfg;
+  cfg.win_length = 600;
+  EXPECT_NE(error_of([&] { compute_log_mel(ok, cfg); }).find("audio front end: win_length 600 must be in [2, n_fft = 512]"),
+            std::string::npos);
+  cfg = {};
+  cfg.fmax = 9000;
+  EXPECT_NE(error_of([&] { mel_filter_bank(cfg); }).find("audio front end: fmax 9000"), std::string::npos);
+  cfg = {};
+  cfg.n_fft = 511;
+  EXPECT_NE(error_of([&] { validate(cfg); }).find("audio front end: n_fft 511 must be even"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lfm::audio
