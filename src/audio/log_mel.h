@@ -11,8 +11,8 @@
 //      frames ≥ n (the terminal centred frame) are then exactly 0 — and still part of the output,
 //      since the encoder consumes all T frames.
 // Output: features [T, 128] time-major float32; the encoder turns T frames into N = (T + 7) / 8
-// audio tokens. The FFT is kissfft's real transform (float); the rest is computed in double, which
-// lands within 5.3e-4 of transformers' float32 features on the fixtures (tests/audio_log_mel_test.cpp).
+// audio tokens. The FFT is kissfft's real transform (float; Debian ships no double build); the rest
+// is computed in double. Tolerances against transformers' float32 features: tests/audio_log_mel_test.cpp.
 #pragma once
 
 #include <cstddef>
