@@ -63,7 +63,9 @@ def free_port():
 
 def start_server(cmd, env, log):
     """Starts `cmd` (an `lfm serve` line) and waits for its "listening on" line."""
-    cmd = cmd.rstrip().rstrip("&").rstrip()
+    # A trailing comment first ("… &   # --api-key KEY"): left in, the `&` would background the
+    # server inside bash, which exits at once, and the server would outlive the test.
+    cmd = re.sub(r"\s#.*$", "", cmd.rstrip()).rstrip().rstrip("&").rstrip()
     p = subprocess.Popen(["bash", "-c", "exec " + cmd], stdout=subprocess.PIPE, stderr=log, env=env, text=True)
     deadline = time.time() + SERVER_START_S
     while time.time() < deadline:
@@ -74,6 +76,9 @@ def start_server(cmd, env, log):
         if not line:
             break
         if line.startswith("listening on "):
+            if p.poll() is not None:  # the process we hold is not the server: it would be left running
+                log.write(f"the server line exited ({p.returncode}) while its server listens: not a foreground command\n")
+                return None
             return p
     p.kill()
     p.wait()
