@@ -98,6 +98,7 @@ class DenseSource : public MapTensorSource {
 }  // namespace
 
 bool gguf_is_retriever(const GgufFile& f, const std::string& arch) {
+  if (arch == "lfm2-bidir") return true;  // only the retrievers use that architecture name
   if (f.find(arch + ".pooling_type") || f.find(arch + ".retrieval.kind") || f.find_tensor(kDenseTensor) ||
       f.find(arch + ".embedding_length_out"))
     return true;

@@ -103,7 +103,7 @@ ModelConfig config_from_metadata(const GgufFile& f) {
   c.architecture = moe ? "Lfm2MoeForCausalLM" : "Lfm2ForCausalLM";
   // A retriever (llama.cpp's converter keeps the architecture `lfm2` for Lfm2Model and
   // Lfm2BidirectionalModel) is a base model: hidden states, no LM head.
-  if (bidir_arch || gguf_is_retriever(f, arch)) {
+  if (gguf_is_retriever(f, arch)) {
     const Value* causal = f.find(arch + ".attention.causal");
     c.bidirectional = causal ? !causal->as_bool(arch + ".attention.causal") : bidir_arch;
     LFM_CHECK(!(moe && c.bidirectional), "gguf: '", f.path(), "': ", arch,
