@@ -19,6 +19,7 @@ namespace lfm {
 class Backend;
 class RetrievalHead;
 class VisionModel;
+class AudioModel;
 
 struct LoadOptions {
   // Let the backend prepare the weights it computes with (Backend::prepare_weights: the CPU
@@ -83,6 +84,9 @@ class Model {
   // LFM2-VL: the image encoder loaded with the language model (null for a text-only model).
   const VisionModel* vision() const { return vision_.get(); }
   void set_vision(std::shared_ptr<const VisionModel> vision) { vision_ = std::move(vision); }
+  // LFM2-Audio's speech encoder and adapter (model/audio_model.h; null for a model without one).
+  const AudioModel* audio() const { return audio_.get(); }
+  void set_audio(std::shared_ptr<const AudioModel> audio) { audio_ = std::move(audio); }
   // A retriever's pooling / Dense head (model/retrieval.h; null for a generative model or a base
   // model without sentence-transformers files).
   const RetrievalHead* retrieval() const { return retrieval_.get(); }
@@ -101,6 +105,7 @@ class Model {
   WeightVector inv_freq_;
   std::unique_ptr<PreparedWeights> prepared_;  // the backend's copies the views point into
   std::shared_ptr<const VisionModel> vision_;
+  std::shared_ptr<const AudioModel> audio_;
   std::shared_ptr<const RetrievalHead> retrieval_;
   const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
