@@ -1,19 +1,22 @@
-// audio/log_mel against transformers' Lfm2AudioFeatureExtractor (tests/data/audio/frontend, made by
-// tools/audio_reference/make_audio_fixtures.py: transformers 5.2.0 + lfm2_audio@5074fc3b, torch 1.13
-// float32). Tolerances, absolute, as tests/data/audio/README.md recommends for a port:
-//   window (torch.hann_window periodic=False)        1e-6
-//   mel filter bank (librosa Slaney, float32)        1e-7 (the README's figure; the brief asked 1e-6)
-//   features [T, 128]                                1e-3 — transformers' float32 STFT and sums are not
-//       reproducible to 1e-6 (its own batched vs alone features differ by 3.7e-6; a float64 restatement
-//       is 3.4e-4 away); this port (float32 kissfft, double after it) is checked at 1e-3 and the measured
-//       maximum per clip is printed
-//   un-normalised log-mel                            2e-3 — the float64 restatement is already 1.0e-3
-//       away (low-energy bins, where the reference's float32 power rounding dominates); this port's
-//       float32 FFT adds its own rounding there (measured up to 1.33e-3, hops_5280); normalisation
-//       shrinks those bins' weight, so the features still land within 5.3e-4
-//   T, N                                             exact
-// silence_0p5s is degenerate (log-mel constant, HF's −0.16 is float32 rounding of x − mean, ≈ 0 in
-// float64): checked only for equal bins per frame, |value| ≤ 0.2 and the zero terminal frame.
+// audio/log_mel against two references for the same clips (tests/data/audio/frontend):
+//  - the exact (float64) features, features_f64/<name>.f64: transformers' Lfm2AudioFeatureExtractor
+//    restated in float64 NumPy (tools/audio_reference/exact_frontend_f64.py; reference.json
+//    "features_f64" says what it computes and which float32 constants it does NOT use);
+//  - transformers' own float32 features, features/<name>.f32 (make_audio_fixtures.py: transformers
+//    5.2.0 + lfm2_audio@5074fc3b, torch 1.13 float32), which carry torch's float32 rounding.
+// Tolerances, absolute:
+//   features vs the float64 reference       1e-6, every clip (silence included: both ≈ 0) — the
+//       port computes in double and rounds once to float32 (≤ 4.8e-7 for |x| < 16), so what is left
+//       is that rounding plus double-precision differences (FFTW vs pocketfft, summation order)
+//   features vs transformers                1e-3 — the float64 reference itself is up to 3.4e-4 from
+//       them (hops_5280; torch's float32 window alone accounts for 3.1e-4 of it); the measured
+//       maximum per clip is printed. silence_0p5s is degenerate there (log-mel constant; HF's −0.16
+//       in every bin is float32 rounding of x − mean, ≈ 0 in float64): checked only for equal bins
+//       per frame, |value| ≤ 0.2 and the zero terminal frame
+//   un-normalised log-mel vs transformers    2e-3 — the float64 restatement is 1.0e-3 away (low-energy
+//       bins, where the reference's float32 power rounding dominates)
+//   window, mel filter bank (float32 API)    1e-6, 1e-7 against torch's / librosa's float32 values
+//   T, N                                     exact
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +36,7 @@
 namespace lfm::audio {
 namespace {
 
+constexpr double kExactTol = 1e-6;
 constexpr double kFeatureTol = 1e-3;
 constexpr double kLogMelTol = 2e-3;
 
@@ -41,21 +45,34 @@ const nlohmann::json& frontend_reference() {
   return j;
 }
 
-// A float32 fixture file named by a descriptor {file, shape, sha256}: its bytes are checked against
-// the sha256 and the shape before use, so a wrong or truncated fixture fails loudly.
-std::vector<float> load_f32(const nlohmann::json& desc) {
+// A little-endian float32 / float64 fixture file named by a descriptor {file, shape, sha256}: its
+// bytes are checked against the sha256 and the shape before use, so a wrong or truncated fixture
+// fails loudly.
+template <class T>
+std::vector<T> load_raw(const nlohmann::json& desc) {
   const std::string path = test::data_dir() + "/audio/frontend/" + desc["file"].get<std::string>();
   const std::string bytes = test::read_file(path);
   size_t count = 1;
   for (const auto& d : desc["shape"]) count *= d.get<size_t>();
-  EXPECT_EQ(bytes.size(), count * 4) << path;
+  EXPECT_EQ(bytes.size(), count * sizeof(T)) << path;
   EXPECT_EQ(hub::sha256_hex(bytes), desc["sha256"].get<std::string>()) << path;
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
   return v;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+std::vector<float> load_f32(const nlohmann::json& desc) {
+  EXPECT_EQ(desc["dtype"], "float32");
+  return load_raw<float>(desc);
+}
+
+std::vector<double> load_f64(const nlohmann::json& desc) {
+  EXPECT_EQ(desc["dtype"], "float64");
+  return load_raw<double>(desc);
+}
+
+template <class B>
+double max_abs_diff(const std::vector<float>& a, const std::vector<B>& b) {
   EXPECT_EQ(a.size(), b.size());
   double m = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
@@ -122,6 +139,27 @@ TEST(AudioLogMel, FrameAndTokenCountsAreExact) {
   }
   EXPECT_EQ(audio_tokens_for_frames(8), 1);
   EXPECT_EQ(audio_tokens_for_frames(9), 2);
+}
+
+TEST(AudioLogMel, FeaturesMatchTheFloat64ReferenceTo1e6) {
+  const auto& clips = frontend_reference()["clips"];
+  const auto& exact = frontend_reference()["features_f64"]["clips"];
+  ASSERT_EQ(exact.size(), clips.size());
+  for (size_t i = 0; i < clips.size(); ++i) {
+    const auto& c = clips[i];
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    ASSERT_EQ(exact[i]["name"].get<std::string>(), name);
+    const auto& desc = exact[i]["features"];
+    const int64_t frames = c["num_frames_T"];
+    ASSERT_EQ(desc["shape"], nlohmann::json({frames, 128}));
+    const auto ref = load_f64(desc);
+    const LogMel out = compute_log_mel(load_f32(c["samples"]));
+    ASSERT_EQ(out.frames, frames);
+    const double d = max_abs_diff(out.values, ref);
+    std::cout << "[ features vs float64 ] " << name << " max |diff| " << d << "\n";
+    EXPECT_LE(d, kExactTol);
+  }
 }
 
 TEST(AudioLogMel, FeaturesMatchTransformers) {
@@ -199,9 +237,11 @@ TEST(AudioLogMel, RefusesBadInput) {
                 .find("audio front end: clip of 319 samples is shorter than the minimum of 320"),
             std::string::npos);
   EXPECT_EQ(compute_log_mel(std::vector<float>(320, 0.1f)).frames, 3);
-  // Finite samples whose spectrum overflows the float FFT are refused, not turned into inf/NaN.
-  const std::vector<float> huge(1600, 3e38f);
-  EXPECT_NE(error_of([&] { compute_log_mel(huge); }).find("is not finite (samples too large)"), std::string::npos);
+  // The largest finite samples cannot overflow the double-precision path: finite features, not inf/NaN.
+  std::vector<float> huge(1600, 3e38f);
+  for (size_t i = 0; i < huge.size(); i += 3) huge[i] = -3e38f;
+  for (const float v : compute_log_mel(huge).values) ASSERT_TRUE(std::isfinite(v));
+  for (const float v : log_mel_unnormalised(huge).values) ASSERT_TRUE(std::isfinite(v));
   LogMelConfig cfg;
   cfg.win_length = 600;
   EXPECT_NE(error_of([&] { compute_log_mel(ok, cfg); }).find("audio front end: win_length 600 must be in [2, n_fft = 512]"),

@@ -1,16 +1,20 @@
-// Lfm2AudioFeatureExtractor in C++ (log_mel.h has the steps). Where the arithmetic sits:
-// pre-emphasis and windowing in float32 as torch does them, the FFT in float32 (kissfft, the
-// float build Debian ships), power, mel, log and normalisation in double. Double there is what keeps
-// the port near transformers: the reference's float32 power and mel sums are themselves rounded,
-// and a float64 restatement of the whole front end lands within 3.4e-4 of it (README of the
-// fixtures), so nothing would be gained by imitating float32 summation orders we cannot match.
+// Lfm2AudioFeatureExtractor in C++ (log_mel.h has the steps). Every step after reading the float32
+// samples is computed in double — pre-emphasis, the window, the FFT (FFTW3's double real transform),
+// power, the mel matrix, log and normalisation — and rounded to float32 only at the output. That makes
+// the port reproduce the exact (float64) values of the algorithm (tests/data/audio/frontend/features_f64,
+// tools/audio_reference/exact_frontend_f64.py) to within the output rounding (< 1e-6), rather than
+// imitating torch's float32 rounding, which no independent implementation can (transformers' float32
+// features are ~3.4e-4 from the exact ones: the README of the fixtures).
 #include "audio/log_mel.h"
 
-#include <kiss_fftr.h>
+#include <fftw3.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <numbers>
 
 #include "core/error.h"
@@ -36,9 +40,113 @@ double mel_to_hz(double mel) {
   return kSlaneyHzPerMel * mel;
 }
 
-struct FftrDeleter {
-  void operator()(kiss_fftr_state* p) const { kiss_fftr_free(p); }
+// FFTW's planner (fftw_plan_*, fftw_destroy_plan) is not thread-safe; executing a finished plan on
+// new arrays (fftw_execute_dft_r2c) is. So: one plan per n_fft, made once under a mutex with
+// FFTW_ESTIMATE (no timing runs: deterministic and quick) and kept for the life of the process;
+// every call brings its own buffers, allocated with the same alignment (kFftAlign) as the arrays the
+// plan was made on, out of place like them — what the new-array interface requires.
+constexpr std::size_t kFftAlign = 64;
+// Distinct n_fft values kept; past this (only configs that keep changing n_fft get there) a call
+// makes a plan of its own and destroys it afterwards, so the cache cannot grow without bound.
+constexpr std::size_t kMaxCachedPlans = 8;
+
+struct AlignedDelete {
+  void operator()(double* p) const { ::operator delete[](p, std::align_val_t(kFftAlign)); }
 };
+using AlignedBuffer = std::unique_ptr<double[], AlignedDelete>;
+
+AlignedBuffer aligned_buffer(std::size_t n) {
+  return AlignedBuffer(new (std::align_val_t(kFftAlign)) double[n]);
+}
+
+std::mutex& planner_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Never destroyed (a plan may be executing in another thread during static destruction); held by
+// a pointer so leak checkers see the plans as reachable.
+std::map<int, fftw_plan>& plan_cache() {
+  static auto* cache = new std::map<int, fftw_plan>();
+  return *cache;
+}
+
+// Call with planner_mutex() held.
+fftw_plan make_plan(int n_fft) {
+  AlignedBuffer in = aligned_buffer(std::size_t(n_fft)), out = aligned_buffer(std::size_t(n_fft / 2 + 1) * 2);
+  fftw_plan p = fftw_plan_dft_r2c_1d(n_fft, in.get(), reinterpret_cast<fftw_complex*>(out.get()), FFTW_ESTIMATE);
+  LFM_CHECK(p != nullptr, "audio front end: FFTW could not plan a real FFT of size ", n_fft);
+  return p;
+}
+
+// The real FFT of one n_fft frame: in [n_fft] doubles → out [n_fft/2 + 1] complex (re, im interleaved).
+class RealFft {
+ public:
+  explicit RealFft(int n_fft) {
+    std::lock_guard<std::mutex> lock(planner_mutex());
+    auto& cache = plan_cache();
+    if (auto it = cache.find(n_fft); it != cache.end()) {
+      plan_ = it->second;
+    } else if (cache.size() < kMaxCachedPlans) {
+      plan_ = cache.emplace(n_fft, make_plan(n_fft)).first->second;
+    } else {
+      plan_ = make_plan(n_fft);
+      owned_ = true;
+    }
+  }
+  ~RealFft() {
+    if (!owned_) return;
+    std::lock_guard<std::mutex> lock(planner_mutex());
+    fftw_destroy_plan(plan_);
+  }
+  RealFft(const RealFft&) = delete;
+  RealFft& operator=(const RealFft&) = delete;
+
+  // in, out: from aligned_buffer (the plan's alignment).
+  void run(double* in, double* out) const { fftw_execute_dft_r2c(plan_, in, reinterpret_cast<fftw_complex*>(out)); }
+
+ private:
+  fftw_plan plan_ = nullptr;
+  bool owned_ = false;
+};
+
+// 0.5 − 0.5·cos(2πn/(N−1)) in double: [win_length].
+std::vector<double> hann_window_double(int win_length) {
+  LFM_CHECK(win_length >= 2, "audio front end: Hann window length ", win_length, " must be ≥ 2");
+  std::vector<double> w(win_length);
+  // Symmetric: the period is win_length − 1, so both ends are 0.
+  const double denom = double(win_length - 1);
+  for (int n = 0; n < win_length; ++n) w[n] = 0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * n / denom);
+  return w;
+}
+
+// The Slaney mel matrix in double: [num_mel_bins, n_fft / 2 + 1] row-major. Config already validated.
+std::vector<double> mel_filter_bank_double(const LogMelConfig& cfg) {
+  const int bins = cfg.n_fft / 2 + 1, n_mels = cfg.num_mel_bins;
+  // Band edges: n_mels + 2 points evenly spaced on the mel scale (numpy.linspace: start + i·step,
+  // the last point exactly the end), back in Hz.
+  const double mel_lo = hz_to_mel(cfg.fmin), mel_hi = hz_to_mel(cfg.fmax);
+  const int points = n_mels + 2;
+  const double step = (mel_hi - mel_lo) / double(points - 1);
+  std::vector<double> edge_hz(points);
+  for (int i = 0; i < points; ++i) edge_hz[i] = mel_to_hz(i == points - 1 ? mel_hi : mel_lo + double(i) * step);
+  // Bin centre frequencies, numpy.fft.rfftfreq(n_fft, 1/sr): k · (1 / (n_fft · (1/sr))).
+  const double bin_hz = 1.0 / (double(cfg.n_fft) * (1.0 / double(cfg.sample_rate)));
+
+  std::vector<double> fb(std::size_t(n_mels) * bins);
+  for (int m = 0; m < n_mels; ++m) {
+    const double left = edge_hz[m], centre = edge_hz[m + 1], right = edge_hz[m + 2];
+    // Slaney area normalisation: each triangle scaled to unit area over its width in Hz.
+    const double enorm = 2.0 / (right - left);
+    for (int k = 0; k < bins; ++k) {
+      const double f = double(k) * bin_hz;
+      const double rising = (f - left) / (centre - left);
+      const double falling = (right - f) / (right - centre);
+      fb[std::size_t(m) * bins + k] = std::max(0.0, std::min(rising, falling)) * enorm;
+    }
+  }
+  return fb;
+}
 
 void check_samples(std::span<const float> samples, const LogMelConfig& cfg, std::size_t max_samples) {
   validate(cfg);
@@ -58,54 +166,57 @@ std::vector<double> log_mel_double(std::span<const float> x, const LogMelConfig&
   const int64_t len = int64_t(x.size());
   const int n_fft = cfg.n_fft, bins = n_fft / 2 + 1, n_mels = cfg.num_mel_bins;
 
-  // Pre-emphasis over the clip, float32 like torch's `x[1:] − 0.97·x[:−1]`.
-  std::vector<float> y(x.size());
+  // Pre-emphasis over the clip, in double. The coefficient is the float32 cfg.preemphasis (0.97f =
+  // 0.9700000286102295), the operand torch multiplies by; 0.97 exactly would move the features by
+  // up to 4.5e-6 (features_f64 "sensitivity").
+  const double a = cfg.preemphasis;
+  std::vector<double> y(x.size());
   y[0] = x[0];
-  for (int64_t i = 1; i < len; ++i) y[i] = x[i] - cfg.preemphasis * x[i - 1];
+  for (int64_t i = 1; i < len; ++i) y[i] = double(x[i]) - a * double(x[i - 1]);
 
-  const std::vector<float> window = hann_window_symmetric(cfg.win_length);
-  const std::vector<float> fb = mel_filter_bank(cfg);
+  const std::vector<double> window = hann_window_double(cfg.win_length);
+  const std::vector<double> fb = mel_filter_bank_double(cfg);
   // Each triangle's nonzero bins [lo, hi): the mel product skips the zeros.
   std::vector<int> lo(n_mels, 0), hi(n_mels, 0);
   for (int m = 0; m < n_mels; ++m) {
-    const float* row = fb.data() + int64_t(m) * bins;
-    int a = 0, b = bins;
-    while (a < bins && row[a] == 0.0f) ++a;
-    while (b > a && row[b - 1] == 0.0f) --b;
-    lo[m] = a;
-    hi[m] = b;
+    const double* row = fb.data() + int64_t(m) * bins;
+    int a0 = 0, b0 = bins;
+    while (a0 < bins && row[a0] == 0.0) ++a0;
+    while (b0 > a0 && row[b0 - 1] == 0.0) --b0;
+    lo[m] = a0;
+    hi[m] = b0;
   }
 
-  std::unique_ptr<kiss_fftr_state, FftrDeleter> fft(kiss_fftr_alloc(n_fft, 0, nullptr, nullptr));
-  LFM_CHECK(fft != nullptr, "audio front end: kissfft could not set up a real FFT of size ", n_fft);
-
+  const RealFft fft(n_fft);
+  AlignedBuffer frame = aligned_buffer(std::size_t(n_fft));            // [n_fft] windowed samples
+  AlignedBuffer spectrum = aligned_buffer(std::size_t(bins) * 2);      // [n_fft/2 + 1] (re, im)
   // torch.stft(center=True) pads n_fft/2 zeros on each side and centres the window inside the
   // n_fft frame, so frame t's window tap j reads y[t·hop − n_fft/2 + (n_fft − win)/2 + j].
   const int win_offset = (n_fft - cfg.win_length) / 2;
-  std::vector<float> frame(n_fft);                 // [n_fft] windowed samples
-  std::vector<kiss_fft_cpx> spectrum(bins);       // [n_fft/2 + 1]
   std::vector<double> power(bins);
   std::vector<double> out(std::size_t(frames) * n_mels);
   for (int64_t t = 0; t < frames; ++t) {
-    std::fill(frame.begin(), frame.end(), 0.0f);
+    std::fill(frame.get(), frame.get() + n_fft, 0.0);
     const int64_t start = t * cfg.hop_length - n_fft / 2 + win_offset;
     for (int j = 0; j < cfg.win_length; ++j) {
       const int64_t s = start + j;
       if (s >= 0 && s < len) frame[win_offset + j] = y[s] * window[j];
     }
-    kiss_fftr(fft.get(), frame.data(), spectrum.data());
+    fft.run(frame.get(), spectrum.get());
     for (int k = 0; k < bins; ++k) {
-      const double re = spectrum[k].r, im = spectrum[k].i;
+      const double re = spectrum[2 * k], im = spectrum[2 * k + 1];
       power[k] = re * re + im * im;
     }
     double* row = out.data() + t * n_mels;
     for (int m = 0; m < n_mels; ++m) {
-      const float* f = fb.data() + int64_t(m) * bins;
+      const double* f = fb.data() + int64_t(m) * bins;
       double mel = 0.0;
-      for (int k = lo[m]; k < hi[m]; ++k) mel += double(f[k]) * power[k];
-      // Finite samples can still overflow the float FFT (|x| ≳ 1e36): refuse rather than emit inf/NaN.
+      for (int k = lo[m]; k < hi[m]; ++k) mel += f[k] * power[k];
+      // Finite float samples cannot overflow this in double (power < 1e84); only a config whose
+      // triangles are absurdly narrow (weights 2/(right − left) near DBL_MAX) could: refuse it
+      // rather than emit inf/NaN.
       LFM_CHECK(std::isfinite(mel), "audio front end: mel energy of frame ", t, " bin ", m,
-                " is not finite (samples too large)");
+                " is not finite (mel weights too large)");
       row[m] = std::log(mel + cfg.log_guard);
     }
   }
@@ -146,40 +257,14 @@ int64_t audio_tokens_for_frames(int64_t frames) {
 }
 
 std::vector<float> hann_window_symmetric(int win_length) {
-  LFM_CHECK(win_length >= 2, "audio front end: Hann window length ", win_length, " must be ≥ 2");
-  std::vector<float> w(win_length);
-  // Symmetric: the period is win_length − 1, so both ends are 0.
-  const double denom = double(win_length - 1);
-  for (int n = 0; n < win_length; ++n) w[n] = float(0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * n / denom));
-  return w;
+  const std::vector<double> w = hann_window_double(win_length);
+  return std::vector<float>(w.begin(), w.end());
 }
 
 std::vector<float> mel_filter_bank(const LogMelConfig& cfg) {
   validate(cfg);
-  const int bins = cfg.n_fft / 2 + 1, n_mels = cfg.num_mel_bins;
-  // Band edges: n_mels + 2 points evenly spaced on the mel scale (numpy.linspace: start + i·step,
-  // the last point exactly the end), back in Hz.
-  const double mel_lo = hz_to_mel(cfg.fmin), mel_hi = hz_to_mel(cfg.fmax);
-  const int points = n_mels + 2;
-  const double step = (mel_hi - mel_lo) / double(points - 1);
-  std::vector<double> edge_hz(points);
-  for (int i = 0; i < points; ++i) edge_hz[i] = mel_to_hz(i == points - 1 ? mel_hi : mel_lo + double(i) * step);
-  // Bin centre frequencies, numpy.fft.rfftfreq(n_fft, 1/sr): k · (1 / (n_fft · (1/sr))).
-  const double bin_hz = 1.0 / (double(cfg.n_fft) * (1.0 / double(cfg.sample_rate)));
-
-  std::vector<float> fb(std::size_t(n_mels) * bins);
-  for (int m = 0; m < n_mels; ++m) {
-    const double left = edge_hz[m], centre = edge_hz[m + 1], right = edge_hz[m + 2];
-    // Slaney area normalisation: each triangle scaled to unit area over its width in Hz.
-    const double enorm = 2.0 / (right - left);
-    for (int k = 0; k < bins; ++k) {
-      const double f = double(k) * bin_hz;
-      const double rising = (f - left) / (centre - left);
-      const double falling = (right - f) / (right - centre);
-      fb[std::size_t(m) * bins + k] = float(std::max(0.0, std::min(rising, falling)) * enorm);
-    }
-  }
-  return fb;
+  const std::vector<double> fb = mel_filter_bank_double(cfg);
+  return std::vector<float>(fb.begin(), fb.end());
 }
 
 LogMel log_mel_unnormalised(std::span<const float> samples, const LogMelConfig& cfg, std::size_t max_samples) {

@@ -11,8 +11,13 @@
 //      frames ≥ n (the terminal centred frame) are then exactly 0 — and still part of the output,
 //      since the encoder consumes all T frames.
 // Output: features [T, 128] time-major float32; the encoder turns T frames into N = (T + 7) / 8
-// audio tokens. The FFT is kissfft's real transform (float; Debian ships no double build); the rest
-// is computed in double. Tolerances against transformers' float32 features: tests/audio_log_mel_test.cpp.
+// audio tokens. Everything after the float32 samples is computed in double (the window, the mel
+// matrix and the pre-emphasis with the float32 coefficient 0.97f torch applies; the FFT is FFTW3's
+// double real transform) and rounded to float32 only at the output, so the result is the exact
+// (float64) value of the algorithm to within that rounding: tested at 1e-6 against a float64 NumPy
+// restatement (tests/data/audio/frontend/features_f64) and at 1e-3 against transformers' float32
+// features, which carry torch's float32 rounding (tests/audio_log_mel_test.cpp).
+// Thread-safe: FFTW plans are made once per n_fft under a lock; calls run them on their own buffers.
 #pragma once
 
 #include <cstddef>
@@ -50,11 +55,15 @@ int64_t log_mel_frames(int64_t num_samples, const LogMelConfig& cfg = {});
 // Audio tokens N = (T + 7) / 8 the encoder's ×8 subsampling makes of T frames (= placeholders).
 int64_t audio_tokens_for_frames(int64_t frames);
 
-// torch.hann_window(win_length, periodic=False): [win_length].
+// The symmetric Hann window 0.5 − 0.5·cos(2πn/(win_length − 1)) (torch.hann_window(win_length,
+// periodic=False)), computed in double and rounded to float32: [win_length]. The front end itself
+// uses the double values (torch's own float32 window differs by up to 1.9e-7 per tap).
 std::vector<float> hann_window_symmetric(int win_length);
 
-// librosa.filters.mel(sr, n_fft, n_mels, fmin, fmax, htk=False, norm="slaney") as float32:
-// [num_mel_bins, n_fft / 2 + 1] row-major (Slaney mel scale, triangles in Hz, area-normalised).
+// librosa.filters.mel(sr, n_fft, n_mels, fmin, fmax, htk=False, norm="slaney"), computed in double
+// and rounded to float32: [num_mel_bins, n_fft / 2 + 1] row-major (Slaney mel scale, triangles in
+// Hz, area-normalised). The front end itself uses the double matrix (the exact reference does too;
+// librosa's float32 matrix, which transformers uses, moves the features by ≤ 1.2e-7).
 std::vector<float> mel_filter_bank(const LogMelConfig& cfg = {});
 
 struct LogMel {
