@@ -25,7 +25,9 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <numbers>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "audio/log_mel.h"
@@ -208,6 +210,80 @@ TEST(AudioLogMel, UnnormalisedLogMelMatchesTransformers) {
               << c["float64_numpy_maxdiff"]["log_mel_unnormalised"].get<double>() << ")\n";
     EXPECT_LE(d, kLogMelTol);
   }
+}
+
+// A deterministic noise clip (every bin energetic, so float32 constants in the check below cost
+// only ~1e-7 relative): [len].
+std::vector<float> lcg_noise(size_t len, uint32_t seed) {
+  std::vector<float> x(len);
+  for (auto& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = 0.1f * (float(seed >> 8) / float(1u << 24) - 0.5f);
+  }
+  return x;
+}
+
+// log_mel_unnormalised for other FFT sizes (even, odd factors, more sizes than the plan cache keeps,
+// so the per-call plan path runs too) against a direct O(n²) DFT of the same frames.
+TEST(AudioLogMel, OtherFftSizesAgreeWithADirectDft) {
+  for (const int n_fft : {256, 258, 320, 400, 510, 600, 800, 1000, 1024, 1026, 2048}) {
+    SCOPED_TRACE("n_fft " + std::to_string(n_fft));
+    LogMelConfig cfg;
+    cfg.n_fft = n_fft;
+    cfg.win_length = n_fft - n_fft / 4;
+    cfg.num_mel_bins = 40;
+    const std::vector<float> x = lcg_noise(size_t(3 * cfg.hop_length + 17), uint32_t(n_fft));
+    const LogMel lm = log_mel_unnormalised(x, cfg);
+    ASSERT_EQ(lm.frames, 4);
+    const auto w = hann_window_symmetric(cfg.win_length);
+    const auto fb = mel_filter_bank(cfg);
+    const int bins = n_fft / 2 + 1, off = (n_fft - cfg.win_length) / 2;
+    double worst = 0;
+    for (int64_t t = 0; t < lm.frames; ++t) {
+      std::vector<double> frame(n_fft, 0.0);
+      for (int j = 0; j < cfg.win_length; ++j) {
+        const int64_t s = t * cfg.hop_length - n_fft / 2 + off + j;
+        if (s < 0 || s >= int64_t(x.size())) continue;
+        const double y = s == 0 ? x[0] : double(x[s]) - double(cfg.preemphasis) * double(x[s - 1]);
+        frame[off + j] = y * w[j];
+      }
+      std::vector<double> power(bins);
+      for (int k = 0; k < bins; ++k) {
+        double re = 0, im = 0;
+        for (int n = 0; n < n_fft; ++n) {
+          const double ph = 2.0 * std::numbers::pi * double((int64_t(k) * n) % n_fft) / n_fft;
+          re += frame[n] * std::cos(ph);
+          im -= frame[n] * std::sin(ph);
+        }
+        power[k] = re * re + im * im;
+      }
+      for (int m = 0; m < cfg.num_mel_bins; ++m) {
+        double mel = 0;
+        for (int k = 0; k < bins; ++k) mel += double(fb[size_t(m) * bins + k]) * power[k];
+        worst = std::max(worst, std::abs(std::log(mel + cfg.log_guard) - lm.values[size_t(t) * cfg.num_mel_bins + m]));
+      }
+    }
+    std::cout << "[ direct DFT ] n_fft " << n_fft << " max |diff| " << worst << "\n";
+    EXPECT_LE(worst, 1e-5);
+  }
+}
+
+// Plans are made under a lock and run on per-call buffers: calls from several threads at once, on
+// two FFT sizes (one of them new, so planning races with execution), give the serial results exactly.
+TEST(AudioLogMel, ConcurrentCallsGiveTheSerialResults) {
+  LogMelConfig other;
+  other.n_fft = 768;
+  other.win_length = 640;
+  const std::vector<float> x = lcg_noise(16000, 7);
+  std::vector<std::vector<float>> got(8);
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < got.size(); ++i)
+      threads.emplace_back([&, i] { got[i] = compute_log_mel(x, i % 2 ? other : LogMelConfig{}).values; });
+    for (auto& th : threads) th.join();
+  }
+  const auto want_default = compute_log_mel(x).values, want_other = compute_log_mel(x, other).values;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i % 2 ? want_other : want_default) << "thread " << i;
 }
 
 TEST(AudioLogMel, SilenceIsTheLogGuard) {
