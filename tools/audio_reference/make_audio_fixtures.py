@@ -422,6 +422,10 @@ def make_frontend(out):
         "padded_batch": batch,
         "tolerances": {"input_features": 1e-6, "log_mel_unnormalised": 1e-5, "mel_filters": 1e-7},
     }
+    # the exact (float64) features of the same clips: frontend/features_f64, ref["features_f64"] (numpy only)
+    sys.path.insert(0, HERE)
+    from exact_frontend_f64 import add_exact_features
+    add_exact_features(d, ref)
     write_json(os.path.join(d, "reference.json"), ref)
     return ref
 
