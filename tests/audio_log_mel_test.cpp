@@ -7,7 +7,7 @@
 // Tolerances, absolute:
 //   features vs the float64 reference       1e-6, every clip (silence included: both ≈ 0) — the
 //       port computes in double and rounds once to float32 (≤ 4.8e-7 for |x| < 16), so what is left
-//       is that rounding plus double-precision differences (FFTW vs pocketfft, summation order)
+//       is that rounding plus double-precision differences (Eigen's FFT vs pocketfft, summation order)
 //   features vs transformers                1e-3 — the float64 reference itself is up to 3.4e-4 from
 //       them (hops_5280; torch's float32 window alone accounts for 3.1e-4 of it); the measured
 //       maximum per clip is printed. silence_0p5s is degenerate there (log-mel constant; HF's −0.16

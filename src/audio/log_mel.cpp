@@ -1,5 +1,5 @@
 // Lfm2AudioFeatureExtractor in C++ (log_mel.h has the steps). Every step after reading the float32
-// samples is computed in double — pre-emphasis, the window, the FFT (FFTW3's double real transform),
+// samples is computed in double — pre-emphasis, the window, the FFT (Eigen's FFT module, in double),
 // power, the mel matrix, log and normalisation — and rounded to float32 only at the output. That makes
 // the port reproduce the exact (float64) values of the algorithm (tests/data/audio/frontend/features_f64,
 // tools/audio_reference/exact_frontend_f64.py) to within the output rounding (< 1e-6), rather than
@@ -7,14 +7,12 @@
 // features are ~3.4e-4 from the exact ones: the README of the fixtures).
 #include "audio/log_mel.h"
 
-#include <fftw3.h>
+#include <unsupported/Eigen/FFT>
 
 #include <algorithm>
+#include <complex>
 #include <cmath>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <new>
+#include <vector>
 #include <numbers>
 
 #include "core/error.h"
@@ -40,74 +38,27 @@ double mel_to_hz(double mel) {
   return kSlaneyHzPerMel * mel;
 }
 
-// FFTW's planner (fftw_plan_*, fftw_destroy_plan) is not thread-safe; executing a finished plan on
-// new arrays (fftw_execute_dft_r2c) is. So: one plan per n_fft, made once under a mutex with
-// FFTW_ESTIMATE (no timing runs: deterministic and quick) and kept for the life of the process;
-// every call brings its own buffers, allocated with the same alignment (kFftAlign) as the arrays the
-// plan was made on, out of place like them — what the new-array interface requires.
-constexpr std::size_t kFftAlign = 64;
-// Distinct n_fft values kept; past this (only configs that keep changing n_fft get there) a call
-// makes a plan of its own and destroys it afterwards, so the cache cannot grow without bound.
-constexpr std::size_t kMaxCachedPlans = 8;
-
-struct AlignedDelete {
-  void operator()(double* p) const { ::operator delete[](p, std::align_val_t(kFftAlign)); }
-};
-using AlignedBuffer = std::unique_ptr<double[], AlignedDelete>;
-
-AlignedBuffer aligned_buffer(std::size_t n) {
-  return AlignedBuffer(new (std::align_val_t(kFftAlign)) double[n]);
-}
-
-std::mutex& planner_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-// Never destroyed (a plan may be executing in another thread during static destruction); held by
-// a pointer so leak checkers see the plans as reachable.
-std::map<int, fftw_plan>& plan_cache() {
-  static auto* cache = new std::map<int, fftw_plan>();
-  return *cache;
-}
-
-// Call with planner_mutex() held.
-fftw_plan make_plan(int n_fft) {
-  AlignedBuffer in = aligned_buffer(std::size_t(n_fft)), out = aligned_buffer(std::size_t(n_fft / 2 + 1) * 2);
-  fftw_plan p = fftw_plan_dft_r2c_1d(n_fft, in.get(), reinterpret_cast<fftw_complex*>(out.get()), FFTW_ESTIMATE);
-  LFM_CHECK(p != nullptr, "audio front end: FFTW could not plan a real FFT of size ", n_fft);
-  return p;
-}
-
-// The real FFT of one n_fft frame: in [n_fft] doubles → out [n_fft/2 + 1] complex (re, im interleaved).
+// The real FFT of one n_fft frame in double: Eigen's FFT module (MPL-2.0, header-only; its default
+// backend is a mixed-radix kissfft port templated on the scalar type, so double precision). One
+// per compute call: an Eigen::FFT object caches its twiddles and is not safe to share between
+// threads, and making one for n_fft = 512 costs microseconds.
 class RealFft {
  public:
-  explicit RealFft(int n_fft) {
-    std::lock_guard<std::mutex> lock(planner_mutex());
-    auto& cache = plan_cache();
-    if (auto it = cache.find(n_fft); it != cache.end()) {
-      plan_ = it->second;
-    } else if (cache.size() < kMaxCachedPlans) {
-      plan_ = cache.emplace(n_fft, make_plan(n_fft)).first->second;
-    } else {
-      plan_ = make_plan(n_fft);
-      owned_ = true;
+  explicit RealFft(int n_fft) : in_(std::size_t(n_fft)) { fft_.SetFlag(Eigen::FFT<double>::HalfSpectrum); }
+  // in: [n_fft] doubles → out: [n_fft/2 + 1] complex (re, im interleaved).
+  void run(const double* in, double* out) {
+    std::copy(in, in + in_.size(), in_.begin());
+    fft_.fwd(spectrum_, in_);
+    for (std::size_t k = 0; k < spectrum_.size(); ++k) {
+      out[2 * k] = spectrum_[k].real();
+      out[2 * k + 1] = spectrum_[k].imag();
     }
   }
-  ~RealFft() {
-    if (!owned_) return;
-    std::lock_guard<std::mutex> lock(planner_mutex());
-    fftw_destroy_plan(plan_);
-  }
-  RealFft(const RealFft&) = delete;
-  RealFft& operator=(const RealFft&) = delete;
-
-  // in, out: from aligned_buffer (the plan's alignment).
-  void run(double* in, double* out) const { fftw_execute_dft_r2c(plan_, in, reinterpret_cast<fftw_complex*>(out)); }
 
  private:
-  fftw_plan plan_ = nullptr;
-  bool owned_ = false;
+  Eigen::FFT<double> fft_;
+  std::vector<double> in_;
+  std::vector<std::complex<double>> spectrum_;
 };
 
 // 0.5 − 0.5·cos(2πn/(N−1)) in double: [win_length].
@@ -187,22 +138,22 @@ std::vector<double> log_mel_double(std::span<const float> x, const LogMelConfig&
     hi[m] = b0;
   }
 
-  const RealFft fft(n_fft);
-  AlignedBuffer frame = aligned_buffer(std::size_t(n_fft));            // [n_fft] windowed samples
-  AlignedBuffer spectrum = aligned_buffer(std::size_t(bins) * 2);      // [n_fft/2 + 1] (re, im)
+  RealFft fft(n_fft);
+  std::vector<double> frame(static_cast<std::size_t>(n_fft));  // [n_fft] windowed samples
+  std::vector<double> spectrum(static_cast<std::size_t>(bins) * 2);  // [n_fft/2 + 1] (re, im)
   // torch.stft(center=True) pads n_fft/2 zeros on each side and centres the window inside the
   // n_fft frame, so frame t's window tap j reads y[t·hop − n_fft/2 + (n_fft − win)/2 + j].
   const int win_offset = (n_fft - cfg.win_length) / 2;
   std::vector<double> power(bins);
   std::vector<double> out(std::size_t(frames) * n_mels);
   for (int64_t t = 0; t < frames; ++t) {
-    std::fill(frame.get(), frame.get() + n_fft, 0.0);
+    std::fill(frame.begin(), frame.end(), 0.0);
     const int64_t start = t * cfg.hop_length - n_fft / 2 + win_offset;
     for (int j = 0; j < cfg.win_length; ++j) {
       const int64_t s = start + j;
       if (s >= 0 && s < len) frame[win_offset + j] = y[s] * window[j];
     }
-    fft.run(frame.get(), spectrum.get());
+    fft.run(frame.data(), spectrum.data());
     for (int k = 0; k < bins; ++k) {
       const double re = spectrum[2 * k], im = spectrum[2 * k + 1];
       power[k] = re * re + im * im;

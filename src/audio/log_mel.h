@@ -12,12 +12,12 @@
 //      since the encoder consumes all T frames.
 // Output: features [T, 128] time-major float32; the encoder turns T frames into N = (T + 7) / 8
 // audio tokens. Everything after the float32 samples is computed in double (the window, the mel
-// matrix and the pre-emphasis with the float32 coefficient 0.97f torch applies; the FFT is FFTW3's
-// double real transform) and rounded to float32 only at the output, so the result is the exact
+// matrix and the pre-emphasis with the float32 coefficient 0.97f torch applies; the FFT is Eigen's
+// FFT module in double) and rounded to float32 only at the output, so the result is the exact
 // (float64) value of the algorithm to within that rounding: tested at 1e-6 against a float64 NumPy
 // restatement (tests/data/audio/frontend/features_f64) and at 1e-3 against transformers' float32
 // features, which carry torch's float32 rounding (tests/audio_log_mel_test.cpp).
-// Thread-safe: FFTW plans are made once per n_fft under a lock; calls run them on their own buffers.
+// Thread-safe: each call makes its own FFT object (nothing shared between calls).
 #pragma once
 
 #include <cstddef>
