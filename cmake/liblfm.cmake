@@ -50,7 +50,7 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/lfmConfigVersion.cmake COMP
 install(FILES ${CMAKE_BINARY_DIR}/lfmConfig.cmake ${CMAKE_BINARY_DIR}/lfmConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/lfm)
 # pkg-config: the static link's system libraries, as the core links them.
-set(LFM_PC_PRIVATE "-lpcre2-8 -lcurl -lcrypto ${IMAGE_LIBS_LDFLAGS} -lstdc++ -lm -lpthread")
+set(LFM_PC_PRIVATE "-lpcre2-8 -lcurl -lcrypto ${IMAGE_LIBS_LDFLAGS} ${AUDIO_LIBS_LDFLAGS} -lstdc++ -lm -lpthread")
 if(LFM_CUDA)
   string(APPEND LFM_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
 endif()
