@@ -9,6 +9,8 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/output_file.h"
+#include "convert/audio_folder.h"
+#include "convert/audio_mmproj_export.h"
 #include "convert/gguf_export.h"
 #include "convert/gguf_tokenizer_meta.h"
 #include "convert/mmproj_export.h"
@@ -42,8 +44,8 @@ int run_convert(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "No progress bar or summary");
   std::string mmproj_out;
   app.add_option("--mmproj-output", mmproj_out,
-                 "LFM2-VL: where the vision tower goes, as llama.cpp's mmproj GGUF (default: mmproj-<output name> "
-                 "beside the output; F16 matrices, F32 with --type f32)");
+                 "LFM2-VL / LFM2-Audio: where the vision tower / speech encoder goes, as llama.cpp's mmproj GGUF "
+                 "(default: mmproj-<output name> beside the output; F16 matrices, F32 with --type f32)");
   LFM_CLI_PARSE(app, argc, argv);
 
   namespace fs = std::filesystem;
@@ -56,13 +58,17 @@ int run_convert(int argc, char** argv) {
   // outputs are checked before anything is written (core/output_file.h).
   check_output_spares_input(out, input == model ? model : input, "convert");
   const std::optional<VisionCheckpoint> vision = fs::is_directory(input) ? open_vision_checkpoint(input) : std::nullopt;
-  LFM_CHECK(vision || mmproj_out.empty(), "convert: --mmproj-output, but '", input, "' has no vision tower");
-  if (vision) {
+  // LFM2-Audio: the backbone (its `lfm` dict and "model.lfm.…" tensors) and the speech encoder.
+  std::optional<gguf::AudioFolder> audio = !vision && fs::is_directory(input) ? gguf::read_audio_folder(input) : std::nullopt;
+  LFM_CHECK(vision || audio || mmproj_out.empty(), "convert: --mmproj-output, but '", input,
+            "' has no vision tower or speech encoder");
+  if (vision || audio) {
     if (mmproj_out.empty()) mmproj_out = (fs::path(out).parent_path() / ("mmproj-" + fs::path(out).filename().string())).string();
     check_distinct_outputs(out, mmproj_out, "convert: -o and --mmproj-output");
     check_output_spares_input(mmproj_out, input == model ? model : input, "convert: --mmproj-output");
   }
-  auto m = load_model(input, LoadOptions{.pack = false});
+  std::unique_ptr<Model> m = audio ? std::make_unique<Model>(audio->text, std::move(audio->text_source), LoadOptions{.pack = false})
+                                   : load_model(input, LoadOptions{.pack = false});
   // A retriever's head (pooling, prompts, PyLate facts, the Dense projection) goes along.
   std::optional<RetrievalConfig> head;
   std::shared_ptr<const TensorSource> dense;
@@ -97,6 +103,14 @@ int run_convert(int argc, char** argv) {
                                             opt.name);
     if (!quiet)
       std::fprintf(stderr, "wrote %s: the vision tower, %lld tensors, %.1f MiB\n", mmproj_out.c_str(),
+                   static_cast<long long>(ms.tensors), ms.file_bytes / 1048576.0);
+  }
+  // An LFM2-Audio folder: the speech encoder and adapter as the pair's lfm2a mmproj file.
+  if (audio) {
+    const auto ms = gguf::write_audio_mmproj_gguf(mmproj_out, audio->audio, *audio->audio_source,
+                                                  opt.type == gguf::FileType::F32, opt.name);
+    if (!quiet)
+      std::fprintf(stderr, "wrote %s: the speech encoder, %lld tensors, %.1f MiB\n", mmproj_out.c_str(),
                    static_cast<long long>(ms.tensors), ms.file_bytes / 1048576.0);
   }
   return 0;

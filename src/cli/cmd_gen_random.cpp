@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "convert/random_checkpoint.h"
 
 namespace lfm::cli {
@@ -49,12 +50,27 @@ int run_gen_random(int argc, char** argv) {
                  "LFM2-VL (folders only): add a vision tower and projector of this shape, siglip2-base "
                  "(LFM2-VL-450M's) or siglip2-so400m (LFM2-VL-1.6B's); `lfm convert` then writes llama.cpp's "
                  "GGUF pair");
+  std::string audio, mmproj_out;
+  app.add_option("--audio", audio,
+                 "LFM2-Audio: add a speech encoder (FastConformer + adapter) of this shape, lfm2-audio (the 1.5B "
+                 "models': d 512, 17 blocks; with --shape 1.2B) or tiny; a folder in transformers' layout, or with a "
+                 ".gguf output llama.cpp's GGUF pair (the backbone and an lfm2a mmproj)");
+  app.add_option("--mmproj-output", mmproj_out,
+                 "With --audio and a .gguf output: where the mmproj goes (default: mmproj-<output name> beside it)");
   LFM_CLI_PARSE(app, argc, argv);
 
   const bool gguf_out = out.size() >= 5 && out.compare(out.size() - 5, 5, ".gguf") == 0;
   LFM_CHECK(vision.empty() || (!gguf_out && !config_only), "gen-random: --vision writes a Hugging Face folder");
   LFM_CHECK(retriever.empty() || (!gguf_out && !config_only),
             "gen-random: --retriever writes a Hugging Face folder (lfm convert makes the GGUF)");
+  LFM_CHECK(audio.empty() || (vision.empty() && retriever.empty() && !config_only),
+            "gen-random: --audio goes with neither --vision, --retriever nor --config-only");
+  LFM_CHECK(mmproj_out.empty() || (!audio.empty() && gguf_out), "gen-random: --mmproj-output needs --audio and a .gguf output");
+  if (!audio.empty() && gguf_out) {
+    if (mmproj_out.empty())
+      mmproj_out = (std::filesystem::path(out).parent_path() / ("mmproj-" + std::filesystem::path(out).filename().string())).string();
+    check_distinct_outputs(out, mmproj_out, "gen-random: -o and --mmproj-output");
+  }
   if (config_only) {
     LFM_CHECK(!gguf_out, "gen-random: --config-only writes a folder, not a .gguf");
     gguf::write_random_config(out, shape);
@@ -68,6 +84,8 @@ int run_gen_random(int argc, char** argv) {
   opt.branch_scale = branch_scale;
   opt.vision = vision;
   opt.retriever = retriever;
+  opt.audio = audio;
+  opt.mmproj_path = mmproj_out;
   if (type.empty()) type = "bf16";
   if (gguf_out) {
     opt.gguf_type = gguf::parse_file_type(type);
@@ -79,6 +97,7 @@ int run_gen_random(int argc, char** argv) {
     opt.hf_dtype = ft == gguf::FileType::F32 ? DType::F32 : ft == gguf::FileType::F16 ? DType::F16 : DType::BF16;
     gguf::write_random_hf(out, opt);
   }
+  if (!quiet && !mmproj_out.empty()) std::fprintf(stderr, "wrote %s (the speech encoder, audio shape %s)\n", mmproj_out.c_str(), audio.c_str());
   if (!quiet) std::fprintf(stderr, "wrote %s (shape %s, seed %llu, random weights: benchmarking only)\n", out.c_str(),
                            shape.c_str(), static_cast<unsigned long long>(seed));
   return 0;

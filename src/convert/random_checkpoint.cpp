@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "convert/quant.h"
+#include "convert/random_audio.h"
 #include "formats/safetensors_writer.h"
 #include "model/vision_config.h"
 #include "model/weights.h"
@@ -228,6 +229,14 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   }
   const ModelConfig cfg = parse_model_config(j);
   std::vector<ExpectedTensor> tensors = expected_tensors(cfg, cfg.has_lm_head && !cfg.tie_embeddings);
+  if (!opt.audio.empty()) {
+    // LFM2-Audio: the backbone under "model.lfm.", then the encoder, adapter and audio embedding.
+    LFM_CHECK(opt.vision.empty() && opt.retriever.empty(), "gen-random: --audio goes with neither --vision nor --retriever");
+    j = random_audio_config(j, opt.audio);
+    for (ExpectedTensor& t : tensors)
+      if (t.name.starts_with("model.")) t.name = "model.lfm." + t.name.substr(6);
+    for (ExpectedTensor& t : random_audio_tensors(opt.audio, cfg.hidden_size)) tensors.push_back(std::move(t));
+  }
   if (!opt.vision.empty()) {
     // LFM2-VL: the language model under transformers 5's names, then the vision tower and projector.
     j = vl_config(j, opt.vision);
@@ -270,7 +279,10 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
     for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
     return n;
   }();
-  RandomRowProducer gen(opt.seed, opt.branch_scale);
+  // The audio producer gives the backbone the same values as the plain one (its norms are 1 either way).
+  RandomRowProducer plain(opt.seed, opt.branch_scale);
+  AudioRandomRowProducer audio_gen(opt.seed, opt.branch_scale);
+  RowProducer& gen = opt.audio.empty() ? static_cast<RowProducer&>(plain) : audio_gen;
   std::vector<float> f32;
   std::vector<uint8_t> bytes;
   uint64_t done = 0;
@@ -313,6 +325,13 @@ void write_random_gguf(const std::string& path, const RandomCheckpointOptions& o
                         Value::of_string("random weights (lfm gen-random, seed " + std::to_string(opt.seed) +
                                          "); for benchmarking only, says nothing about quality"));
   write_gguf_model(path, cfg, gen, eo);
+  if (!opt.audio.empty()) {
+    namespace fs = std::filesystem;
+    const std::string mm = opt.mmproj_path.empty()
+                               ? (fs::path(path).parent_path() / ("mmproj-" + fs::path(path).filename().string())).string()
+                               : opt.mmproj_path;
+    write_random_audio_mmproj(mm, opt);
+  }
 }
 
 }  // namespace lfm::gguf

@@ -57,6 +57,12 @@ struct RandomCheckpointOptions {
   // (LFM2-ColBERT: the causal base model with the same head). No LM head; tensor names without
   // the "model." prefix.
   std::string retriever;
+  // LFM2-Audio (convert/random_audio.h): a speech encoder of this shape ("lfm2-audio": the 1.5B
+  // models', "tiny") in front of the text shape. A folder in transformers' layout, or for a GGUF
+  // output llama.cpp's pair: the backbone at the path and the lfm2a mmproj at mmproj_path
+  // (default: mmproj-<file name> beside it).
+  std::string audio;
+  std::string mmproj_path;
 };
 std::vector<std::string> random_retriever_names();
 std::vector<std::string> random_vision_names();

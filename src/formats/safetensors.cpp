@@ -65,6 +65,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
       }
       continue;
     }
+    // A BatchNorm's training step counter (LFM2-Audio's encoder): an I64 scalar, no weight.
+    if (name.ends_with(".num_batches_tracked") && info.is_object() && info.value("dtype", json()) == "I64") continue;
     LFM_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
               "safetensors: tensor '", name, "' in '", path, "' lacks dtype, shape or data_offsets");
     const auto& jd = info["dtype"];
