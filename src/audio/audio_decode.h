@@ -12,7 +12,9 @@
 //
 // Resampling: libsoxr (Debian libsoxr-dev) at SOXR_HQ — 20-bit precision, a linear-phase filter
 // whose passband ends at 91.3 % of the lower Nyquist — the setting librosa.load uses by default
-// (res_type "soxr_hq"), so a clip loaded here matches what Python front ends feed the model. No
+// (res_type "soxr_hq"), so a clip loaded here matches what librosa-based front ends feed the model
+// (which resampler liquid-audio's ChatState.add_audio uses was not checked; filters differ only
+// near the band edge, above the speech band at 16 kHz). No
 // resampling at all when the rates are equal: the samples pass through bit for bit. The output
 // has round(L · target / source) samples (soxr's one-shot length; a clip that leaves none is refused).
 //

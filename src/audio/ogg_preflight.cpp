@@ -38,6 +38,7 @@ struct State {
 }  // namespace
 
 void check_ogg_vorbis_headers(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return;
   State s;
   // libogg copies what it is given; the input is bounded by the caller's max_bytes.
   char* buf = ogg_sync_buffer(&s.sync, long(bytes.size()));
