@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes lfm's parsers with libFuzzer (clang, ASan + UBSan). Usage:
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]   (default: all, 30 s each)
-# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar grammar_budget image.
+# TARGET: gguf safetensors config tokenizer jinja output_parser http engine server grammar grammar_budget image audio.
 # Builds build-fuzz/ (-DLFM_FUZZ=ON with clang++), seeds a working corpus per target from
 # tests/data and fuzz/regressions/TARGET (every crash found so far, kept as a regression input),
 # and runs each harness for SECONDS with a 10 s per-input timeout and a 2 GB RSS limit. A crash
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar grammar_budget image)
+TARGETS=(gguf safetensors config tokenizer jinja output_parser http engine server grammar grammar_budget image audio)
 which=${1:-all}
 seconds=${2:-30}
 if [ "$which" != all ]; then
@@ -159,6 +159,15 @@ EOF
         [ "$(stat -c %s "$f")" -le 65536 ] || continue
         { printf '\x00'; cat "$f"; } > "$dir/$(basename "$f")"
       done ;;
+    audio)
+      # The first byte picks the target rate and the path (fuzz_audio.cpp); the rest is one of the
+      # small files of tests/data/audio/files (every container and codec the decoder reads, made by
+      # make_files.py there), and one raw int16 input.
+      for f in tests/data/audio/files/*; do
+        case $f in *.py) continue ;; esac
+        { printf '\x01'; cat "$f"; } > "$dir/$(basename "$f")"
+      done
+      head -c 2000 tests/data/audio/files/tone440_16k_pcm16.wav | { printf '\x85\x01'; cat; } > "$dir/raw_pcm16" ;;
     server)
       # Whole connections: every route, streamed and not, pipelined requests, chunked bodies,
       # 100-continue, and the framing cases the server refuses.
@@ -195,7 +204,7 @@ dict_of() {
   case $1 in
     gguf) echo fuzz/dict/gguf.dict ;;
     jinja) echo fuzz/dict/jinja.dict ;;
-    output_parser|engine|image) echo "" ;;
+    output_parser|engine|image|audio) echo "" ;;
     server) echo fuzz/dict/http.dict ;;
     *) echo fuzz/dict/json.dict ;;
   esac

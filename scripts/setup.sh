@@ -6,7 +6,7 @@ PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
       libjpeg62-turbo-dev libpng-dev libwebp-dev  # image decoding (src/image/)
       libeigen3-dev  # the audio front end's FFT (src/audio/; Eigen's FFT module, header-only)
-      libsndfile1-dev libsoxr-dev  # audio file decoding and resampling (src/audio/audio_decode.h)
+      libsndfile1-dev libsoxr-dev libvorbis-dev  # audio decoding, resampling (src/audio/audio_decode.h)
       python3 python3-jinja2 python3-jsonschema python3-pytest ccache
       clang libclang-rt-14-dev)  # clang + libFuzzer: scripts/fuzz.sh (the suite's fuzz smoke)
 missing=()

@@ -5,6 +5,7 @@
 #include <sndfile.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -121,16 +122,45 @@ TEST(AudioDecodeHostile, Truncated) {
     b.resize(b.size() * 6 / 10);
     AUDIO_EXPECT_HAS(error_of([&] { decode_audio(b); }), "audio: truncated ");
   }
-  // Ogg streams cut short fail to open (libsndfile finds no last page).
-  for (int format : {SF_FORMAT_OGG | SF_FORMAT_VORBIS, SF_FORMAT_OGG | SF_FORMAT_OPUS}) {
-    Bytes b = encode(x, 1, 16000, format);
-    b.resize(b.size() * 6 / 10);
-    AUDIO_EXPECT_HAS(error_of([&] { decode_audio(b); }), "audio: cannot decode the OGG data");
-  }
   // Cut inside the header.
   Bytes head = encode(x, 1, 16000, SF_FORMAT_WAV | SF_FORMAT_PCM_16);
   head.resize(30);
   AUDIO_EXPECT_HAS(error_of([&] { decode_audio(head); }), "audio: cannot decode the WAV data");
+  // Ogg is a streaming container: a stream cut in its audio pages decodes to the complete pages it
+  // has (libsndfile takes the last complete page as the end), the same samples as the whole file's.
+  for (int format : {SF_FORMAT_OGG | SF_FORMAT_VORBIS, SF_FORMAT_OGG | SF_FORMAT_OPUS}) {
+    const Bytes whole = encode(sine(48000, 5.0, 440), 1, 48000, format);
+    const Bytes cut(whole.begin(), whole.begin() + std::ptrdiff_t(whole.size() * 8 / 10));
+    const DecodedAudio full = decode_audio(whole, 48000), part = decode_audio(cut, 48000);
+    EXPECT_EQ(full.samples.size(), 240000u);
+    EXPECT_GT(part.samples.size(), 48000u);
+    EXPECT_LT(part.samples.size(), full.samples.size());
+    for (size_t i = 0; i < part.samples.size(); ++i) ASSERT_EQ(part.samples[i], full.samples[i]) << format << " " << i;
+  }
+}
+
+// Ogg Vorbis cut inside its header pages: libsndfile would leak the half-parsed decoder setup
+// (ogg_preflight.h); the check refuses it first. Page 0 is the identification header, page 1 starts
+// the comment and setup headers.
+TEST(AudioDecodeHostile, OggVorbisHeadersCutShort) {
+  const Bytes b = encode(sine(16000, 0.5, 440), 1, 16000, SF_FORMAT_OGG | SF_FORMAT_VORBIS);
+  std::vector<size_t> pages;
+  for (size_t i = 0; i + 4 <= b.size(); ++i) {
+    if (std::memcmp(&b[i], "OggS", 4) == 0) pages.push_back(i);
+  }
+  ASSERT_GE(pages.size(), 3u);
+  for (size_t cut : {pages[1], pages[1] + 40, pages[2] - 1}) {
+    const Bytes c(b.begin(), b.begin() + std::ptrdiff_t(cut));
+    AUDIO_EXPECT_HAS(error_of([&] { decode_audio(c); }),
+                     "audio: corrupt Ogg Vorbis headers: the stream ends before its comment and setup headers");
+  }
+  // A flipped byte in the setup header breaks the page's CRC: libogg drops the page, and the
+  // next one (audio) is not the header that should follow.
+  Bytes d = b;
+  d[pages[1] + 200] ^= 0x55;
+  AUDIO_EXPECT_HAS(error_of([&] { decode_audio(d); }), "audio: corrupt Ogg Vorbis headers");
+  // The whole file still decodes.
+  EXPECT_EQ(decode_audio(b).format, "OGG/Vorbis");
 }
 
 TEST(AudioDecodeHostile, NonFiniteSamples) {
@@ -144,6 +174,11 @@ TEST(AudioDecodeHostile, NonFiniteSamples) {
   x[77] = 0;
   x[101] = std::numeric_limits<float>::infinity();
   AUDIO_EXPECT_HAS(error_of([&] { decode_pcm_f32(x, 2, 16000); }), "sample 50 (channel 1) is infinite");
+  // Finite but huge (a fuzzer's find: 3e38 overflowed soxr's filter to Inf): refused too.
+  x[101] = 3e38f;
+  AUDIO_EXPECT_HAS(error_of([&] { decode_audio(wav_file(x, 2, 8000)); }), "sample 50 (channel 1) is 3e+38, beyond ±1e+06");
+  x[101] = -1e6f;  // the bound itself passes, and stays finite through the resampler
+  for (float v : decode_audio(wav_file(x, 2, 8000)).samples) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(AudioDecodeHostile, Channels) {
@@ -180,6 +215,10 @@ TEST(AudioDecodeHostile, BytesAndEmptyAudio) {
                    "2000 bytes, over the 1000-byte limit");
   AUDIO_EXPECT_HAS(error_of([] { decode_audio(wav_file(std::vector<int16_t>{}, 1, 16000)); }), "audio: no samples");
   AUDIO_EXPECT_HAS(error_of([] { decode_pcm_f32({}, 1, 16000); }), "no samples in the raw float32 input");
+  // One frame at 48 kHz is a third of a sample at 16 kHz: nothing is left.
+  AUDIO_EXPECT_HAS(error_of([] { decode_pcm_s16(pcm16(1), 1, 48000); }),
+                   "audio: too short: 1 frames at 48000 Hz leave no sample at 16000 Hz");
+  EXPECT_EQ(decode_pcm_s16(pcm16(2), 1, 48000).samples.size(), 1u);
   AudioDecodeLimits bad;
   bad.max_seconds = std::nan("");
   AUDIO_EXPECT_HAS(error_of([&] { decode_pcm_s16(pcm16(10), 1, 16000, 16000, bad); }), "max_seconds must be positive");

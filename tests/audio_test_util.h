@@ -45,6 +45,7 @@ inline sf_count_t sink_read(void* dst, sf_count_t n, void* u) {
 }
 inline sf_count_t sink_write(const void* src, sf_count_t n, void* u) {
   auto* s = static_cast<Sink*>(u);
+  if (n <= 0) return 0;
   if (size_t(s->pos + n) > s->data.size()) s->data.resize(size_t(s->pos + n));
   std::memcpy(s->data.data() + s->pos, src, size_t(n));
   s->pos += n;
@@ -168,7 +169,7 @@ Bytes wav_file(const std::vector<T>& interleaved, int channels, int rate, int64_
   put(declared, 4);
   const size_t at = b.size();
   b.resize(at + payload);
-  std::memcpy(b.data() + at, interleaved.data(), payload);
+  if (payload > 0) std::memcpy(b.data() + at, interleaved.data(), payload);
   return b;
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "audio/ogg_preflight.h"
 #include "core/error.h"
 #include "core/file_io.h"
 
@@ -50,6 +51,11 @@ int64_t max_frames(int rate, const AudioDecodeLimits& l) {
   fail("audio: too long: ", lower_bound ? "more than " : "", seconds, " s > limit ", l.max_seconds, " s");
 }
 
+// Float files and raw float input may carry any value. Nominal audio is within ±1 (a few times
+// that with headroom); values near FLT_MAX would overflow to Inf in soxr's filter and the
+// front end's float32 FFT, so anything beyond this is refused as corrupt.
+constexpr float kMaxAbsSample = 1e6f;
+
 // Appends the mean over channels of `frames` interleaved frames to `mono`, refusing a NaN/Inf sample
 // (frame numbers count from `first_frame`). Summed in double: a single channel passes bit-exact.
 template <typename T, typename ToFloat>
@@ -59,7 +65,11 @@ void mix_down(const T* in, int64_t frames, int channels, int64_t first_frame, To
     double sum = 0;
     for (int c = 0; c < channels; ++c) {
       const float v = to_float(in[f * channels + c]);
-      if (!std::isfinite(v)) {
+      if (!(std::abs(v) <= kMaxAbsSample)) {  // also NaN
+        if (std::isfinite(v)) {
+          fail("audio: sample ", first_frame + f, " (channel ", c, ") is ", v, ", beyond ±", kMaxAbsSample,
+               " (float audio is nominally within ±1)");
+        }
         fail("audio: sample ", first_frame + f, " (channel ", c, ") is ", std::isnan(v) ? "NaN" : "infinite",
              "; audio must be finite");
       }
@@ -78,6 +88,8 @@ DecodedAudio finish(std::vector<float> mono, int source_rate, int channels, int 
   out.sample_rate = target_rate;
   out.format = std::move(format);
   out.samples = source_rate == target_rate ? std::move(mono) : resample_mono(mono, source_rate, target_rate);
+  LFM_CHECK(!out.samples.empty(), "audio: too short: ", out.source_frames, " frames at ", source_rate,
+            " Hz leave no sample at ", target_rate, " Hz");
   return out;
 }
 
@@ -217,6 +229,7 @@ DecodedAudio decode_audio(std::span<const uint8_t> bytes, int target_rate, const
   if (std::strcmp(container, "WAV") == 0 || std::strcmp(container, "AIFF") == 0) {
     check_iff_sizes(bytes, container, limits);
   }
+  if (std::strcmp(container, "OGG") == 0) check_ogg_vorbis_headers(bytes);  // libsndfile leaks on bad ones
 
   MemoryFile mem{bytes.data(), sf_count_t(bytes.size())};
   SF_VIRTUAL_IO vio{vio_length, vio_seek, vio_read, vio_write, vio_tell};

@@ -4,7 +4,7 @@
 // Formats: decoded by libsndfile (Debian libsndfile1-dev, 1.2) from memory through its virtual I/O,
 // so the server decodes uploads without temporary files. Only these containers are handed to it,
 // chosen by their magic bytes first: WAV (RIFF/RIFX/RF64: PCM 8/16/24/32-bit, float, double,
-// A-law/µ-law, IMA/MS ADPCM), AIFF/AIFC, FLAC, Ogg (Vorbis, Opus, FLAC) and MPEG audio (MP3, with
+// A-law/µ-law, IMA/MS ADPCM), AIFF/AIFC, FLAC, Ogg (Vorbis, Opus) and MPEG audio (MP3, with
 // or without an ID3v2 tag). libsndfile knows some twenty more (PAF, NIST, IRCAM, SD2, MAT, XI, …);
 // they are refused as "not recognised" so that hostile uploads reach only the common parsers.
 // Samples are read as float (integer PCM normalised by libsndfile: int16 / 32768), then mixed
@@ -12,9 +12,11 @@
 //
 // Resampling: libsoxr (Debian libsoxr-dev) at SOXR_HQ — 20-bit precision, a linear-phase filter
 // whose passband ends at 91.3 % of the lower Nyquist — the setting librosa.load uses by default
-// (res_type "soxr_hq"), so a clip loaded here matches what Python front ends feed the model. No
+// (res_type "soxr_hq"), so a clip loaded here matches what librosa-based front ends feed the model
+// (which resampler liquid-audio's ChatState.add_audio uses was not checked; filters differ only
+// near the band edge, above the speech band at 16 kHz). No
 // resampling at all when the rates are equal: the samples pass through bit for bit. The output
-// has round(L · target / source) samples (soxr's one-shot length, ± 1).
+// has round(L · target / source) samples (soxr's one-shot length; a clip that leaves none is refused).
 //
 // Limits (AudioDecodeLimits), each checked before the work or memory it bounds:
 //   max_bytes      the encoded bytes (a file's size is checked before it is read);
@@ -23,9 +25,17 @@
 //   max_seconds    the duration: refused from the header's frame count when it is known, and
 //                  again while reading in chunks (a header may lie or say "unknown"), so memory
 //                  grows only with samples actually decoded and never past max_seconds of them.
+// Truncation: a WAV/AIFF whose sample chunk claims more bytes than the file holds, and a FLAC whose
+// STREAMINFO claims more frames than its frames decode to, are refused as truncated. Ogg is a
+// streaming container: a cut stream gives the audio of its complete pages (libsndfile takes the
+// last page it finds as the end). MP3's length is an estimate without a Xing/Info header, so a
+// cut MP3 gives the frames it has. A malformed Ogg Vorbis header is refused before libsndfile sees
+// it, because libsndfile 1.2 leaks the half-parsed decoder then (ogg_preflight.h).
+//
 // Errors are lfm::Error messages starting "audio:" and naming the problem and the value: format
 // not recognised, truncated, corrupt, too long (X s > limit Y s), too many channels, bad rate,
-// no samples, a NaN/Inf sample (float WAV can carry them). Nothing here aborts the process.
+// no samples, a NaN/Inf sample or one beyond ±1e6 (float WAV can carry them; huge values would
+// overflow the resampler and the FFT downstream). Nothing here aborts the process.
 #pragma once
 
 #include <cstdint>
