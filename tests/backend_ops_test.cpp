@@ -281,6 +281,141 @@ TEST_P(BackendOpsTest, SegmentConvMatchesPlainLoops) {
   EXPECT_THROW(be_->segment_conv(u.data(), std::vector<int64_t>{0, 4}, dim, 3, 3, w.data(), nullptr, out.data()), Error);
 }
 
+// The speech encoder's ops (activation, glu, conv2d, rel_pos_attention) against plain
+// double-precision loops written here, on awkward sizes: images and segments of one row, of odd
+// sizes, a position table reaching further than the longest segment needs. The inputs go through
+// the backend's memory (a device's, where the host cannot read it).
+void check_speech_ops(Backend& be) {
+  auto put = [&](const std::vector<float>& v) {
+    DeviceBuffer b = be.allocate(v.size() * sizeof(float));
+    be.upload(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  auto get = [&](const DeviceBuffer& b, size_t n) {
+    std::vector<float> v(n);
+    be.download(v.data(), b.data(), n * sizeof(float));
+    return v;
+  };
+  {  // activation and glu
+    const int64_t rows = 7, cols = 37;
+    const auto x = randn(rows * 2 * cols, 41, 3.0f);
+    DeviceBuffer dx = put(x), dout = be.allocate(x.size() * sizeof(float));
+    be.activation(dx.as<float>(), rows * 2 * cols, Activation::kRelu, dout.as<float>());
+    auto got = get(dout, x.size());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], std::max(x[i], 0.0f)) << i;
+    be.activation(dx.as<float>(), rows * 2 * cols, Activation::kSilu, dout.as<float>());
+    got = get(dout, x.size());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], x[i] / (1 + std::exp(-double(x[i]))), 1e-6) << i;
+    be.activation(dout.as<float>(), rows * 2 * cols, Activation::kRelu, dout.as<float>());  // in place
+    for (float& v : got) v = std::max(v, 0.0f);
+    EXPECT_EQ(get(dout, x.size()), got);
+    be.glu(dx.as<float>(), rows, cols, dout.as<float>());
+    got = get(dout, rows * cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_NEAR(got[r * cols + c], x[r * 2 * cols + c] / (1 + std::exp(-double(x[r * 2 * cols + cols + c]))), 1e-6);
+  }
+  // conv2d: images of 1, 2, 9 and 4 rows, width 13; single input channel and depthwise; strides
+  // 1 and 2; pads 0 and 1; kernels 3 and 1.
+  const std::vector<int64_t> seg = {0, 1, 3, 12, 16};
+  const int64_t W = 13, C = 5;
+  struct ConvCase {
+    bool depthwise;
+    int64_t kernel, stride, pad;
+  };
+  for (const ConvCase& cc : {ConvCase{false, 3, 2, 1}, ConvCase{true, 3, 2, 1}, ConvCase{true, 3, 1, 1},
+                             ConvCase{false, 3, 1, 0}, ConvCase{true, 1, 2, 0}})
+    for (const bool with_bias : {true, false}) {
+      SCOPED_TRACE(testing::Message() << (cc.depthwise ? "depthwise" : "one input channel") << ", kernel " << cc.kernel
+                                      << ", stride " << cc.stride << ", pad " << cc.pad << (with_bias ? ", bias" : ""));
+      const Conv2d shape{seg, W, C, cc.depthwise, cc.kernel, cc.stride, cc.pad};
+      const int64_t cin = shape.in_channels(), Wo = shape.out_width(), K = cc.kernel;
+      if (cc.pad == 0 && cc.kernel == 3) {  // the one-row image has no output row: refused
+        EXPECT_THROW(check_conv2d(shape, "test"), Error);
+        continue;
+      }
+      const auto x = randn(seg.back() * W * cin, 43), w = randn(C * K * K, 44), bias = randn(C, 45);
+      const int64_t rows = check_conv2d(shape, "test");
+      DeviceBuffer dx = put(x), dw = put(w), db = put(bias), dout = be.allocate(rows * Wo * C * sizeof(float));
+      be.conv2d(dx.as<float>(), shape, dw.as<float>(), with_bias ? db.as<float>() : nullptr, dout.as<float>());
+      const auto got = get(dout, rows * Wo * C);
+      int64_t at = 0;
+      for (size_t s = 0; s + 1 < seg.size(); ++s) {
+        const int64_t h = seg[s + 1] - seg[s];
+        for (int64_t o = 0; o < shape.out_rows(h); ++o, ++at)
+          for (int64_t p = 0; p < Wo; ++p)
+            for (int64_t c = 0; c < C; ++c) {
+              double want = with_bias ? bias[c] : 0.0;
+              for (int64_t a = 0; a < K; ++a)
+                for (int64_t b = 0; b < K; ++b) {
+                  const int64_t r = o * cc.stride - cc.pad + a, col = p * cc.stride - cc.pad + b;
+                  if (r >= 0 && r < h && col >= 0 && col < W)
+                    want += double(w[(c * K + a) * K + b]) * x[((seg[s] + r) * W + col) * cin + (cc.depthwise ? c : 0)];
+                }
+              ASSERT_NEAR(got[(at * Wo + p) * C + c], want, 1e-5) << "image " << s << " row " << o << " col " << p;
+            }
+      }
+      EXPECT_EQ(at, rows);
+    }
+  // rel_pos_attention: segments of 1, 6, 19 rows, head_dim 9 and 16, a table reaching 20 (> 18).
+  const std::vector<int64_t> aseg = {0, 1, 7, 26};
+  const int64_t T = aseg.back();
+  for (const int64_t hd : {9, 16})
+    for (const int64_t p0 : {18, 20}) {
+      SCOPED_TRACE(testing::Message() << "head_dim " << hd << ", P0 " << p0);
+      const int64_t H = 3, stride = H * hd;
+      const auto q = randn(T * stride, 46), k = randn(T * stride, 47), v = randn(T * stride, 48);
+      const auto pos = randn((2 * p0 + 1) * stride, 49), u = randn(stride, 50), vb = randn(stride, 51);
+      const RelPosAttention a{aseg, H, hd, p0, 0.3f};
+      DeviceBuffer dq = put(q), dk = put(k), dv = put(v), dp = put(pos), du = put(u), dvb = put(vb),
+                   dout = be.allocate(T * stride * sizeof(float));
+      be.rel_pos_attention(dq.as<float>(), dk.as<float>(), dv.as<float>(), dp.as<float>(), du.as<float>(),
+                           dvb.as<float>(), a, dout.as<float>());
+      const auto got = get(dout, T * stride);
+      for (size_t s = 0; s + 1 < aseg.size(); ++s)
+        for (int64_t r = aseg[s]; r < aseg[s + 1]; ++r)
+          for (int64_t h = 0; h < H; ++h) {
+            std::vector<double> sc;
+            double mx = -1e300, sum = 0;
+            for (int64_t j = aseg[s]; j < aseg[s + 1]; ++j) {
+              const int64_t m = p0 - ((r - aseg[s]) - (j - aseg[s]));
+              double ac = 0, bd = 0;
+              for (int64_t e = 0; e < hd; ++e) {
+                const double qe = q[r * stride + h * hd + e];
+                ac += (qe + u[h * hd + e]) * k[j * stride + h * hd + e];
+                bd += (qe + vb[h * hd + e]) * pos[m * stride + h * hd + e];
+              }
+              sc.push_back((ac + bd) * 0.3);
+              mx = std::max(mx, sc.back());
+            }
+            for (double& e : sc) sum += (e = std::exp(e - mx));
+            for (int64_t e = 0; e < hd; ++e) {
+              double want = 0;
+              for (int64_t j = aseg[s]; j < aseg[s + 1]; ++j) want += sc[j - aseg[s]] / sum * v[j * stride + h * hd + e];
+              ASSERT_NEAR(got[r * stride + h * hd + e], want, 1e-5) << "row " << r << " head " << h;
+            }
+          }
+    }
+  const auto q = randn(26 * 16, 1);
+  DeviceBuffer dq = put(q), dout = be.allocate(q.size() * sizeof(float));
+  const float* dqp = dq.as<float>();
+  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, RelPosAttention{aseg, 1, 16, 17, 1.0f}, dout.as<float>()),
+               Error);  // the table reaches 17, the 19-row segment needs 18
+  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, RelPosAttention{std::vector<int64_t>{0, 3, 3}, 1, 16, 5, 1.0f},
+                                    dout.as<float>()),
+               Error);  // an empty segment
+}
+
+TEST_P(BackendOpsTest, SpeechEncoderOpsMatchPlainLoops) { check_speech_ops(*be_); }
+
+TEST(DeviceNeutralForward, SpeechEncoderOpsOnADevice) {
+  ThreadPool pool(2);
+  for (bool replay : {false, true}) {
+    test::FakeDeviceBackend dev(pool, replay);
+    check_speech_ops(dev);
+  }
+}
+
 TEST(DeviceMemory, HostMemoryAllocatesZeroedAndMovesBytes) {
   DeviceMemory& mem = host_memory();
   EXPECT_TRUE(mem.host_memory());

@@ -293,6 +293,41 @@ class FakeDeviceBackend final : public ReferenceBackend {
       ReferenceBackend::segment_conv(u, seg.v, dim, kernel, left, w, bias, out);
     }, u, HostWords{{seg.begin(), seg.end()}}, dim, kernel, left, w, bias, out);
   }
+  void activation(const float* x, int64_t n, Activation f, float* out) override {
+    mine(x, "activation"), mine(out, "activation");
+    run("activation", [this](const float* x, int64_t n, int64_t f, float* out) {
+      ReferenceBackend::activation(x, n, static_cast<Activation>(f), out);
+    }, x, n, static_cast<int64_t>(f), out);
+  }
+  void glu(const float* x, int64_t rows, int64_t cols, float* out) override {
+    mine(x, "glu"), mine(out, "glu");
+    run("glu", [this](const float* x, int64_t rows, int64_t cols, float* out) { ReferenceBackend::glu(x, rows, cols, out); },
+        x, rows, cols, out);
+  }
+  void conv2d(const float* x, const Conv2d& c, const float* w, const float* bias, float* out) override {
+    check_conv2d(c, "fake-device");  // now, not when a queued op runs
+    mine(x, "conv2d"), mine(w, "conv2d weight"), mine(out, "conv2d");
+    if (bias) mine(bias, "conv2d bias");
+    run("conv2d", [this](const float* x, const HostWords& seg, const HostWords& shape, const float* w, const float* bias,
+                         float* out) {
+      const Conv2d c{seg.v, shape.v[0], shape.v[1], shape.v[2] != 0, shape.v[3], shape.v[4], shape.v[5]};
+      ReferenceBackend::conv2d(x, c, w, bias, out);
+    }, x, HostWords{{c.seg.begin(), c.seg.end()}},
+        HostWords{{c.width, c.channels, c.depthwise ? 1 : 0, c.kernel, c.stride, c.pad}}, w, bias, out);
+  }
+  void rel_pos_attention(const float* q, const float* k, const float* v, const float* pos, const float* bias_u,
+                         const float* bias_v, const RelPosAttention& a, float* out) override {
+    check_rel_pos_attention(a, "fake-device");
+    mine(q, "rel_pos_attention"), mine(k, "rel_pos_attention"), mine(v, "rel_pos_attention"),
+        mine(pos, "rel_pos_attention positions"), mine(bias_u, "rel_pos_attention bias_u"),
+        mine(bias_v, "rel_pos_attention bias_v"), mine(out, "rel_pos_attention");
+    run("rel_pos_attention", [this](const float* q, const float* k, const float* v, const float* pos, const float* bu,
+                                    const float* bv, const HostWords& seg, int64_t heads, int64_t hd, int64_t p0,
+                                    float scale, float* out) {
+      ReferenceBackend::rel_pos_attention(q, k, v, pos, bu, bv, RelPosAttention{seg.v, heads, hd, p0, scale}, out);
+    }, q, k, v, pos, bias_u, bias_v, HostWords{{a.seg.begin(), a.seg.end()}}, a.n_heads, a.head_dim, a.max_relative,
+        a.scale, out);
+  }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
     mine(logits, "moe_route"), mine(selection_bias, "moe_route bias"), mine(experts, "moe_route"),

@@ -28,7 +28,7 @@ namespace lfm::test {
 // The CUDA emulator runs a kernel one CUDA thread at a time, so an engine test takes 10-300 s on
 // it. By default it runs the (test, fixture) pairs below, chosen for the device code they reach
 // that tests/cuda does not: the prefix cache's conv checkpoints, candidates, logprobs and MoE
-// routing in the engine's own steps, the vision encoder, the retrievers' encoder, speculative
+// routing in the engine's own steps, the vision and speech encoders, the retrievers' encoder, speculative
 // rollback of device state. LFM_CUDA_EMU_ALL=1 runs every test there
 // (scripts/device_check.sh runs them all on a GPU).
 inline bool emulator_selected(std::string* why) {
@@ -46,6 +46,8 @@ inline bool emulator_selected(std::string* why) {
       {"RetrievalFixtureTest.HiddenStatesMatchTransformers", ""},
       {"RetrievalFixtureTest.VectorsAndScoresMatchTheReference", ""},
       {"RetrievalFixtureTest.TextsAloneAndBatchedAreTheSameBits", ""},
+      {"AudioEncoderFixtureTest.EncoderAndAdapterMatchTransformersPerClip", "lfm2audio_tiny_a"},
+      {"AudioEncoderFixtureTest.PromptLogitsAndGreedyTokensMatchTransformers", "lfm2audio_tiny_b"},
       {"SpeculativeStateTest.KeepingAnyPrefixIsExactlyFeedingOnlyThatPrefix",
        "(\"lfm2_c_layertypes_untied_convbias_f32\", \"cuda-emu\", 1, \"f32\")"},
   };

@@ -31,6 +31,15 @@ DType parse_dtype(const std::string& s, const std::string& tensor, const std::st
        "' (supported: F32, F16, BF16)");
 }
 
+// A BatchNorm's training step counter (an I64 scalar "….num_batches_tracked", as PyTorch saves a
+// BatchNorm1d): no op reads it, so it is left out of the tensors instead of failing the file on
+// its integer type (a speech encoder's conv modules carry one each).
+bool is_batch_norm_counter(const std::string& name, const json& info) {
+  static const std::string kSuffix = ".num_batches_tracked";
+  return name.size() > kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0 &&
+         info.is_object() && info.contains("dtype") && info["dtype"] == "I64";
+}
+
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
@@ -65,8 +74,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
       }
       continue;
     }
-    // A BatchNorm's training step counter (LFM2-Audio's encoder): an I64 scalar, no weight.
-    if (name.ends_with(".num_batches_tracked") && info.is_object() && info.value("dtype", json()) == "I64") continue;
+    if (is_batch_norm_counter(name, info)) continue;
     LFM_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
               "safetensors: tensor '", name, "' in '", path, "' lacks dtype, shape or data_offsets");
     const auto& jd = info["dtype"];
@@ -136,6 +144,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : origin_(d
       by_file[fname] = files_.back().get();
     }
     const TensorView* v = by_file[fname]->find(name);
+    if (!v && is_batch_norm_counter(name, json{{"dtype", "I64"}})) continue;  // left out by the shard (above)
     LFM_CHECK(v, "checkpoint: tensor '", name, "' is listed in the index under '", fname, "' but that shard lacks it");
   }
   for (const auto& f : files_)

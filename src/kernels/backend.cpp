@@ -41,4 +41,35 @@ int64_t check_segment_attention(const SegmentAttention& a, const char* who) {
   return longest;
 }
 
+int64_t check_conv2d(const Conv2d& c, const char* who) {
+  LFM_CHECK(c.seg.size() >= 2 && c.seg.front() == 0, who, ": conv2d needs image row bounds from 0");
+  LFM_CHECK(c.width > 0 && c.channels > 0 && c.kernel > 0 && c.stride > 0 && c.pad >= 0 && c.pad < c.kernel, who,
+            ": conv2d of width ", c.width, ", ", c.channels, " channels, kernel ", c.kernel, ", stride ", c.stride,
+            ", pad ", c.pad);
+  LFM_CHECK(c.out_width() > 0, who, ": conv2d of width ", c.width, " has no output column with kernel ", c.kernel,
+            " and pad ", c.pad);
+  int64_t rows = 0;
+  for (size_t i = 1; i < c.seg.size(); ++i) {
+    const int64_t h = c.seg[i] - c.seg[i - 1];
+    LFM_CHECK(h > 0, who, ": conv2d image ", i - 1, " is empty or reversed");
+    LFM_CHECK(c.out_rows(h) > 0, who, ": conv2d image ", i - 1, " of ", h, " rows has no output row with kernel ",
+              c.kernel, " and pad ", c.pad);
+    rows += c.out_rows(h);
+  }
+  return rows;
+}
+
+int64_t check_rel_pos_attention(const RelPosAttention& a, const char* who) {
+  LFM_CHECK(a.seg.size() >= 2 && a.seg.front() == 0, who, ": rel_pos_attention needs segment bounds from 0");
+  LFM_CHECK(a.n_heads > 0 && a.head_dim > 0, who, ": rel_pos_attention with ", a.n_heads, " heads of ", a.head_dim);
+  int64_t longest = 0;
+  for (size_t i = 1; i < a.seg.size(); ++i) {
+    LFM_CHECK(a.seg[i] > a.seg[i - 1], who, ": rel_pos_attention segment ", i - 1, " is empty or reversed");
+    longest = std::max(longest, a.seg[i] - a.seg[i - 1]);
+  }
+  LFM_CHECK(a.max_relative >= longest - 1, who, ": rel_pos_attention's position table reaches relative position ",
+            a.max_relative, ", a segment of ", longest, " rows needs ", longest - 1);
+  return longest;
+}
+
 }  // namespace lfm

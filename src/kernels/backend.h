@@ -39,6 +39,38 @@ struct SegmentAttention {
 // Checks a SegmentAttention's bounds (lfm::Error "<who>: ..."); returns the longest segment.
 int64_t check_segment_attention(const SegmentAttention& a, const char* who);
 
+// Backend::conv2d's shape (host values): images packed by rows, channels last. Image i is rows
+// [seg[i], seg[i+1]) of x, each row [width, in_channels]; its output is out_rows(rows) rows of
+// [out_width(), channels], the images' outputs packed in the same order.
+struct Conv2d {
+  std::span<const int64_t> seg;  // input row bounds, seg[0] = 0, strictly increasing
+  int64_t width = 0;             // W of every image
+  int64_t channels = 0;          // C: output channels (= input channels when depthwise)
+  bool depthwise = false;        // false: one input channel read by every output channel
+  int64_t kernel = 3, stride = 1, pad = 0;  // square kernel, the same stride and zero padding both ways
+  int64_t in_channels() const { return depthwise ? channels : 1; }
+  int64_t out_rows(int64_t rows) const { return rows + 2 * pad < kernel ? 0 : (rows + 2 * pad - kernel) / stride + 1; }
+  int64_t out_width() const { return out_rows(width); }
+};
+// Checks a Conv2d (lfm::Error "<who>: ..."); returns the output rows of all images together.
+int64_t check_conv2d(const Conv2d& c, const char* who);
+
+// Backend::rel_pos_attention's shape (host values): Transformer-XL style relative-position
+// self-attention inside segments (a FastConformer's clips), no masking within a segment.
+struct RelPosAttention {
+  std::span<const int64_t> seg;  // segment bounds, seg[0] = 0, strictly increasing
+  int64_t n_heads = 0, head_dim = 0;
+  // P0: the position table has 2·P0 + 1 rows, row m for relative position P0 − m; P0 must be at
+  // least the longest segment − 1 (so one table serves every segment of a call).
+  int64_t max_relative = 0;
+  float scale = 1.0f;
+};
+// Checks a RelPosAttention (lfm::Error "<who>: ..."); returns the longest segment.
+int64_t check_rel_pos_attention(const RelPosAttention& a, const char* who);
+
+// Backend::activation's function.
+enum class Activation { kRelu, kSilu };
+
 class ThreadPool;
 
 class Backend : public DeviceMemory {
@@ -214,6 +246,28 @@ class Backend : public DeviceMemory {
   // kernel − 1 is a causal conv, kernel / 2 a centred one.
   virtual void segment_conv(const float* u, std::span<const int64_t> seg, int64_t dim, int64_t kernel, int64_t left,
                             const float* w, const float* bias, float* out) = 0;
+
+  // ---- speech encoder ops (the FastConformer: subsampling convs, conv module, attention) ----
+  // out = f(x) over n values: ReLU max(x, 0) or SiLU x / (1 + e^−x). In place is allowed.
+  virtual void activation(const float* x, int64_t n, Activation f, float* out) = 0;
+  // Gated linear unit over channels: x [rows, 2·cols] → out[r, c] = x[r, c] · σ(x[r, cols + c]),
+  // out [rows, cols], σ(z) = 1 / (1 + e^−z). out must not overlap x.
+  virtual void glu(const float* x, int64_t rows, int64_t cols, float* out) = 0;
+  // 2-D convolution of channels-last images (see Conv2d): for image i, output row o, column p,
+  // channel c: out = bias[c] + Σ_{a,b} w[c, a, b] · x[o·stride − pad + a, p·stride − pad + b, ci]
+  // (a, then b ascending; taps outside the image read 0), ci = c when depthwise, else 0.
+  // w [C, kernel, kernel]; bias [C] or null; x [seg.back(), width, in_channels];
+  // out [Σ out_rows, out_width, C]. A pointwise (1×1) conv is a matmul in this layout.
+  virtual void conv2d(const float* x, const Conv2d& c, const float* w, const float* bias, float* out) = 0;
+  // Relative-position multi-head attention inside segments (NeMo/transformers' rel_pos, biases u
+  // and v untied per layer). For rows i, j of one segment (i, j counted from its first row) and
+  // head h: s = ((q_i + u_h)·k_j + (q_i + v_h)·pos[P0 − (i − j)]) · scale (each dot over
+  // head_dim), softmax over the segment's j, out_i = Σ_j softmax · v_j.
+  // q, k, v, out [T, n_heads, head_dim] (T = seg.back()); pos [2·P0 + 1, n_heads, head_dim];
+  // bias_u, bias_v [n_heads, head_dim].
+  virtual void rel_pos_attention(const float* q, const float* k, const float* v, const float* pos,
+                                 const float* bias_u, const float* bias_v, const RelPosAttention& a,
+                                 float* out) = 0;
 
   // ---- mixture of experts ----
   // Sigmoid routing of rows tokens over n_experts: score = sigmoid(logits[t, e]); the k experts

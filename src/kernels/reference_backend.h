@@ -38,6 +38,11 @@ class ReferenceBackend : public Backend {
                          float* out) override;
   void segment_conv(const float* u, std::span<const int64_t> seg, int64_t dim, int64_t kernel, int64_t left,
                     const float* w, const float* bias, float* out) override;
+  void activation(const float* x, int64_t n, Activation f, float* out) override;
+  void glu(const float* x, int64_t rows, int64_t cols, float* out) override;
+  void conv2d(const float* x, const Conv2d& c, const float* w, const float* bias, float* out) override;
+  void rel_pos_attention(const float* q, const float* k, const float* v, const float* pos, const float* bias_u,
+                         const float* bias_v, const RelPosAttention& a, float* out) override;
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override;
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,

@@ -53,4 +53,16 @@ float gelu(float x, bool tanh_approximation);
 void segment_attention_row(const float* q, const float* k, const float* v, int64_t begin, int64_t end, int64_t r,
                            int64_t h, const SegmentAttention& a, float* scores, float* out);
 
+// Speech encoder ops (Backend::glu, conv2d, rel_pos_attention), plainly.
+float sigmoid(float x);
+// Output row o (of an image whose rows are [in_row0, in_row0 + in_rows) of x) of Backend::conv2d:
+// out_row [out_width, channels].
+void conv2d_row(const float* x, int64_t in_row0, int64_t in_rows, int64_t o, const Conv2d& c, const float* w,
+                const float* bias, float* out_row);
+// Query row r (absolute) and head h of Backend::rel_pos_attention over the segment [begin, end);
+// scores has room for end - begin floats.
+void rel_pos_attention_row(const float* q, const float* k, const float* v, const float* pos, const float* bias_u,
+                           const float* bias_v, int64_t begin, int64_t end, int64_t r, int64_t h,
+                           const RelPosAttention& a, float* scores, float* out);
+
 }  // namespace lfm::ref

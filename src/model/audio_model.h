@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,5 +86,14 @@ class AudioEncoding {
   std::unique_ptr<Buffers> buf_;
   std::vector<std::vector<float>> out_;
 };
+
+// An LFM2-Audio checkpoint folder's speech side, unprepared (for converters; model/model.cpp): its config and the
+// speech encoder's and adapter's tensors under AudioModel's binding names (model/audio_model.h).
+// nullopt for a folder that is not an LFM2-Audio checkpoint.
+struct AudioCheckpoint {
+  AudioConfig config;
+  std::shared_ptr<const TensorSource> source;
+};
+std::optional<AudioCheckpoint> open_audio_checkpoint(const std::string& folder);
 
 }  // namespace lfm

@@ -11,6 +11,8 @@
 #include "formats/safetensors.h"
 #include "kernels/backend.h"
 #include "kernels/weight_pack.h"
+#include "model/audio_config.h"
+#include "model/audio_model.h"
 #include "model/gguf_model.h"
 #include "model/retrieval.h"
 #include "model/vision_config.h"
@@ -176,6 +178,107 @@ size_t Model::read_bytes() const {
   return n;
 }
 
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+// A name with `from` replaced by `to` where it occurs (once).
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  if (const size_t at = s.find(from); at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+// The binding name (model/audio_model.h) of an LFM2-Audio checkpoint tensor that belongs to the
+// speech encoder or adapter: native transformers names ("model.conformer.…",
+// "model.audio_adapter_…") or the original ones ("conformer.…" with NeMo's module names,
+// "audio_adapter.model.{0,1,3}.…"; docs/design/audio_input_research.md §1.3). Empty otherwise.
+std::string audio_binding_name(const std::string& n) {
+  if (starts_with(n, "model.conformer.")) return n.substr(6);
+  if (starts_with(n, "model.audio_adapter_")) return n.substr(6);
+  if (starts_with(n, "conformer.")) {
+    std::string s = replaced(n, "conformer.pre_encode.conv.", "conformer.subsampling.layers.");
+    s = replaced(s, "conformer.pre_encode.out.", "conformer.subsampling.linear.");
+    for (const auto& [from, to] : {std::pair<const char*, const char*>{".self_attn.linear_q.", ".self_attn.q_proj."},
+                                   {".self_attn.linear_k.", ".self_attn.k_proj."},
+                                   {".self_attn.linear_v.", ".self_attn.v_proj."},
+                                   {".self_attn.linear_out.", ".self_attn.o_proj."},
+                                   {".self_attn.linear_pos.", ".self_attn.relative_k_proj."},
+                                   {".self_attn.pos_bias_u", ".self_attn.bias_u"},
+                                   {".self_attn.pos_bias_v", ".self_attn.bias_v"},
+                                   {".conv.batch_norm.", ".conv.norm."}})
+      s = replaced(s, from, to);
+    return s;
+  }
+  if (starts_with(n, "audio_adapter.model.0.")) return "audio_adapter_norm." + n.substr(22);
+  if (starts_with(n, "audio_adapter.model.1.")) return "audio_adapter_linear_1." + n.substr(22);
+  if (starts_with(n, "audio_adapter.model.3.")) return "audio_adapter_linear_2." + n.substr(22);
+  return {};
+}
+
+// Tensors of an LFM2-Audio checkpoint that speech input does not use: the audio output side
+// (audio_embedding, depthformer, depth_*) and training buffers.
+bool audio_output_tensor(const std::string& n) {
+  const std::string s = starts_with(n, "model.") ? n.substr(6) : n;
+  for (const char* p : {"audio_embedding.", "depthformer.", "depth_linear.", "depth_embeddings.", "codebook_offsets",
+                        "audio_loss_weights"})
+    if (starts_with(s, p)) return true;
+  return false;
+}
+
+std::vector<std::pair<std::string, std::string>> audio_text_prefixes() {
+  return {{"model.lfm.", "model."}, {"lfm.", "model."}};
+}
+
+// The speech encoder's and adapter's tensors of a checkpoint under their binding names.
+std::shared_ptr<RenamedTensorSource> audio_source(const std::shared_ptr<const TensorSource>& base) {
+  std::vector<std::pair<std::string, std::string>> names;  // whole names, as "prefixes"
+  for (const std::string& n : base->names())
+    if (std::string ours = audio_binding_name(n); !ours.empty()) names.emplace_back(n, std::move(ours));
+  return std::make_shared<RenamedTensorSource>(base, names);
+}
+
+AudioConfig parse_audio_config_at(const nlohmann::json& j, const std::string& config_path) {
+  try {
+    return parse_audio_config(j);
+  } catch (const nlohmann::json::exception& e) {
+    fail("config: '", config_path, "': ", e.what());
+  } catch (const Error& e) {
+    fail(e.what(), " (in '", config_path, "')");
+  }
+}
+
+// LFM2-Audio: the backbone (the `lfm` dict, tensors "model.lfm.…" or "lfm.…") and, when the
+// weights are prepared, the speech encoder and adapter; the audio output tensors stay unused.
+std::unique_ptr<Model> load_audio_folder(const std::string& path, const std::string& config_path,
+                                         const nlohmann::json& j, const LoadOptions& options) {
+  ModelConfig cfg;
+  try {
+    cfg = parse_model_config(audio_text_config_of(j));
+  } catch (const nlohmann::json::exception& e) {
+    fail("config: '", config_path, "': ", e.what());
+  } catch (const Error& e) {
+    fail(e.what(), " (in '", config_path, "')");
+  }
+  const AudioConfig acfg = parse_audio_config_at(j, config_path);
+  LFM_CHECK(acfg.audio_token_id < cfg.vocab_size, "config: audio_token_id ", acfg.audio_token_id,
+            " is outside the vocabulary of ", cfg.vocab_size, " (in '", config_path, "')");
+  LFM_CHECK(acfg.text_hidden_size == cfg.hidden_size, "config: the audio adapter's width ", acfg.text_hidden_size,
+            " is not the language model's hidden size ", cfg.hidden_size, " (in '", config_path, "')");
+  auto base = std::make_shared<SafetensorsCheckpoint>(path);
+  auto text = std::make_unique<RenamedTensorSource>(base, audio_text_prefixes());
+  auto audio_src = audio_source(base);
+  size_t unused = 0;
+  for (const std::string& n : base->names()) unused += audio_output_tensor(n) ? 1 : 0;
+  const size_t ours = text->names().size() + audio_src->names().size() + unused;
+  LFM_CHECK(ours == base->names().size(), "weights: ", base->names().size() - ours, " tensors of ", base->origin(),
+            " belong to neither the language model, the speech encoder nor the audio output");
+  auto model = std::make_unique<Model>(std::move(cfg), std::move(text), options);
+  if (options.pack) model->set_audio(std::make_shared<AudioModel>(acfg, audio_src, options.backend));
+  return model;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   namespace fs = std::filesystem;
   LFM_CHECK(fs::exists(path), "model: '", path, "' does not exist");
@@ -188,6 +291,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
   LFM_CHECK(options.mmproj.empty(), "model: an mmproj file goes with a .gguf language model; the checkpoint folder '",
             path, "' has its own vision tower");
+  if (is_audio_config(j)) return load_audio_folder(path, config_path, j, options);
   if (!is_vision_language_config(j)) {
     ModelConfig cfg = load_model_config(config_path);
     const int64_t hidden = cfg.hidden_size;
@@ -244,6 +348,17 @@ std::optional<VisionCheckpoint> open_vision_checkpoint(const std::string& folder
   }
   v.source = std::make_shared<RenamedTensorSource>(std::make_shared<SafetensorsCheckpoint>(folder), vl_vision_prefixes());
   return v;
+}
+
+std::optional<AudioCheckpoint> open_audio_checkpoint(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const std::string config_path = (fs::path(folder) / "config.json").string();
+  const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
+  if (!is_audio_config(j)) return std::nullopt;
+  AudioCheckpoint a;
+  a.config = parse_audio_config_at(j, config_path);
+  a.source = audio_source(std::make_shared<SafetensorsCheckpoint>(folder));
+  return a;
 }
 
 }  // namespace lfm

@@ -114,8 +114,9 @@ class Model {
 };
 
 // Opens a model: a Hugging Face folder (config.json + safetensors) or a .gguf file. An LFM2-VL
-// folder (model_type "lfm2_vl") gives its language model with the image encoder (Model::vision)
-// when options.pack is on.
+// folder (model_type "lfm2_vl") gives its language model with the image encoder (Model::vision),
+// an LFM2-Audio folder (model_type "lfm2_audio") its backbone with the speech encoder
+// (Model::audio), when options.pack is on.
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
 
 // An LFM2-VL checkpoint folder's vision side, unprepared (for converters): its config and its

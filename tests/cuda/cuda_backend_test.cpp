@@ -130,6 +130,52 @@ TEST_F(CudaTest, SegmentOpsMatchTheReference) {
     }
 }
 
+// The speech encoder's ops (activations, GLU, the subsampling's 2-D convs in both forms, the
+// relative-position attention over clips of awkward lengths) against the reference backend.
+TEST_F(CudaTest, SpeechEncoderOpsMatchTheReference) {
+  const int64_t rows = 6, cols = 37;
+  const auto x = randn(rows * 2 * cols, 61, 3.0f);
+  DeviceBuffer dx = up(x), dout = gpu_->allocate(x.size() * sizeof(float));
+  for (const Activation f : {Activation::kRelu, Activation::kSilu}) {
+    std::vector<float> want(x.size());
+    ref_->activation(x.data(), static_cast<int64_t>(x.size()), f, want.data());
+    gpu_->activation(dx.as<float>(), static_cast<int64_t>(x.size()), f, dout.as<float>());
+    EXPECT_LT(rel_err(down<float>(dout, want.size()), want), 1e-6) << (f == Activation::kRelu ? "relu" : "silu");
+  }
+  std::vector<float> want_glu(rows * cols);
+  ref_->glu(x.data(), rows, cols, want_glu.data());
+  gpu_->glu(dx.as<float>(), rows, cols, dout.as<float>());
+  EXPECT_LT(rel_err(down<float>(dout, want_glu.size()), want_glu), 1e-6) << "glu";
+
+  const std::vector<int64_t> seg = {0, 1, 4, 13};
+  const int64_t W = 11, C = 6;
+  for (const bool depthwise : {false, true})
+    for (const int64_t stride : {1, 2}) {
+      const Conv2d c{seg, W, C, depthwise, 3, stride, 1};
+      const auto in = randn(seg.back() * W * c.in_channels(), 62), w = randn(C * 9, 63), bias = randn(C, 64);
+      const int64_t out_rows = check_conv2d(c, "test");
+      std::vector<float> want(out_rows * c.out_width() * C);
+      ref_->conv2d(in.data(), c, w.data(), bias.data(), want.data());
+      DeviceBuffer din = up(in), dw = up(w), db = up(bias), dconv = gpu_->allocate(want.size() * sizeof(float));
+      gpu_->conv2d(din.as<float>(), c, dw.as<float>(), db.as<float>(), dconv.as<float>());
+      EXPECT_LT(rel_err(down<float>(dconv, want.size()), want), 1e-6) << (depthwise ? "depthwise" : "one channel")
+                                                                     << ", stride " << stride;
+    }
+
+  const std::vector<int64_t> aseg = {0, 1, 8, 41};
+  const int64_t T = aseg.back(), H = 4, hd = 16, p0 = 33, stride = H * hd;
+  const auto q = randn(T * stride, 65), k = randn(T * stride, 66), v = randn(T * stride, 67);
+  const auto pos = randn((2 * p0 + 1) * stride, 68), u = randn(stride, 69), vb = randn(stride, 70);
+  const RelPosAttention a{aseg, H, hd, p0, 0.25f};
+  std::vector<float> want(T * stride);
+  ref_->rel_pos_attention(q.data(), k.data(), v.data(), pos.data(), u.data(), vb.data(), a, want.data());
+  DeviceBuffer dq = up(q), dk = up(k), dv = up(v), dp = up(pos), du = up(u), dvb = up(vb),
+               datt = gpu_->allocate(want.size() * sizeof(float));
+  gpu_->rel_pos_attention(dq.as<float>(), dk.as<float>(), dv.as<float>(), dp.as<float>(), du.as<float>(),
+                          dvb.as<float>(), a, datt.as<float>());
+  EXPECT_LT(rel_err(down<float>(datt, want.size()), want), 1e-5) << "rel_pos_attention";
+}
+
 TEST_F(CudaTest, AddRmsNormIsAddThenRmsNorm) {
   const int64_t rows = 5, dim = 2048 + 37;
   const auto h0 = randn(rows * dim, 21), x = randn(rows * dim, 22), w = randn(dim, 23);

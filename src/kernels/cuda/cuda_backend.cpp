@@ -452,6 +452,60 @@ class CudaBackend final : public Backend {
     }, u, static_cast<const int64_t*>(dev), static_cast<const int64_t*>(dev + rows), rows, dim, kernel, left, w, bias,
         out);
   }
+  void activation(const float* x, int64_t n, Activation f, float* out) override {
+    auto timer = time_op("activation");
+    enqueue("activation", [this](const float* x, int64_t n, int kind, float* out) {
+      cuda::activation(x, n, kind, out, stream_);
+    }, x, n, f == Activation::kRelu ? 0 : 1, out);
+  }
+  void glu(const float* x, int64_t rows, int64_t cols, float* out) override {
+    auto timer = time_op("glu");
+    enqueue("glu", [this](const float* x, int64_t rows, int64_t cols, float* out) { cuda::glu(x, rows, cols, out, stream_); },
+            x, rows, cols, out);
+  }
+  void conv2d(const float* x, const Conv2d& c, const float* w, const float* bias, float* out) override {
+    auto timer = time_op("conv2d");
+    const int64_t rows = check_conv2d(c, "cuda");
+    // Each output row's image, uploaded with the call (24 bytes a row).
+    std::vector<int64_t>& image = conv2d_host_;
+    image.clear();
+    for (size_t s = 0; s + 1 < c.seg.size(); ++s) {
+      const int64_t h = c.seg[s + 1] - c.seg[s];
+      for (int64_t o = 0; o < c.out_rows(h); ++o) image.insert(image.end(), {c.seg[s], h, o});
+    }
+    ensure_capacity(*this, conv2d_buf_, image.size() * sizeof(int64_t));
+    auto* dev = static_cast<int64_t*>(conv2d_buf_.data());
+    upload(dev, image.data(), image.size() * sizeof(int64_t));
+    enqueue("conv2d", [this](const float* x, const int64_t* image, int64_t rows, int64_t width, int64_t out_width,
+                             int64_t channels, bool depthwise, int64_t kernel, int64_t stride, int64_t pad,
+                             const float* w, const float* bias, float* out) {
+      cuda::conv2d(x, image, rows, width, out_width, channels, depthwise, kernel, stride, pad, w, bias, out, stream_);
+    }, x, static_cast<const int64_t*>(dev), rows, c.width, c.out_width(), c.channels, c.depthwise, c.kernel, c.stride,
+        c.pad, w, bias, out);
+  }
+  void rel_pos_attention(const float* q, const float* k, const float* v, const float* pos, const float* bias_u,
+                         const float* bias_v, const RelPosAttention& a, float* out) override {
+    auto timer = time_op("rel_pos_attention");
+    check_rel_pos_attention(a, "cuda");
+    LFM_CHECK(a.head_dim <= 256, "cuda: rel_pos_attention supports head_dim up to 256, not ", a.head_dim);
+    const int64_t rows = a.seg.back();
+    std::vector<int64_t>& bounds = rel_pos_host_;  // as segment_attention's
+    bounds.assign(static_cast<size_t>(2 * rows), 0);
+    for (size_t s = 0; s + 1 < a.seg.size(); ++s)
+      for (int64_t r = a.seg[s]; r < a.seg[s + 1]; ++r) {
+        bounds[static_cast<size_t>(r)] = a.seg[s];
+        bounds[static_cast<size_t>(rows + r)] = a.seg[s + 1];
+      }
+    ensure_capacity(*this, rel_pos_buf_, bounds.size() * sizeof(int64_t));
+    auto* dev = static_cast<int64_t*>(rel_pos_buf_.data());
+    upload(dev, bounds.data(), bounds.size() * sizeof(int64_t));
+    enqueue("rel_pos_attention", [this](const float* q, const float* k, const float* v, const float* pos,
+                                        const float* bu, const float* bv, const int64_t* begin, const int64_t* end,
+                                        int64_t rows, int64_t h, int64_t hd, int64_t p0, float scale, float* out) {
+      cuda::rel_pos_attention(q, k, v, pos, bu, bv, begin, end, rows, h, hd, p0, scale, out, stream_);
+    }, q, k, v, pos, bias_u, bias_v, static_cast<const int64_t*>(dev), static_cast<const int64_t*>(dev + rows), rows,
+        a.n_heads, a.head_dim, a.max_relative, a.scale, out);
+  }
   void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, const float* selection_bias,
                  bool normalize, float scale, int32_t* experts, float* weights) override {
     auto timer = time_op("moe_route");
@@ -629,6 +683,8 @@ class CudaBackend final : public Backend {
   // GEMM scratch: activations rounded to 16 bits, a quantized matrix decoded to bf16.
   DeviceBuffer act_buf_, weight_buf_;
   DeviceBuffer segment_buf_;  // segment_attention's per-row key ranges
+  DeviceBuffer conv2d_buf_, rel_pos_buf_;  // conv2d's per-row images, rel_pos_attention's per-row segments
+  std::vector<int64_t> conv2d_host_, rel_pos_host_;
   std::vector<int64_t> segment_host_;
   DeviceBuffer conv_segment_buf_;  // segment_conv's per-row segments
   std::vector<int64_t> conv_segment_host_;

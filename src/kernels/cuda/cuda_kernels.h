@@ -67,6 +67,20 @@ void segment_attention(const float* q, const float* k, const float* v, const int
 // Backend::segment_conv with row r's segment [row_begin[r], row_end[r]) (device arrays [rows]).
 void segment_conv(const float* u, const int64_t* row_begin, const int64_t* row_end, int64_t rows, int64_t dim,
                   int64_t kernel, int64_t left, const float* w, const float* bias, float* out, cudaStream_t s);
+// Backend::activation: kind 0 ReLU, 1 SiLU.
+void activation(const float* x, int64_t n, int kind, float* out, cudaStream_t s);
+void glu(const float* x, int64_t rows, int64_t cols, float* out, cudaStream_t s);
+// Backend::conv2d over `rows` output rows; image [3·rows] (device): per output row, its image's
+// first input row, the image's rows and the row's index inside the image's output.
+void conv2d(const float* x, const int64_t* image, int64_t rows, int64_t width, int64_t out_width, int64_t channels,
+            bool depthwise, int64_t kernel, int64_t stride, int64_t pad, const float* w, const float* bias, float* out,
+            cudaStream_t s);
+// Backend::rel_pos_attention with row r's segment [row_begin[r], row_end[r]) (device arrays
+// [rows]); head_dim ≤ 256.
+void rel_pos_attention(const float* q, const float* k, const float* v, const float* pos, const float* bias_u,
+                       const float* bias_v, const int64_t* row_begin, const int64_t* row_end, int64_t rows,
+                       int64_t n_heads, int64_t head_dim, int64_t max_relative, float scale, float* out,
+                       cudaStream_t s);
 
 // ---- elementwise and row ops ----
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
