@@ -161,13 +161,14 @@ TEST_P(AudioEncoderFixtureTest, EncoderAndAdapterMatchTransformersPerClip) {
     ASSERT_EQ(am.tokens_for(c.frames), c.tokens);
     std::vector<float> encoder;
     const AudioClip in[] = {input(c)};
-    const auto out = am.encode(*backend_, in, [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
-      if (name == "audio.encoder") {
-        EXPECT_EQ(rows, c.tokens);
-        EXPECT_EQ(cols, d);
-        encoder.assign(data, data + rows * cols);
-      }
-    });
+    const auto out =
+        am.encode(*backend_, in, [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
+          if (name == "audio.encoder") {
+            EXPECT_EQ(rows, c.tokens);
+            EXPECT_EQ(cols, d);
+            encoder.assign(data, data + rows * cols);
+          }
+        });
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(encoder.size(), c.encoder.size());
     expect_close(encoder.data(), c.encoder, kTol, c.name + " encoder");
@@ -257,6 +258,29 @@ TEST_P(AudioEncoderFixtureTest, ClipsPastThePositionsAreRefused) {
   EXPECT_THROW(model_->audio()->encode(*backend_, bad), Error);
 }
 
+// NeMo's xscaling (Parakeet's scale_input): the subsampling's output times √d, before the blocks.
+TEST_P(AudioEncoderFixtureTest, ScaleInputMultipliesTheSubsamplingBySqrtD) {
+  auto ckpt = open_audio_checkpoint(audio_dir(fixture_));
+  ASSERT_TRUE(ckpt.has_value());
+  AudioConfig cfg = ckpt->config;
+  ASSERT_FALSE(cfg.scale_input);
+  cfg.scale_input = true;
+  const AudioModel scaled(cfg, ckpt->source, load_.backend);
+  const Clip& c = clip("tone_1280");
+  const AudioClip in[] = {input(c)};
+  auto subsampling = [&](const AudioModel& m) {
+    std::vector<float> out;
+    m.encode(*backend_, in, [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
+      if (name == "audio.subsampling") out.assign(data, data + rows * cols);
+    });
+    return out;
+  };
+  std::vector<float> want = subsampling(*model_->audio());
+  const float root = std::sqrt(static_cast<float>(cfg.hidden_size));
+  for (float& v : want) v *= root;
+  EXPECT_EQ(subsampling(scaled), want);
+}
+
 std::vector<std::string> audio_backends() {
   std::vector<std::string> out;
   for (const auto& isa : test::all_isas()) out.push_back(isa);
@@ -285,19 +309,20 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
 std::string original_name(const std::string& native) {
   std::string n = native.compare(0, 6, "model.") == 0 ? native.substr(6) : native;
   if (n.compare(0, 10, "conformer.") != 0 && n.compare(0, 14, "audio_adapter_") != 0) return n;  // lfm.…, depth…
-  for (const auto& [from, to] : {std::pair<const char*, const char*>{"conformer.subsampling.layers.", "conformer.pre_encode.conv."},
-                                 {"conformer.subsampling.linear.", "conformer.pre_encode.out."},
-                                 {".self_attn.q_proj.", ".self_attn.linear_q."},
-                                 {".self_attn.k_proj.", ".self_attn.linear_k."},
-                                 {".self_attn.v_proj.", ".self_attn.linear_v."},
-                                 {".self_attn.o_proj.", ".self_attn.linear_out."},
-                                 {".self_attn.relative_k_proj.", ".self_attn.linear_pos."},
-                                 {".self_attn.bias_u", ".self_attn.pos_bias_u"},
-                                 {".self_attn.bias_v", ".self_attn.pos_bias_v"},
-                                 {".conv.norm.", ".conv.batch_norm."},
-                                 {"audio_adapter_norm.", "audio_adapter.model.0."},
-                                 {"audio_adapter_linear_1.", "audio_adapter.model.1."},
-                                 {"audio_adapter_linear_2.", "audio_adapter.model.3."}})
+  for (const auto& [from, to] :
+       {std::pair<const char*, const char*>{"conformer.subsampling.layers.", "conformer.pre_encode.conv."},
+        {"conformer.subsampling.linear.", "conformer.pre_encode.out."},
+        {".self_attn.q_proj.", ".self_attn.linear_q."},
+        {".self_attn.k_proj.", ".self_attn.linear_k."},
+        {".self_attn.v_proj.", ".self_attn.linear_v."},
+        {".self_attn.o_proj.", ".self_attn.linear_out."},
+        {".self_attn.relative_k_proj.", ".self_attn.linear_pos."},
+        {".self_attn.bias_u", ".self_attn.pos_bias_u"},
+        {".self_attn.bias_v", ".self_attn.pos_bias_v"},
+        {".conv.norm.", ".conv.batch_norm."},
+        {"audio_adapter_norm.", "audio_adapter.model.0."},
+        {"audio_adapter_linear_1.", "audio_adapter.model.1."},
+        {"audio_adapter_linear_2.", "audio_adapter.model.3."}})
     n = replaced(n, from, to);
   return n;
 }
@@ -324,16 +349,25 @@ TEST(AudioCheckpoint, TheOriginalLayoutIsTheNativeModel) {
   const test::TempDir dir("audio_original");
   json cfg = fixture_config_of(native);
   cfg.erase("model_type");
-  cfg["encoder"] = json{{"feat_in", 128},      {"n_layers", 2},          {"d_model", 32},
-                        {"subsampling", "dw_striding"}, {"subsampling_factor", 8},
-                        {"subsampling_conv_channels", 4}, {"ff_expansion_factor", 2},
-                        {"self_attention_model", "rel_pos"}, {"n_heads", 4},
-                        {"xscaling", false},   {"untie_biases", true},   {"pos_emb_max_len", 5000},
-                        {"conv_kernel_size", 9}, {"conv_norm_type", "batch_norm"}};
+  cfg["encoder"] = json{{"feat_in", 128},
+                        {"n_layers", 2},
+                        {"d_model", 32},
+                        {"subsampling", "dw_striding"},
+                        {"subsampling_factor", 8},
+                        {"subsampling_conv_channels", 4},
+                        {"ff_expansion_factor", 2},
+                        {"self_attention_model", "rel_pos"},
+                        {"n_heads", 4},
+                        {"xscaling", false},
+                        {"untie_biases", true},
+                        {"pos_emb_max_len", 5000},
+                        {"conv_kernel_size", 9},
+                        {"conv_norm_type", "batch_norm"}};
   dir.write("config.json", cfg.dump(2));
   const SafetensorsCheckpoint src(native);
   std::vector<SafetensorsWriter::Entry> entries;
-  for (const std::string& n : src.names()) entries.push_back({original_name(n), src.find(n)->dtype, src.find(n)->shape});
+  for (const std::string& n : src.names())
+    entries.push_back({original_name(n), src.find(n)->dtype, src.find(n)->shape});
   SafetensorsWriter w((dir / "model.safetensors").string(), entries);
   for (const std::string& n : src.names()) w.write(original_name(n), src.find(n)->data, src.find(n)->nbytes);
   w.finish();
@@ -472,15 +506,24 @@ TEST(AudioConfig, ReadsTheParakeetForm) {
 }
 
 json nemo_encoder() {
-  return json{{"feat_in", 128},         {"feat_out", -1},
-              {"n_layers", 2},          {"d_model", 32},
-              {"subsampling", "dw_striding"}, {"subsampling_factor", 8},
-              {"subsampling_conv_channels", 4}, {"causal_downsampling", false},
-              {"reduction", nullptr},   {"ff_expansion_factor", 2},
-              {"self_attention_model", "rel_pos"}, {"n_heads", 4},
-              {"att_context_size", {-1, -1}}, {"xscaling", false},
-              {"untie_biases", true},   {"pos_emb_max_len", 5000},
-              {"conv_kernel_size", 9},  {"conv_norm_type", "batch_norm"},
+  return json{{"feat_in", 128},
+              {"feat_out", -1},
+              {"n_layers", 2},
+              {"d_model", 32},
+              {"subsampling", "dw_striding"},
+              {"subsampling_factor", 8},
+              {"subsampling_conv_channels", 4},
+              {"causal_downsampling", false},
+              {"reduction", nullptr},
+              {"ff_expansion_factor", 2},
+              {"self_attention_model", "rel_pos"},
+              {"n_heads", 4},
+              {"att_context_size", {-1, -1}},
+              {"xscaling", false},
+              {"untie_biases", true},
+              {"pos_emb_max_len", 5000},
+              {"conv_kernel_size", 9},
+              {"conv_norm_type", "batch_norm"},
               {"dropout", 0.1}};
 }
 

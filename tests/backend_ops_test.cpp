@@ -391,7 +391,8 @@ void check_speech_ops(Backend& be) {
             for (double& e : sc) sum += (e = std::exp(e - mx));
             for (int64_t e = 0; e < hd; ++e) {
               double want = 0;
-              for (int64_t j = aseg[s]; j < aseg[s + 1]; ++j) want += sc[j - aseg[s]] / sum * v[j * stride + h * hd + e];
+              for (int64_t j = aseg[s]; j < aseg[s + 1]; ++j)
+                want += sc[j - aseg[s]] / sum * v[j * stride + h * hd + e];
               ASSERT_NEAR(got[r * stride + h * hd + e], want, 1e-5) << "row " << r << " head " << h;
             }
           }
@@ -399,11 +400,11 @@ void check_speech_ops(Backend& be) {
   const auto q = randn(26 * 16, 1);
   DeviceBuffer dq = put(q), dout = be.allocate(q.size() * sizeof(float));
   const float* dqp = dq.as<float>();
-  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, RelPosAttention{aseg, 1, 16, 17, 1.0f}, dout.as<float>()),
-               Error);  // the table reaches 17, the 19-row segment needs 18
-  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, RelPosAttention{std::vector<int64_t>{0, 3, 3}, 1, 16, 5, 1.0f},
-                                    dout.as<float>()),
-               Error);  // an empty segment
+  const RelPosAttention short_table{aseg, 1, 16, 17, 1.0f};  // the 19-row segment needs 18
+  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, short_table, dout.as<float>()), Error);
+  const std::vector<int64_t> empty_seg = {0, 3, 3};
+  const RelPosAttention empty{empty_seg, 1, 16, 5, 1.0f};
+  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, empty, dout.as<float>()), Error);
 }
 
 TEST_P(BackendOpsTest, SpeechEncoderOpsMatchPlainLoops) { check_speech_ops(*be_); }
