@@ -558,6 +558,15 @@ TEST(AudioConfig, ErrorsNameTheKeyAndValue) {
   j["encoder"]["conv_norm_type"] = "layer_norm";
   EXPECT_NE(parse_error(j).find("encoder.conv_norm_type"), std::string::npos) << parse_error(j);
   j["encoder"] = nemo_encoder();
+  j["encoder"]["att_context_size"] = {70, 1};
+  EXPECT_NE(parse_error(j).find("encoder.att_context_size = [70,1] is not supported"), std::string::npos)
+      << parse_error(j);
+  j["encoder"] = nemo_encoder();
+  j["encoder"]["conv_context_size"] = "causal";
+  EXPECT_NE(parse_error(j).find("encoder.conv_context_size = \"causal\""), std::string::npos) << parse_error(j);
+  j["encoder"]["conv_context_size"] = {4, 4};
+  EXPECT_EQ(parse_error(j), "(no error)");
+  j["encoder"] = nemo_encoder();
   j["encoder"]["untie_biases"] = false;
   EXPECT_NE(parse_error(j).find("encoder.untie_biases = false"), std::string::npos) << parse_error(j);
   j["encoder"] = nemo_encoder();

@@ -357,11 +357,12 @@ void check_speech_ops(Backend& be) {
       }
       EXPECT_EQ(at, rows);
     }
-  // rel_pos_attention: segments of 1, 6, 19 rows, head_dim 9 and 16, a table reaching 20 (> 18).
-  const std::vector<int64_t> aseg = {0, 1, 7, 26};
+  // rel_pos_attention: segments of 1, 6, 19 and 45 rows (more than one task of rows on the SIMD
+  // backends), head_dim 9 and 16, a table reaching exactly as far as needed and further.
+  const std::vector<int64_t> aseg = {0, 1, 7, 26, 71};
   const int64_t T = aseg.back();
   for (const int64_t hd : {9, 16})
-    for (const int64_t p0 : {18, 20}) {
+    for (const int64_t p0 : {44, 47}) {
       SCOPED_TRACE(testing::Message() << "head_dim " << hd << ", P0 " << p0);
       const int64_t H = 3, stride = H * hd;
       const auto q = randn(T * stride, 46), k = randn(T * stride, 47), v = randn(T * stride, 48);
@@ -397,10 +398,10 @@ void check_speech_ops(Backend& be) {
             }
           }
     }
-  const auto q = randn(26 * 16, 1);
+  const auto q = randn(71 * 16, 1);
   DeviceBuffer dq = put(q), dout = be.allocate(q.size() * sizeof(float));
   const float* dqp = dq.as<float>();
-  const RelPosAttention short_table{aseg, 1, 16, 17, 1.0f};  // the 19-row segment needs 18
+  const RelPosAttention short_table{aseg, 1, 16, 43, 1.0f};  // the 45-row segment needs 44
   EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, short_table, dout.as<float>()), Error);
   const std::vector<int64_t> empty_seg = {0, 3, 3};
   const RelPosAttention empty{empty_seg, 1, 16, 5, 1.0f};

@@ -105,6 +105,18 @@ void parse_nemo(const json& e, AudioConfig& c) {
   const int64_t feat_out = get_int(e, w, "feat_out", -1, -1, limits::kMaxHiddenSize);
   LFM_CHECK(feat_out == -1 || feat_out == c.hidden_size, "audio config: encoder.feat_out = ", feat_out,
             " is not supported (no output projection: -1 or d_model ", c.hidden_size, ")");
+  // Full-context attention and a centred conv: what the engine runs (a streaming encoder limits both).
+  if (e.contains("att_context_size") && !e["att_context_size"].is_null())
+    LFM_CHECK(e["att_context_size"] == json::array({-1, -1}),
+              "audio config: encoder.att_context_size = ", e["att_context_size"].dump(),
+              " is not supported (full context: [-1, -1])");
+  if (e.contains("conv_context_size") && !e["conv_context_size"].is_null()) {
+    const json& cc = e["conv_context_size"];
+    const int64_t half = (c.conv_kernel_size - 1) / 2;
+    LFM_CHECK(cc == "default" || cc == json::array({half, half}),
+              "audio config: encoder.conv_context_size = ", cc.dump(),
+              " is not supported (a centred conv: null, \"default\" or [", half, ", ", half, "])");
+  }
 }
 
 // The front end from NeMo's AudioToMelSpectrogramPreprocessor kwargs.
