@@ -253,6 +253,10 @@ TEST_P(AudioEncoderFixtureTest, ClipsPastThePositionsAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("more than the encoder's 12 positions"), std::string::npos) << e.what();
   }
+  const AudioClip absurd[] = {{int64_t(1) << 60, c.features}};  // refused by its length, before any size arithmetic
+  EXPECT_THROW(model_->audio()->encode(*backend_, absurd), Error);
+  const AudioClip none[] = {{0, {}}};
+  EXPECT_THROW(model_->audio()->encode(*backend_, none), Error);
   const std::vector<float> short_features(static_cast<size_t>(c.features.size() - 1));
   const AudioClip bad[] = {{c.frames, short_features}};
   EXPECT_THROW(model_->audio()->encode(*backend_, bad), Error);

@@ -68,14 +68,14 @@ AudioEncoding::AudioEncoding(const AudioModel& model, Backend& be, std::vector<A
   for (size_t i = 0; i < clips_.size(); ++i) {
     const AudioClip& clip = clips_[i];
     LFM_CHECK(clip.frames > 0, "audio: clip ", i, " has ", clip.frames, " feature frames (at least 1)");
-    LFM_CHECK(static_cast<int64_t>(clip.features.size()) == clip.frames * c.num_mel_bins, "audio: clip ", i, " of ",
-              clip.frames, " frames has ", clip.features.size(), " feature values, expected ",
-              clip.frames * c.num_mel_bins, " (", c.num_mel_bins, " mel bins a frame)");
-    const int64_t n = model_.tokens_for(clip.frames);
+    const int64_t n = model_.tokens_for(clip.frames);  // checked first: frames · mel bins stays small
     LFM_CHECK(n <= c.max_position_embeddings, "audio: clip ", i, " of ", clip.frames, " frames makes ", n,
               " encoder rows, more than the encoder's ", c.max_position_embeddings, " positions (",
               c.max_position_embeddings * c.subsampling_factor * c.front_end.hop_length / c.front_end.sample_rate,
               " s of audio)");
+    LFM_CHECK(static_cast<int64_t>(clip.features.size()) == clip.frames * c.num_mel_bins, "audio: clip ", i, " of ",
+              clip.frames, " frames has ", clip.features.size(), " feature values, expected ",
+              clip.frames * c.num_mel_bins, " (", c.num_mel_bins, " mel bins a frame)");
     b.seg.push_back(b.seg.back() + n);
     longest = std::max(longest, n);
   }
