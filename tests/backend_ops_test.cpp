@@ -48,6 +48,9 @@ TEST_P(BackendOpsTest, RowOpsMatchPlainLoops) {
   std::vector<float> inplace = b;
   be_->mul_rows(a.data() + cols, lda, inplace.data(), cols, rows, cols, inplace.data(), cols);
   for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(inplace[i], a[(i / cols) * lda + cols + i % cols] * b[i]);
+  // mul_rows with ldb = 0: every row times the one row `bias`
+  be_->mul_rows(b.data(), cols, bias.data(), 0, rows, cols, out.data(), cols);
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(out[i], b[i] * bias[i % cols]);
   // add_bias
   std::vector<float> y = b;
   be_->add_bias(y.data(), bias.data(), rows, cols);
