@@ -2,7 +2,8 @@
 // checkpoints, transformers 5.2.0's Lfm2AudioForConditionalGeneration in float32; README.md there):
 // per clip the encoder and adapter outputs from the fixture's input features, several clips in one
 // call, the staged encoding, the backbone's logits with the adapter rows in place of the audio
-// placeholders and its greedy tokens; and the config's two forms and its errors.
+// placeholders and its greedy tokens; the original checkpoint layout and a folded BatchNorm
+// (the config: tests/audio_config_test.cpp).
 // Tolerances (reference.json "tolerances"): activations and logits 1e-4 absolute; greedy tokens
 // and argmax exact (every recorded one wins by at least 5e-3).
 #include <gtest/gtest.h>
@@ -161,13 +162,14 @@ TEST_P(AudioEncoderFixtureTest, EncoderAndAdapterMatchTransformersPerClip) {
     ASSERT_EQ(am.tokens_for(c.frames), c.tokens);
     std::vector<float> encoder;
     const AudioClip in[] = {input(c)};
-    const auto out = am.encode(*backend_, in, [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
-      if (name == "audio.encoder") {
-        EXPECT_EQ(rows, c.tokens);
-        EXPECT_EQ(cols, d);
-        encoder.assign(data, data + rows * cols);
-      }
-    });
+    const auto out =
+        am.encode(*backend_, in, [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
+          if (name == "audio.encoder") {
+            EXPECT_EQ(rows, c.tokens);
+            EXPECT_EQ(cols, d);
+            encoder.assign(data, data + rows * cols);
+          }
+        });
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(encoder.size(), c.encoder.size());
     expect_close(encoder.data(), c.encoder, kTol, c.name + " encoder");
@@ -252,9 +254,36 @@ TEST_P(AudioEncoderFixtureTest, ClipsPastThePositionsAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("more than the encoder's 12 positions"), std::string::npos) << e.what();
   }
+  const AudioClip absurd[] = {{int64_t(1) << 60, c.features}};  // refused by its length, before any size arithmetic
+  EXPECT_THROW(model_->audio()->encode(*backend_, absurd), Error);
+  const AudioClip none[] = {{0, {}}};
+  EXPECT_THROW(model_->audio()->encode(*backend_, none), Error);
   const std::vector<float> short_features(static_cast<size_t>(c.features.size() - 1));
   const AudioClip bad[] = {{c.frames, short_features}};
   EXPECT_THROW(model_->audio()->encode(*backend_, bad), Error);
+}
+
+// NeMo's xscaling (Parakeet's scale_input): the subsampling's output times √d, before the blocks.
+TEST_P(AudioEncoderFixtureTest, ScaleInputMultipliesTheSubsamplingBySqrtD) {
+  auto ckpt = open_audio_checkpoint(audio_dir(fixture_));
+  ASSERT_TRUE(ckpt.has_value());
+  AudioConfig cfg = ckpt->config;
+  ASSERT_FALSE(cfg.scale_input);
+  cfg.scale_input = true;
+  const AudioModel scaled(cfg, ckpt->source, load_.backend);
+  const Clip& c = clip("tone_1280");
+  const AudioClip in[] = {input(c)};
+  auto subsampling = [&](const AudioModel& m) {
+    std::vector<float> out;
+    m.encode(*backend_, in, [&](const std::string& name, const float* data, int64_t rows, int64_t cols) {
+      if (name == "audio.subsampling") out.assign(data, data + rows * cols);
+    });
+    return out;
+  };
+  std::vector<float> want = subsampling(*model_->audio());
+  const float root = std::sqrt(static_cast<float>(cfg.hidden_size));
+  for (float& v : want) v *= root;
+  EXPECT_EQ(subsampling(scaled), want);
 }
 
 std::vector<std::string> audio_backends() {
@@ -285,19 +314,20 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
 std::string original_name(const std::string& native) {
   std::string n = native.compare(0, 6, "model.") == 0 ? native.substr(6) : native;
   if (n.compare(0, 10, "conformer.") != 0 && n.compare(0, 14, "audio_adapter_") != 0) return n;  // lfm.…, depth…
-  for (const auto& [from, to] : {std::pair<const char*, const char*>{"conformer.subsampling.layers.", "conformer.pre_encode.conv."},
-                                 {"conformer.subsampling.linear.", "conformer.pre_encode.out."},
-                                 {".self_attn.q_proj.", ".self_attn.linear_q."},
-                                 {".self_attn.k_proj.", ".self_attn.linear_k."},
-                                 {".self_attn.v_proj.", ".self_attn.linear_v."},
-                                 {".self_attn.o_proj.", ".self_attn.linear_out."},
-                                 {".self_attn.relative_k_proj.", ".self_attn.linear_pos."},
-                                 {".self_attn.bias_u", ".self_attn.pos_bias_u"},
-                                 {".self_attn.bias_v", ".self_attn.pos_bias_v"},
-                                 {".conv.norm.", ".conv.batch_norm."},
-                                 {"audio_adapter_norm.", "audio_adapter.model.0."},
-                                 {"audio_adapter_linear_1.", "audio_adapter.model.1."},
-                                 {"audio_adapter_linear_2.", "audio_adapter.model.3."}})
+  for (const auto& [from, to] :
+       {std::pair<const char*, const char*>{"conformer.subsampling.layers.", "conformer.pre_encode.conv."},
+        {"conformer.subsampling.linear.", "conformer.pre_encode.out."},
+        {".self_attn.q_proj.", ".self_attn.linear_q."},
+        {".self_attn.k_proj.", ".self_attn.linear_k."},
+        {".self_attn.v_proj.", ".self_attn.linear_v."},
+        {".self_attn.o_proj.", ".self_attn.linear_out."},
+        {".self_attn.relative_k_proj.", ".self_attn.linear_pos."},
+        {".self_attn.bias_u", ".self_attn.pos_bias_u"},
+        {".self_attn.bias_v", ".self_attn.pos_bias_v"},
+        {".conv.norm.", ".conv.batch_norm."},
+        {"audio_adapter_norm.", "audio_adapter.model.0."},
+        {"audio_adapter_linear_1.", "audio_adapter.model.1."},
+        {"audio_adapter_linear_2.", "audio_adapter.model.3."}})
     n = replaced(n, from, to);
   return n;
 }
@@ -324,16 +354,25 @@ TEST(AudioCheckpoint, TheOriginalLayoutIsTheNativeModel) {
   const test::TempDir dir("audio_original");
   json cfg = fixture_config_of(native);
   cfg.erase("model_type");
-  cfg["encoder"] = json{{"feat_in", 128},      {"n_layers", 2},          {"d_model", 32},
-                        {"subsampling", "dw_striding"}, {"subsampling_factor", 8},
-                        {"subsampling_conv_channels", 4}, {"ff_expansion_factor", 2},
-                        {"self_attention_model", "rel_pos"}, {"n_heads", 4},
-                        {"xscaling", false},   {"untie_biases", true},   {"pos_emb_max_len", 5000},
-                        {"conv_kernel_size", 9}, {"conv_norm_type", "batch_norm"}};
+  cfg["encoder"] = json{{"feat_in", 128},
+                        {"n_layers", 2},
+                        {"d_model", 32},
+                        {"subsampling", "dw_striding"},
+                        {"subsampling_factor", 8},
+                        {"subsampling_conv_channels", 4},
+                        {"ff_expansion_factor", 2},
+                        {"self_attention_model", "rel_pos"},
+                        {"n_heads", 4},
+                        {"xscaling", false},
+                        {"untie_biases", true},
+                        {"pos_emb_max_len", 5000},
+                        {"conv_kernel_size", 9},
+                        {"conv_norm_type", "batch_norm"}};
   dir.write("config.json", cfg.dump(2));
   const SafetensorsCheckpoint src(native);
   std::vector<SafetensorsWriter::Entry> entries;
-  for (const std::string& n : src.names()) entries.push_back({original_name(n), src.find(n)->dtype, src.find(n)->shape});
+  for (const std::string& n : src.names())
+    entries.push_back({original_name(n), src.find(n)->dtype, src.find(n)->shape});
   SafetensorsWriter w((dir / "model.safetensors").string(), entries);
   for (const std::string& n : src.names()) w.write(original_name(n), src.find(n)->data, src.find(n)->nbytes);
   w.finish();
@@ -430,124 +469,6 @@ TEST(AudioCheckpoint, AFoldedBatchNormGivesTheSameRows) {
     EXPECT_NE(std::string(e.what()).find("missing tensor 'conformer.layers.1.self_attn.bias_v'"), std::string::npos)
         << e.what();
   }
-}
-
-// ---- the config ----
-
-json fixture_config() { return test::read_json(audio_dir("lfm2audio_tiny_a") + "/config.json"); }
-
-std::string parse_error(const json& j) {
-  try {
-    parse_audio_config(j);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-TEST(AudioConfig, ReadsTheParakeetForm) {
-  const json j = fixture_config();
-  EXPECT_TRUE(is_audio_config(j));
-  EXPECT_FALSE(is_audio_config(json{{"model_type", "lfm2"}}));
-  const AudioConfig c = parse_audio_config(j);
-  EXPECT_EQ(c.hidden_size, 32);
-  EXPECT_EQ(c.n_layers, 2);
-  EXPECT_EQ(c.n_heads, 4);
-  EXPECT_EQ(c.intermediate_size, 64);
-  EXPECT_EQ(c.num_mel_bins, 128);
-  EXPECT_EQ(c.conv_kernel_size, 9);
-  EXPECT_EQ(c.subsampling_channels, 4);
-  EXPECT_EQ(c.max_position_embeddings, 5000);
-  EXPECT_FALSE(c.scale_input);
-  EXPECT_EQ(c.text_hidden_size, 64);
-  EXPECT_EQ(c.audio_token_id, 133);
-  EXPECT_EQ(c.front_end.win_length, 400);
-  EXPECT_EQ(c.front_end.hop_length, 160);
-  EXPECT_EQ(c.front_end.n_fft, 512);
-  EXPECT_EQ(c.front_end.num_mel_bins, 128);
-  EXPECT_EQ(c.tokens_for_frames(3), 1);
-  EXPECT_EQ(c.tokens_for_frames(9), 2);
-  EXPECT_EQ(c.tokens_for_frames(101), 13);
-  EXPECT_EQ(audio_text_config_of(j)["hidden_size"], 64);
-}
-
-json nemo_encoder() {
-  return json{{"feat_in", 128},         {"feat_out", -1},
-              {"n_layers", 2},          {"d_model", 32},
-              {"subsampling", "dw_striding"}, {"subsampling_factor", 8},
-              {"subsampling_conv_channels", 4}, {"causal_downsampling", false},
-              {"reduction", nullptr},   {"ff_expansion_factor", 2},
-              {"self_attention_model", "rel_pos"}, {"n_heads", 4},
-              {"att_context_size", {-1, -1}}, {"xscaling", false},
-              {"untie_biases", true},   {"pos_emb_max_len", 5000},
-              {"conv_kernel_size", 9},  {"conv_norm_type", "batch_norm"},
-              {"dropout", 0.1}};
-}
-
-TEST(AudioConfig, ReadsTheNemoFormAsTheSame) {
-  json j = fixture_config();
-  const AudioConfig parakeet = parse_audio_config(j);
-  j["encoder"] = nemo_encoder();
-  const AudioConfig nemo = parse_audio_config(j);
-  EXPECT_EQ(nemo.hidden_size, parakeet.hidden_size);
-  EXPECT_EQ(nemo.n_layers, parakeet.n_layers);
-  EXPECT_EQ(nemo.n_heads, parakeet.n_heads);
-  EXPECT_EQ(nemo.intermediate_size, parakeet.intermediate_size);
-  EXPECT_EQ(nemo.num_mel_bins, parakeet.num_mel_bins);
-  EXPECT_EQ(nemo.conv_kernel_size, parakeet.conv_kernel_size);
-  EXPECT_EQ(nemo.subsampling_channels, parakeet.subsampling_channels);
-  EXPECT_EQ(nemo.max_position_embeddings, parakeet.max_position_embeddings);
-  EXPECT_EQ(nemo.scale_input, parakeet.scale_input);
-  j["encoder"]["subsampling_conv_channels"] = -1;  // NeMo: d_model channels
-  EXPECT_EQ(parse_audio_config(j).subsampling_channels, 32);
-}
-
-TEST(AudioConfig, ErrorsNameTheKeyAndValue) {
-  json j = fixture_config();
-  j["encoder"] = nemo_encoder();
-  j["encoder"]["self_attention_model"] = "abs_pos";
-  EXPECT_NE(parse_error(j).find("encoder.self_attention_model = \"abs_pos\" is not supported"), std::string::npos)
-      << parse_error(j);
-  j["encoder"] = nemo_encoder();
-  j["encoder"]["subsampling"] = "striding";
-  EXPECT_NE(parse_error(j).find("encoder.subsampling = \"striding\""), std::string::npos) << parse_error(j);
-  j["encoder"] = nemo_encoder();
-  j["encoder"]["conv_norm_type"] = "layer_norm";
-  EXPECT_NE(parse_error(j).find("encoder.conv_norm_type"), std::string::npos) << parse_error(j);
-  j["encoder"] = nemo_encoder();
-  j["encoder"]["untie_biases"] = false;
-  EXPECT_NE(parse_error(j).find("encoder.untie_biases = false"), std::string::npos) << parse_error(j);
-  j["encoder"] = nemo_encoder();
-  j["encoder"].erase("d_model");  // then it reads as the Parakeet form, which lacks hidden_size
-  EXPECT_NE(parse_error(j).find("encoder.hidden_size is required"), std::string::npos) << parse_error(j);
-
-  j = fixture_config();
-  j["encoder"].erase("num_hidden_layers");
-  EXPECT_NE(parse_error(j).find("encoder.num_hidden_layers is required"), std::string::npos) << parse_error(j);
-  j = fixture_config();
-  j["encoder"]["num_mel_bins"] = 100;
-  EXPECT_NE(parse_error(j).find("mel bins 100 are not a multiple of the subsampling factor 8"), std::string::npos)
-      << parse_error(j);
-  j = fixture_config();
-  j["encoder"]["num_attention_heads"] = 5;
-  j["encoder"]["num_key_value_heads"] = 5;
-  EXPECT_NE(parse_error(j).find("hidden size 32 is not divisible by its 5 heads"), std::string::npos) << parse_error(j);
-  j = fixture_config();
-  j["preprocessor"]["window"] = "hamming";
-  EXPECT_NE(parse_error(j).find("preprocessor.window = \"hamming\""), std::string::npos) << parse_error(j);
-  j = fixture_config();
-  j["preprocessor"]["normalize"] = "all_features";
-  EXPECT_NE(parse_error(j).find("preprocessor.normalize"), std::string::npos) << parse_error(j);
-  j = fixture_config();
-  j["preprocessor"]["features"] = 80;
-  EXPECT_NE(parse_error(j).find("preprocessor.features = 80 differs from the encoder's 128"), std::string::npos)
-      << parse_error(j);
-  j = fixture_config();
-  j["encoder"]["hidden_act"] = "relu";
-  EXPECT_NE(parse_error(j).find("encoder.hidden_act"), std::string::npos) << parse_error(j);
-  j = fixture_config();
-  j.erase("lfm");
-  EXPECT_NE(parse_error(j).find("'lfm'"), std::string::npos) << parse_error(j);
 }
 
 }  // namespace

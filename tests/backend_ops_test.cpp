@@ -48,6 +48,9 @@ TEST_P(BackendOpsTest, RowOpsMatchPlainLoops) {
   std::vector<float> inplace = b;
   be_->mul_rows(a.data() + cols, lda, inplace.data(), cols, rows, cols, inplace.data(), cols);
   for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(inplace[i], a[(i / cols) * lda + cols + i % cols] * b[i]);
+  // mul_rows with ldb = 0: every row times the one row `bias`
+  be_->mul_rows(b.data(), cols, bias.data(), 0, rows, cols, out.data(), cols);
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(out[i], b[i] * bias[i % cols]);
   // add_bias
   std::vector<float> y = b;
   be_->add_bias(y.data(), bias.data(), rows, cols);
@@ -357,11 +360,12 @@ void check_speech_ops(Backend& be) {
       }
       EXPECT_EQ(at, rows);
     }
-  // rel_pos_attention: segments of 1, 6, 19 rows, head_dim 9 and 16, a table reaching 20 (> 18).
-  const std::vector<int64_t> aseg = {0, 1, 7, 26};
+  // rel_pos_attention: segments of 1, 6, 19 and 45 rows (more than one task of rows on the SIMD
+  // backends), head_dim 9 and 16, a table reaching exactly as far as needed and further.
+  const std::vector<int64_t> aseg = {0, 1, 7, 26, 71};
   const int64_t T = aseg.back();
   for (const int64_t hd : {9, 16})
-    for (const int64_t p0 : {18, 20}) {
+    for (const int64_t p0 : {44, 47}) {
       SCOPED_TRACE(testing::Message() << "head_dim " << hd << ", P0 " << p0);
       const int64_t H = 3, stride = H * hd;
       const auto q = randn(T * stride, 46), k = randn(T * stride, 47), v = randn(T * stride, 48);
@@ -391,19 +395,20 @@ void check_speech_ops(Backend& be) {
             for (double& e : sc) sum += (e = std::exp(e - mx));
             for (int64_t e = 0; e < hd; ++e) {
               double want = 0;
-              for (int64_t j = aseg[s]; j < aseg[s + 1]; ++j) want += sc[j - aseg[s]] / sum * v[j * stride + h * hd + e];
+              for (int64_t j = aseg[s]; j < aseg[s + 1]; ++j)
+                want += sc[j - aseg[s]] / sum * v[j * stride + h * hd + e];
               ASSERT_NEAR(got[r * stride + h * hd + e], want, 1e-5) << "row " << r << " head " << h;
             }
           }
     }
-  const auto q = randn(26 * 16, 1);
+  const auto q = randn(71 * 16, 1);
   DeviceBuffer dq = put(q), dout = be.allocate(q.size() * sizeof(float));
   const float* dqp = dq.as<float>();
-  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, RelPosAttention{aseg, 1, 16, 17, 1.0f}, dout.as<float>()),
-               Error);  // the table reaches 17, the 19-row segment needs 18
-  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, RelPosAttention{std::vector<int64_t>{0, 3, 3}, 1, 16, 5, 1.0f},
-                                    dout.as<float>()),
-               Error);  // an empty segment
+  const RelPosAttention short_table{aseg, 1, 16, 43, 1.0f};  // the 45-row segment needs 44
+  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, short_table, dout.as<float>()), Error);
+  const std::vector<int64_t> empty_seg = {0, 3, 3};
+  const RelPosAttention empty{empty_seg, 1, 16, 5, 1.0f};
+  EXPECT_THROW(be.rel_pos_attention(dqp, dqp, dqp, dqp, dqp, dqp, empty, dout.as<float>()), Error);
 }
 
 TEST_P(BackendOpsTest, SpeechEncoderOpsMatchPlainLoops) { check_speech_ops(*be_); }

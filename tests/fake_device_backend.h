@@ -301,15 +301,16 @@ class FakeDeviceBackend final : public ReferenceBackend {
   }
   void glu(const float* x, int64_t rows, int64_t cols, float* out) override {
     mine(x, "glu"), mine(out, "glu");
-    run("glu", [this](const float* x, int64_t rows, int64_t cols, float* out) { ReferenceBackend::glu(x, rows, cols, out); },
-        x, rows, cols, out);
+    run("glu", [this](const float* x, int64_t rows, int64_t cols, float* out) {
+      ReferenceBackend::glu(x, rows, cols, out);
+    }, x, rows, cols, out);
   }
   void conv2d(const float* x, const Conv2d& c, const float* w, const float* bias, float* out) override {
     check_conv2d(c, "fake-device");  // now, not when a queued op runs
     mine(x, "conv2d"), mine(w, "conv2d weight"), mine(out, "conv2d");
     if (bias) mine(bias, "conv2d bias");
-    run("conv2d", [this](const float* x, const HostWords& seg, const HostWords& shape, const float* w, const float* bias,
-                         float* out) {
+    run("conv2d", [this](const float* x, const HostWords& seg, const HostWords& shape, const float* w,
+                         const float* bias, float* out) {
       const Conv2d c{seg.v, shape.v[0], shape.v[1], shape.v[2] != 0, shape.v[3], shape.v[4], shape.v[5]};
       ReferenceBackend::conv2d(x, c, w, bias, out);
     }, x, HostWords{{c.seg.begin(), c.seg.end()}},

@@ -48,6 +48,7 @@ inline bool emulator_selected(std::string* why) {
       {"RetrievalFixtureTest.TextsAloneAndBatchedAreTheSameBits", ""},
       {"AudioEncoderFixtureTest.EncoderAndAdapterMatchTransformersPerClip", "lfm2audio_tiny_a"},
       {"AudioEncoderFixtureTest.PromptLogitsAndGreedyTokensMatchTransformers", "lfm2audio_tiny_b"},
+      {"AudioEncoderFixtureTest.ClipsTogetherAndStagedAreTheClipsAlone", "lfm2audio_tiny_a"},
       {"SpeculativeStateTest.KeepingAnyPrefixIsExactlyFeedingOnlyThatPrefix",
        "(\"lfm2_c_layertypes_untied_convbias_f32\", \"cuda-emu\", 1, \"f32\")"},
   };

@@ -217,7 +217,7 @@ class Backend : public DeviceMemory {
 
   // ---- row ops (what a model does between the big ops, kept on the backend's memory) ----
   // out[r, c] = a[r · lda + c] * b[r · ldb + c] for r < rows, c < cols (in place allowed: out
-  // may be a or b with the same stride).
+  // may be a or b with the same stride; ldb = 0 multiplies every row by the one row b, a scale).
   virtual void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols,
                         float* out, int64_t ldo) = 0;
   // y[r, :] += bias for every row of y [rows, cols].

@@ -84,7 +84,8 @@ void ReferenceBackend::activation(const float* x, int64_t n, Activation f, float
 void ReferenceBackend::glu(const float* x, int64_t rows, int64_t cols, float* out) {
   pool_.parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * 2 * cols + c] * ref::sigmoid(x[r * 2 * cols + cols + c]);
+      for (int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] = x[r * 2 * cols + c] * ref::sigmoid(x[r * 2 * cols + cols + c]);
   });
 }
 

@@ -70,7 +70,8 @@ void parse_parakeet(const json& e, AudioConfig& c) {
   get_int(e, w, "subsampling_conv_stride", 2, 2, 2);
   expect_string(e, w, "hidden_act", "silu");
   LFM_CHECK(get_bool(e, w, "attention_bias", true), "audio config: encoder.attention_bias = false is not supported");
-  LFM_CHECK(get_bool(e, w, "convolution_bias", true), "audio config: encoder.convolution_bias = false is not supported");
+  LFM_CHECK(get_bool(e, w, "convolution_bias", true),
+            "audio config: encoder.convolution_bias = false is not supported");
 }
 
 // NeMo's ConformerEncoder kwargs (the original checkpoints' config.json).
@@ -85,7 +86,8 @@ void parse_nemo(const json& e, AudioConfig& c) {
   c.conv_kernel_size = get_int(e, w, "conv_kernel_size", 31, 1, limits::kMaxConvKernel);
   // NeMo: -1 means d_model channels.
   const int64_t ch = get_int(e, w, "subsampling_conv_channels", -1, -1, limits::kMaxHiddenSize);
-  LFM_CHECK(ch != 0, "audio config: encoder.subsampling_conv_channels = 0 is outside [1, ", limits::kMaxHiddenSize, "]");
+  LFM_CHECK(ch != 0, "audio config: encoder.subsampling_conv_channels = 0 is outside [1, ", limits::kMaxHiddenSize,
+            "]");
   c.subsampling_channels = ch == -1 ? c.hidden_size : ch;
   c.subsampling_factor = get_int(e, w, "subsampling_factor", 4, 1, 64);
   c.max_position_embeddings = get_int(e, w, "pos_emb_max_len", 5000, 1, limits::kMaxPositions);
@@ -93,15 +95,28 @@ void parse_nemo(const json& e, AudioConfig& c) {
   expect_string(e, w, "subsampling", "dw_striding", true);
   expect_string(e, w, "self_attention_model", "rel_pos", true);
   expect_string(e, w, "conv_norm_type", "batch_norm");
-  LFM_CHECK(get_bool(e, w, "untie_biases", true), "audio config: encoder.untie_biases = false is not supported "
+  LFM_CHECK(get_bool(e, w, "untie_biases", true),
+            "audio config: encoder.untie_biases = false is not supported "
             "(lfm reads pos_bias_u / pos_bias_v per layer)");
-  LFM_CHECK(!e.contains("reduction") || e["reduction"].is_null(), "audio config: encoder.reduction = ",
-            e["reduction"].dump(), " is not supported (no reduction)");
+  LFM_CHECK(!e.contains("reduction") || e["reduction"].is_null(),
+            "audio config: encoder.reduction = ", e["reduction"].dump(), " is not supported (no reduction)");
   LFM_CHECK(!get_bool(e, w, "causal_downsampling", false),
             "audio config: encoder.causal_downsampling = true is not supported");
   const int64_t feat_out = get_int(e, w, "feat_out", -1, -1, limits::kMaxHiddenSize);
   LFM_CHECK(feat_out == -1 || feat_out == c.hidden_size, "audio config: encoder.feat_out = ", feat_out,
             " is not supported (no output projection: -1 or d_model ", c.hidden_size, ")");
+  // Full-context attention and a centred conv: what the engine runs (a streaming encoder limits both).
+  if (e.contains("att_context_size") && !e["att_context_size"].is_null())
+    LFM_CHECK(e["att_context_size"] == json::array({-1, -1}),
+              "audio config: encoder.att_context_size = ", e["att_context_size"].dump(),
+              " is not supported (full context: [-1, -1])");
+  if (e.contains("conv_context_size") && !e["conv_context_size"].is_null()) {
+    const json& cc = e["conv_context_size"];
+    const int64_t half = (c.conv_kernel_size - 1) / 2;
+    LFM_CHECK(cc == "default" || cc == json::array({half, half}),
+              "audio config: encoder.conv_context_size = ", cc.dump(),
+              " is not supported (a centred conv: null, \"default\" or [", half, ", ", half, "])");
+  }
 }
 
 // The front end from NeMo's AudioToMelSpectrogramPreprocessor kwargs.
@@ -153,7 +168,8 @@ json audio_text_config_of(const json& j) {
 
 AudioConfig parse_audio_config(const json& j) {
   LFM_CHECK(is_audio_config(j), "audio config: model_type is not 'lfm2_audio'");
-  LFM_CHECK(j.contains("encoder") && j["encoder"].is_object(), "audio config: an lfm2_audio config needs an 'encoder' object");
+  LFM_CHECK(j.contains("encoder") && j["encoder"].is_object(),
+            "audio config: an lfm2_audio config needs an 'encoder' object");
   const json& e = j["encoder"];
   AudioConfig c;
   if (e.contains("d_model"))
@@ -180,8 +196,9 @@ AudioConfig parse_audio_config(const json& j) {
   } catch (const Error& err) {
     fail("audio config: preprocessor: ", err.what());
   }
-  LFM_CHECK(c.front_end.num_mel_bins == c.num_mel_bins, "audio config: preprocessor.features = ",
-            c.front_end.num_mel_bins, " differs from the encoder's ", c.num_mel_bins, " mel bins");
+  LFM_CHECK(c.front_end.num_mel_bins == c.num_mel_bins,
+            "audio config: preprocessor.features = ", c.front_end.num_mel_bins, " differs from the encoder's ",
+            c.num_mel_bins, " mel bins");
   c.text_hidden_size = get_int(audio_text_config_of(j), "lfm", "hidden_size", 0, 1, limits::kMaxHiddenSize);
   c.audio_token_id = static_cast<int32_t>(get_int(j, "config", "audio_token_id", 133, 0, limits::kMaxVocabSize - 1));
   return c;

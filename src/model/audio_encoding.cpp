@@ -40,10 +40,8 @@ std::vector<float> relative_positions(int64_t p0, int64_t d) {
 
 // The packed activations between stages, in the backend's memory.
 struct AudioEncoding::Buffers {
-  std::vector<int64_t> frames_seg;  // clip c's feature frames: rows [frames_seg[c], frames_seg[c + 1])
-  std::vector<int64_t> seg1, seg2;  // after the first and second stride-2 conv
-  std::vector<int64_t> seg;         // encoder rows (= audio tokens)
-  int64_t p0 = 0;                   // the position table's reach: the longest clip's rows − 1
+  std::vector<int64_t> seg;  // clip c's encoder rows (= audio tokens): [seg[c], seg[c + 1])
+  int64_t p0 = 0;            // the position table's reach: the longest clip's rows − 1
   DeviceBuffer x, a, q, k, v, att, o, f, pos, p;
 };
 
@@ -57,27 +55,27 @@ std::vector<std::vector<float>> AudioModel::encode(Backend& be, std::span<const 
 
 AudioEncoding::AudioEncoding(const AudioModel& model, Backend& be, std::vector<AudioClip> clips,
                              ActivationObserver observer)
-    : model_(model), be_(be), clips_(std::move(clips)), observer_(std::move(observer)),
+    : model_(model),
+      be_(be),
+      clips_(std::move(clips)),
+      observer_(std::move(observer)),
       buf_(std::make_unique<Buffers>()) {
   const AudioConfig& c = model_.cfg_;
   LFM_CHECK(!clips_.empty(), "audio: nothing to encode (no clips)");
   Buffers& b = *buf_;
-  b.frames_seg = b.seg1 = b.seg2 = b.seg = {0};
+  b.seg = {0};
   int64_t longest = 0;
   for (size_t i = 0; i < clips_.size(); ++i) {
     const AudioClip& clip = clips_[i];
     LFM_CHECK(clip.frames > 0, "audio: clip ", i, " has ", clip.frames, " feature frames (at least 1)");
-    LFM_CHECK(static_cast<int64_t>(clip.features.size()) == clip.frames * c.num_mel_bins, "audio: clip ", i, " of ",
-              clip.frames, " frames has ", clip.features.size(), " feature values, expected ",
-              clip.frames * c.num_mel_bins, " (", c.num_mel_bins, " mel bins a frame)");
-    const int64_t n = model_.tokens_for(clip.frames);
+    const int64_t n = model_.tokens_for(clip.frames);  // checked first: frames · mel bins stays small
     LFM_CHECK(n <= c.max_position_embeddings, "audio: clip ", i, " of ", clip.frames, " frames makes ", n,
               " encoder rows, more than the encoder's ", c.max_position_embeddings, " positions (",
               c.max_position_embeddings * c.subsampling_factor * c.front_end.hop_length / c.front_end.sample_rate,
               " s of audio)");
-    b.frames_seg.push_back(b.frames_seg.back() + clip.frames);
-    b.seg1.push_back(b.seg1.back() + halved(clip.frames));
-    b.seg2.push_back(b.seg2.back() + halved(halved(clip.frames)));
+    LFM_CHECK(static_cast<int64_t>(clip.features.size()) == clip.frames * c.num_mel_bins, "audio: clip ", i, " of ",
+              clip.frames, " frames has ", clip.features.size(), " feature values, expected ",
+              clip.frames * c.num_mel_bins, " (", c.num_mel_bins, " mel bins a frame)");
     b.seg.push_back(b.seg.back() + n);
     longest = std::max(longest, n);
   }
@@ -124,27 +122,33 @@ void AudioEncoding::run_stage() {
   const int64_t stage = next_;
 
   if (stage == 0) {
-    // ×8 subsampling, channels last: features [T, F, 1] → [T1, F/2, C] → [T2, F/4, C] → [N, F/8, C].
-    const int64_t T = b.frames_seg.back(), T1 = b.seg1.back(), T2 = b.seg2.back();
+    // ×8 subsampling, channels last: features [T, F, 1] → [T1, F/2, C] → [T2, F/4, C] → [n, F/8, C]
+    // → [n, d], one clip at a time so that the largest of these (the first) is sized by the
+    // longest clip, not by all of them together.
     const int64_t F1 = halved(F), F2 = halved(F1), F3 = halved(F2);
-    DeviceBuffer in_buf = be.allocate(static_cast<size_t>(T * F) * sizeof(float));
-    for (size_t i = 0; i < clips_.size(); ++i)
-      be.upload(in_buf.as<float>() + b.frames_seg[i] * F, clips_[i].features.data(),
-                clips_[i].features.size() * sizeof(float));
-    DeviceBuffer s_buf = be.allocate(static_cast<size_t>(T1 * F1 * C) * sizeof(float));
-    DeviceBuffer t_buf = be.allocate(static_cast<size_t>(T2 * F2 * C) * sizeof(float));
-    float *s = s_buf.as<float>(), *t = t_buf.as<float>();
-    be.conv2d(in_buf.as<float>(), Conv2d{b.frames_seg, F, C, false, 3, 2, 1}, w.conv0_w.ptr(), w.conv0_b.ptr(), s);
-    be.activation(s, T1 * F1 * C, Activation::kRelu, s);
-    be.conv2d(s, Conv2d{b.seg1, F1, C, true, 3, 2, 1}, w.conv2_w.ptr(), w.conv2_b.ptr(), t);
-    be.matmul(t, T2 * F2, w.conv3, s);
-    be.add_bias(s, w.conv3_b.ptr(), T2 * F2, C);
-    be.activation(s, T2 * F2 * C, Activation::kRelu, s);
-    be.conv2d(s, Conv2d{b.seg2, F2, C, true, 3, 2, 1}, w.conv5_w.ptr(), w.conv5_b.ptr(), t);
-    be.matmul(t, N * F3, w.conv6, s);
-    be.add_bias(s, w.conv6_b.ptr(), N * F3, C);
-    be.activation(s, N * F3 * C, Activation::kRelu, s);
-    be.matmul(s, N, w.linear, x);  // [N, F/8 · C] → [N, d]
+    int64_t longest = 0;
+    for (const AudioClip& clip : clips_) longest = std::max(longest, clip.frames);
+    const int64_t T1_max = halved(longest), T2_max = halved(T1_max);
+    DeviceBuffer in_buf = be.allocate(static_cast<size_t>(longest * F) * sizeof(float));
+    DeviceBuffer s_buf = be.allocate(static_cast<size_t>(T1_max * F1 * C) * sizeof(float));
+    DeviceBuffer t_buf = be.allocate(static_cast<size_t>(T2_max * F2 * C) * sizeof(float));
+    float *in = in_buf.as<float>(), *s = s_buf.as<float>(), *t = t_buf.as<float>();
+    for (size_t i = 0; i < clips_.size(); ++i) {
+      const int64_t T = clips_[i].frames, T1 = halved(T), T2 = halved(T1), n = b.seg[i + 1] - b.seg[i];
+      const int64_t frames[] = {0, T}, rows1[] = {0, T1}, rows2[] = {0, T2};
+      be.upload(in, clips_[i].features.data(), clips_[i].features.size() * sizeof(float));
+      be.conv2d(in, Conv2d{frames, F, C, false, 3, 2, 1}, w.conv0_w.ptr(), w.conv0_b.ptr(), s);
+      be.activation(s, T1 * F1 * C, Activation::kRelu, s);
+      be.conv2d(s, Conv2d{rows1, F1, C, true, 3, 2, 1}, w.conv2_w.ptr(), w.conv2_b.ptr(), t);
+      be.matmul(t, T2 * F2, w.conv3, s);  // the 1×1 conv
+      be.add_bias(s, w.conv3_b.ptr(), T2 * F2, C);
+      be.activation(s, T2 * F2 * C, Activation::kRelu, s);
+      be.conv2d(s, Conv2d{rows2, F2, C, true, 3, 2, 1}, w.conv5_w.ptr(), w.conv5_b.ptr(), t);
+      be.matmul(t, n * F3, w.conv6, s);
+      be.add_bias(s, w.conv6_b.ptr(), n * F3, C);
+      be.activation(s, n * F3 * C, Activation::kRelu, s);
+      be.matmul(s, n, w.linear, x + b.seg[i] * d);  // [n, F/8 · C] → [n, d]
+    }
     be.add_bias(x, w.linear_b.ptr(), N, d);
     if (!w.input_scale.empty()) be.mul_rows(x, d, w.input_scale.ptr(), 0, N, d, x, d);
     observe("audio.subsampling", x, N, d);

@@ -221,18 +221,18 @@ AudioModel::AudioModel(AudioConfig cfg, std::shared_ptr<const TensorSource> sour
   std::set<const void*> owned;
   for (const auto& bytes : w.owned) owned.insert(bytes.data());
   for (TensorView* t : {&w.conv3, &w.conv6, &w.linear, &w.adapter1, &w.adapter2}) set.matrices.push_back(t);
-  for (WeightVector* v : {&w.conv0_w, &w.conv0_b, &w.conv2_w, &w.conv2_b, &w.conv5_w, &w.conv5_b, &w.conv3_b,
-                          &w.conv6_b, &w.linear_b, &w.input_scale, &w.adapter_norm_w, &w.adapter_norm_b,
-                          &w.adapter1_b, &w.adapter2_b})
+  for (WeightVector* v :
+       {&w.conv0_w, &w.conv0_b, &w.conv2_w, &w.conv2_b, &w.conv5_w, &w.conv5_b, &w.conv3_b, &w.conv6_b, &w.linear_b,
+        &w.input_scale, &w.adapter_norm_w, &w.adapter_norm_b, &w.adapter1_b, &w.adapter2_b})
     if (!v->empty()) set.vectors.push_back(v);
   for (AudioLayerWeights& l : w.layers) {
-    for (TensorView* t : {&l.ff1.up, &l.ff1.down, &l.ff2.up, &l.ff2.down, &l.q, &l.k, &l.v, &l.o, &l.pos, &l.pw1,
-                          &l.pw2})
+    for (TensorView* t :
+         {&l.ff1.up, &l.ff1.down, &l.ff2.up, &l.ff2.down, &l.q, &l.k, &l.v, &l.o, &l.pos, &l.pw1, &l.pw2})
       set.matrices.push_back(t);
-    for (WeightVector* v : {&l.ff1.norm_w, &l.ff1.norm_b, &l.ff1.up_b, &l.ff1.down_b, &l.ff2.norm_w, &l.ff2.norm_b,
-                            &l.ff2.up_b, &l.ff2.down_b, &l.att_norm_w, &l.att_norm_b, &l.q_b, &l.k_b, &l.v_b, &l.o_b,
-                            &l.bias_u, &l.bias_v, &l.conv_norm_w, &l.conv_norm_b, &l.pw1_b, &l.pw2_b, &l.dw, &l.dw_b,
-                            &l.out_norm_w, &l.out_norm_b})
+    for (WeightVector* v : {&l.ff1.norm_w, &l.ff1.norm_b, &l.ff1.up_b,   &l.ff1.down_b, &l.ff2.norm_w,  &l.ff2.norm_b,
+                            &l.ff2.up_b,   &l.ff2.down_b, &l.att_norm_w, &l.att_norm_b, &l.q_b,         &l.k_b,
+                            &l.v_b,        &l.o_b,        &l.bias_u,     &l.bias_v,     &l.conv_norm_w, &l.conv_norm_b,
+                            &l.pw1_b,      &l.pw2_b,      &l.dw,         &l.dw_b,       &l.out_norm_w,  &l.out_norm_b})
       set.vectors.push_back(v);
   }
   const TensorSource* src = source_.get();

@@ -21,15 +21,15 @@ struct AudioFfnWeights {
 
 struct AudioLayerWeights {
   AudioFfnWeights ff1, ff2;
-  WeightVector att_norm_w, att_norm_b;  // [d]
-  TensorView q, k, v, o, pos;           // [d, d] (pos: linear_pos, no bias)
-  WeightVector q_b, k_b, v_b, o_b;      // [d]
-  WeightVector bias_u, bias_v;          // [H, dh]
+  WeightVector att_norm_w, att_norm_b;    // [d]
+  TensorView q, k, v, o, pos;             // [d, d] (pos: linear_pos, no bias)
+  WeightVector q_b, k_b, v_b, o_b;        // [d]
+  WeightVector bias_u, bias_v;            // [H, dh]
   WeightVector conv_norm_w, conv_norm_b;  // [d]
-  TensorView pw1, pw2;                  // [2d, d], [d, d]
-  WeightVector pw1_b, pw2_b;            // [2d], [d]
-  WeightVector dw, dw_b;                // [d, K], [d]: the depthwise conv with the BatchNorm folded in
-  WeightVector out_norm_w, out_norm_b;  // [d]
+  TensorView pw1, pw2;                    // [2d, d], [d, d]
+  WeightVector pw1_b, pw2_b;              // [2d], [d]
+  WeightVector dw, dw_b;                  // [d, K], [d]: the depthwise conv with the BatchNorm folded in
+  WeightVector out_norm_w, out_norm_b;    // [d]
 };
 
 struct AudioModel::Weights {

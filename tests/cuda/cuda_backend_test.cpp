@@ -78,6 +78,10 @@ TEST_F(CudaTest, RowOpsMatchTheReference) {
   std::vector<float> got = down<float>(dout, want.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < dim - 5; ++c) ASSERT_EQ(got[r * dim + c], x[r * dim + c] * y0[r * dim + c]);
+  gpu_->mul_rows(dx.as<float>(), dim, dw.as<float>(), 0, rows, dim, dout.as<float>(), dim);  // one row for all
+  got = down<float>(dout, want.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < dim; ++c) ASSERT_EQ(got[r * dim + c], x[r * dim + c] * w[c]);
   std::vector<float> acc = y0;
   gpu_->add_bias(dy.as<float>(), dw.as<float>(), rows, dim);
   ref_->add_bias(acc.data(), w.data(), rows, dim);

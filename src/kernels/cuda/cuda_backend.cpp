@@ -460,8 +460,9 @@ class CudaBackend final : public Backend {
   }
   void glu(const float* x, int64_t rows, int64_t cols, float* out) override {
     auto timer = time_op("glu");
-    enqueue("glu", [this](const float* x, int64_t rows, int64_t cols, float* out) { cuda::glu(x, rows, cols, out, stream_); },
-            x, rows, cols, out);
+    enqueue("glu", [this](const float* x, int64_t rows, int64_t cols, float* out) {
+      cuda::glu(x, rows, cols, out, stream_);
+    }, x, rows, cols, out);
   }
   void conv2d(const float* x, const Conv2d& c, const float* w, const float* bias, float* out) override {
     auto timer = time_op("conv2d");

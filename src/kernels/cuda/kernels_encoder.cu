@@ -1,6 +1,7 @@
 // Encoder kernels (the vision tower, a text encoder, the speech encoder): LayerNorm, GELU,
 // attention inside image tiles or texts, the segment conv, and the FastConformer's activations,
-// GLU, 2-D convs and relative-position attention. Each output element has one fixed order of arithmetic, as in every kernel here.
+// GLU, 2-D convs and relative-position attention. Each output element has one fixed order of
+// arithmetic, as in every kernel here.
 #include <cfloat>
 
 #include "kernels/cuda/block_reduce.cuh"
