@@ -1,10 +1,13 @@
 #include "model_test_util.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 #include "model/weights.h"
 #include "test_util.h"
@@ -120,6 +123,43 @@ void write_scripted_model(const std::string& dir, const std::vector<std::pair<in
       for (size_t i = 0; i < next.size(); ++i) v[next[i].second * d + static_cast<int64_t>(i) + 1] = 10.0f;
     }
     w.write(e.name, v.data(), v.size() * 4);
+  }
+  w.finish();
+}
+
+void write_audio_model(const std::string& dir) {
+  copy_text_files(dir);
+  const std::string fixture = data_dir() + "/audio/lfm2audio_tiny_a";
+  nlohmann::json cfg = read_json(fixture + "/config.json");
+  const nlohmann::json tok = read_json(dir + "/tokenizer.json");
+  int64_t vocab = 0;
+  for (const auto& [piece, id] : tok["model"]["vocab"].items()) vocab = std::max<int64_t>(vocab, id.get<int64_t>() + 1);
+  for (const auto& added : tok["added_tokens"]) vocab = std::max<int64_t>(vocab, added["id"].get<int64_t>() + 1);
+  cfg["vocab_size"] = vocab;
+  cfg["lfm"]["vocab_size"] = vocab;
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  const SafetensorsCheckpoint src(fixture);
+  std::vector<SafetensorsWriter::Entry> entries;
+  const std::string embed = "model.lfm.embed_tokens.weight";
+  for (const std::string& name : src.names()) {
+    const TensorView* t = src.find(name);
+    std::vector<int64_t> shape = t->shape;
+    if (name == embed) shape[0] = vocab;
+    entries.push_back({name, t->dtype, shape});
+  }
+  SafetensorsWriter w(dir + "/model.safetensors", entries);
+  std::mt19937 rng(58);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  for (const auto& e : entries) {
+    const TensorView* t = src.find(e.name);
+    if (e.name != embed) {
+      w.write(e.name, t->data, t->nbytes);
+      continue;
+    }
+    std::vector<float> v(static_cast<size_t>(vocab * t->shape[1]));
+    std::memcpy(v.data(), t->data, t->nbytes);
+    for (size_t i = t->nbytes / sizeof(float); i < v.size(); ++i) v[i] = nd(rng);
+    w.write(e.name, v.data(), v.size() * sizeof(float));
   }
   w.finish();
 }

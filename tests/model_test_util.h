@@ -47,4 +47,11 @@ void write_text_model(const std::string& dir);
 // model emit exact text (a tool call, reasoning) without a trained checkpoint. At most 31 pairs.
 void write_scripted_model(const std::string& dir, const std::vector<std::pair<int32_t, int32_t>>& next);
 
+// Writes into `dir` the tiny transformers-made LFM2-Audio checkpoint of
+// tests/data/audio/lfm2audio_tiny_a (its encoder, adapter and backbone as they are) with the
+// synthetic tokenizer and chat template of write_text_model: the embedding table is widened to the
+// tokenizer's vocabulary (the fixture's 256 rows kept, the rest random) so text can go in and out.
+// For plumbing tests of the CLI, server, C API and Python (random weights say nothing about quality).
+void write_audio_model(const std::string& dir);
+
 }  // namespace lfm::test

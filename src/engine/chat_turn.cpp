@@ -12,13 +12,62 @@ namespace {
 std::optional<std::string> opt_str(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
 }
+
+// transformers' Lfm2AudioProcessor default template (docs/design/audio_input_research.md §1.5):
+// BOS, then each message as <|im_start|>role\n content <|im_end|>\n (parts' texts joined), and the
+// generation prompt.
+const std::string kLfm2AudioChatTemplate =
+    "{{- bos_token -}}"
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}{%- if part['type'] == 'text' -%}{{- part['text'] -}}"
+    "{%- endif -%}{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
+
 }  // namespace
 
-ChatTurnBuilder::ChatTurnBuilder(const Tokenizer& tok, std::shared_ptr<const ImagePromptSetup> images)
-    : tok_(tok), images_(std::move(images)) {
-  if (!tok.chat_template().empty())
-    tpl_ = std::make_unique<ChatTemplate>(tok.chat_template(), opt_str(tok.bos_token()), opt_str(tok.eos_token()),
-                                          opt_str(tok.pad_token()));
+// Messages whose content lists an {"type": "audio"} part, with that content joined into one text:
+// each text part's text and, for each audio part, the placeholder (transformers' Lfm2AudioProcessor
+// template renders the parts so, one after the other). Other messages are unchanged.
+nlohmann::ordered_json with_audio_placeholders(const nlohmann::ordered_json& messages, const std::string& placeholder) {
+  nlohmann::ordered_json out = messages;
+  if (!out.is_array()) return out;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    const auto& parts = m["content"];
+    const bool has_audio = std::any_of(parts.begin(), parts.end(), [](const auto& p) {
+      return p.is_object() && p.contains("type") && p["type"] == "audio";
+    });
+    if (!has_audio) continue;
+    std::string text;
+    for (const auto& p : parts) {
+      LFM_CHECK(p.is_object() && p.contains("type") && p["type"].is_string(), "chat: a content part has no type");
+      const std::string type = p["type"].get<std::string>();
+      if (type == "audio") {
+        text += placeholder;
+      } else if (type == "text") {
+        LFM_CHECK(p.contains("text") && p["text"].is_string(), "chat: a text part has no text");
+        text += p["text"].get<std::string>();
+      } else {
+        fail("chat: a message with audio cannot also hold a '", type, "' part");
+      }
+    }
+    m["content"] = text;
+  }
+  return out;
+}
+
+ChatTurnBuilder::ChatTurnBuilder(const Tokenizer& tok, std::shared_ptr<const ImagePromptSetup> images,
+                                 std::shared_ptr<const AudioPromptSetup> audio)
+    : tok_(tok), images_(std::move(images)), audio_(std::move(audio)) {
+  // A speech model whose files carry no template (a GGUF converted without one) gets the one
+  // transformers' Lfm2AudioProcessor falls back to.
+  const std::string& tpl = !tok.chat_template().empty() || !audio_ ? tok.chat_template() : kLfm2AudioChatTemplate;
+  if (!tpl.empty())
+    tpl_ = std::make_unique<ChatTemplate>(tpl, opt_str(tok.bos_token()), opt_str(tok.eos_token()), opt_str(tok.pad_token()));
   if (auto im_end = tok.token_to_id("<|im_end|>")) stop_ids_.push_back(*im_end);
   for (std::string_view m : {chat::kThinkOpen, chat::kThinkClose})
     if (auto id = tok.token_to_id(m)) think_ids_.push_back(*id);
@@ -31,7 +80,10 @@ ChatTurnBuilder::~ChatTurnBuilder() = default;
 ChatTurn ChatTurnBuilder::build(const ChatTurnInput& in) const {
   LFM_CHECK(tpl_, "chat: the model ships no chat template (chat_template.jinja, tokenizer_config.json or GGUF "
                   "tokenizer.chat_template)");
-  std::string text = tpl_->render(in.messages, in.tools, true, in.template_kwargs, in.date);
+  LFM_CHECK(audio_ || in.audios.empty(), "chat: the conversation has ", in.audios.size(),
+            " audio clips but the model has no speech encoder (audio needs an LFM2-Audio model)");
+  std::string text = tpl_->render(audio_ ? with_audio_placeholders(in.messages, audio_->placeholder_text) : in.messages,
+                                  in.tools, true, in.template_kwargs, in.date);
   std::string tail = text;
   while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
   const bool in_reasoning = tail.ends_with(chat::kThinkOpen);
@@ -61,6 +113,18 @@ ChatTurn ChatTurnBuilder::build(const ChatTurnInput& in) const {
       t.images = std::move(laid.images);
     }
   }
+  if (audio_ && !in.audio_placeholders_only) {
+    const size_t placeholders =
+        static_cast<size_t>(std::count(t.prompt.begin(), t.prompt.end(), audio_->audio_token_id));
+    LFM_CHECK(placeholders == in.audios.size(), "chat: the rendered conversation has ", placeholders,
+              " audio placeholders (", audio_->placeholder_text, ") for ", in.audios.size(),
+              " audio clips; each audio part makes one, and the text may not contain the placeholder itself");
+    if (!in.audios.empty()) {
+      AudioPrompt laid = expand_audio(t.prompt, in.audios, *audio_);
+      t.prompt = std::move(laid.ids);
+      t.audios = std::move(laid.audios);
+    }
+  }
   t.stop_ids = stop_ids_;
   t.parser.parse_reasoning = true;
   t.parser.starts_in_reasoning = in_reasoning && t.forced.empty();
@@ -73,6 +137,7 @@ ChatTurn ChatTurnBuilder::build(const ChatTurnInput& in) const {
 void ChatTurn::apply(Request& r) const {
   r.prompt = prompt;
   r.images = images;
+  r.audios = audios;
   r.stop_ids.insert(r.stop_ids.end(), stop_ids.begin(), stop_ids.end());
   r.show_special = show_special;
 }

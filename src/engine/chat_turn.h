@@ -14,6 +14,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/output_parser.h"
+#include "engine/audio_prompt.h"
 #include "engine/image_prompt.h"
 #include "engine/request.h"
 #include "image/image.h"
@@ -36,6 +37,13 @@ struct ChatTurnInput {
   bool parse_tool_calls_without_tools = false;
   // The images of the conversation's {"type": "image"} content parts, in order (LFM2-VL).
   std::vector<image::Image> images;
+  // The clips of the conversation's {"type": "audio"} content parts, in order (LFM2-Audio): mono
+  // samples at the model's rate. Each such part becomes the audio placeholder where it stands
+  // (the message's parts joined into one text, as transformers' Lfm2AudioProcessor renders them).
+  std::vector<std::vector<float>> audios;
+  // Leave each audio part as the audio token once (no clips given, nothing laid out): what the C
+  // API's lfm_chat_tokens returns.
+  bool audio_placeholders_only = false;
 };
 
 struct ChatTurn {
@@ -50,19 +58,31 @@ struct ChatTurn {
   std::string forced;
   // The images, their placeholders in `prompt` laid out (expand_images), for Request::images.
   std::vector<std::shared_ptr<const ImageInput>> images;
+  // The clips, their placeholders laid out (expand_audio), for Request::audios.
+  std::vector<std::shared_ptr<const AudioInput>> audios;
 
-  // Sets the request's prompt and images, adds the stop ids and sets show_special.
+  // Sets the request's prompt, images and clips, adds the stop ids and sets show_special.
   void apply(Request& r) const;
 };
+
+// Messages whose content lists an {"type": "audio"} part, with that content joined into one text:
+// each text part's text and, for each audio part, `placeholder` (transformers' Lfm2AudioProcessor
+// template renders the parts so, one after the other). Other messages are unchanged. Throws
+// lfm::Error for a message mixing audio with a part other than text.
+nlohmann::ordered_json with_audio_placeholders(const nlohmann::ordered_json& messages, const std::string& placeholder);
 
 class ChatTurnBuilder {
  public:
   // The tokenizer must outlive the builder. `images`: the model's vision side
-  // (load_image_prompt_setup); null for a model that takes no images.
-  explicit ChatTurnBuilder(const Tokenizer& tok, std::shared_ptr<const ImagePromptSetup> images = nullptr);
+  // (load_image_prompt_setup); null for a model that takes no images. `audio`: the model's speech
+  // side (audio_prompt_setup with the tokenizer); null for a model that takes no audio.
+  explicit ChatTurnBuilder(const Tokenizer& tok, std::shared_ptr<const ImagePromptSetup> images = nullptr,
+                           std::shared_ptr<const AudioPromptSetup> audio = nullptr);
   ~ChatTurnBuilder();
   bool has_template() const { return tpl_ != nullptr; }
   bool takes_images() const { return images_ != nullptr; }
+  bool takes_audio() const { return audio_ != nullptr; }
+  const AudioPromptSetup* audio_setup() const { return audio_.get(); }
   // Throws lfm::Error when the model has no template, rendering fails, or the rendered
   // conversation's image placeholders are not one per image (e.g. "<image>" typed in the text).
   ChatTurn build(const ChatTurnInput& in) const;
@@ -71,6 +91,7 @@ class ChatTurnBuilder {
   const Tokenizer& tok_;
   std::unique_ptr<ChatTemplate> tpl_;
   std::shared_ptr<const ImagePromptSetup> images_;
+  std::shared_ptr<const AudioPromptSetup> audio_;
   std::vector<int32_t> stop_ids_;
   std::vector<int32_t> think_ids_, tool_call_ids_;  // the markers the tokenizer has as tokens
 };

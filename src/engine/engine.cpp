@@ -154,7 +154,8 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   a->usage.prompt_tokens = n;
   a->submitted = Clock::now();
   a->req = std::move(req);
-  prepare_images(*a);  // checks the images against the prompt; keys their tokens
+  prepare_images(*a);  // checks the images and clips against the prompt; keys their tokens
+  prepare_audio(*a);
   a->stream = std::make_shared<RequestStream>(a->id);
   std::weak_ptr<Wakeup> weak = wake_;
   a->stream->set_waker([weak] {
@@ -268,7 +269,7 @@ void Engine::schedule(std::vector<Active*>& batch, std::vector<int64_t>& counts)
   publish_stats();
   // Encoding images is not the step's cost per token: kept out of the step cost model.
   const auto encode_started = Clock::now();
-  if (!batch.empty() && model_.vision()) encode_images(batch, counts);
+  if (!batch.empty() && (model_.vision() || model_.audio())) encode_images(batch, counts);
   const double encode_seconds = seconds_between(encode_started, Clock::now());
   if (!batch.empty() && draft_model_) run_drafts(batch, counts);
   if (!batch.empty()) {

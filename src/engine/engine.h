@@ -171,11 +171,12 @@ class Engine {
   bool open_draft(Active& a);
   void close_draft(Active& a);
   void preempt(Active* victim);
-  // Images (engine_images.cpp): checks at submit and the prompt's cache keys; the tokens the
-  // prefix cache is searched with; the tiles this step's prompt chunks reach, encoded by the
-  // vision tower (a request whose image cannot be encoded ends with an error and leaves the
-  // batch); and an item's embedding rows and cache keys for its chunk.
+  // Images and audio (engine_images.cpp): checks at submit and the prompt's cache keys; the tokens
+  // the prefix cache is searched with; the tiles and clips this step's prompt chunks reach, encoded
+  // by the vision tower or the speech encoder (a request whose medium cannot be encoded ends with
+  // an error and leaves the batch); and an item's embedding rows and cache keys for its chunk.
   void prepare_images(Active& a);
+  void prepare_audio(Active& a);
   std::vector<int32_t> prefix_keys(const Active& a) const;
   // Whether a waiting request with these keys should wait for a running request that is
   // prefilling the same leading blocks (they will be in the prefix cache), not compute them too.
@@ -207,8 +208,8 @@ class Engine {
 
   // Scheduler-thread state.
   std::vector<std::unique_ptr<Active>> running_;  // admission order, oldest first
-  // Encoded image tiles by (image hash, tile), least recently used first, under a byte budget:
-  // a repeated image is not encoded again even where its prefix is not cached.
+  // Encoded image tiles and audio clips by (content hash, tile), least recently used first, under
+  // a byte budget: a repeated image or clip is not encoded again even where its prefix is not cached.
   std::list<std::pair<std::pair<uint64_t, int>, std::shared_ptr<const std::vector<float>>>> tile_cache_;
   size_t tile_cache_bytes_ = 0;
   // This step's embedding rows and cache keys per item (they must outlive Forward::step).

@@ -10,6 +10,7 @@
 #include "grammar/grammar_matcher.h"
 #include "engine/ngram_drafter.h"
 #include "engine/stop_strings.h"
+#include "model/audio_model.h"
 #include "model/vision_model.h"
 #include "tokenizer/streaming_detokenizer.h"
 
@@ -60,20 +61,25 @@ struct Engine::Active {
   bool mask_ready = false;
   bool drafts_forced = false;  // this step's drafts are the grammar's forced text (jump-forward)
   std::unique_ptr<DraftLength> forced_len;  // how much forced text to draft, from what was accepted
-  // Images: the prompt as the state cache keys it (each image token keyed by its image's
-  // content, engine_images.cpp; empty without images), and every tile's rows with its embeddings
-  // once encoded.
+  // Images and audio: the prompt as the state cache keys it (each image or audio token keyed by
+  // its medium's content, engine_images.cpp; empty without either), and every image tile's and
+  // audio clip's rows with their embeddings once encoded.
   std::vector<int32_t> prompt_keys;
   struct TileRows {
-    const ImageInput::Tile* tile = nullptr;
-    uint64_t image_hash = 0;
-    int tile_index = 0;
-    std::shared_ptr<const std::vector<float>> embeds;  // [tile->tokens, hidden]
+    const ImageInput::Tile* tile = nullptr;  // an image tile, or
+    const AudioInput* clip = nullptr;        // an audio clip
+    uint64_t media_hash = 0;                 // its image's or clip's content hash
+    int tile_index = 0;                      // the tile's index in its image (0 for a clip)
+    std::shared_ptr<const std::vector<float>> embeds;  // [tokens(), hidden]
+    int64_t position() const { return tile ? tile->position : clip->position; }
+    int64_t tokens() const { return tile ? tile->tokens : clip->tokens; }
   };
   std::vector<TileRows> tiles;
-  // An encoding in progress (engine_images.cpp), possibly over several steps, and the tiles it
+  // An encoding in progress (engine_images.cpp), possibly over several steps: image tiles by the
+  // vision tower or audio clips by the speech encoder (one kind per encoding), and the rows it
   // covers (indices into `tiles`, in its order).
   std::unique_ptr<VisionEncoding> encoding;
+  std::unique_ptr<AudioEncoding> audio_encoding;
   std::vector<size_t> encoding_tiles;
 };
 

@@ -1,13 +1,15 @@
-// Images in the engine (LFM2-VL): a request's image tokens get their embeddings from the vision
-// tower, encoded when a prefill chunk first reaches their tile (a chunk that starts past a cached
-// prefix never encodes what the cache holds) — in stages over several steps while other requests
-// decode (EngineOptions::encode_slice_ms) — and the state cache keys each image token by its
-// image's content so the prefix cache reuses a repeated image and never confuses two.
+// Images (LFM2-VL) and audio (LFM2-Audio) in the engine: a request's image or audio tokens get
+// their embeddings from the vision tower or the speech encoder, encoded when a prefill chunk first
+// reaches their tile or clip (a chunk that starts past a cached prefix never encodes what the cache
+// holds) — in stages over several steps while other requests decode (EngineOptions::encode_slice_ms)
+// — and the state cache keys each such token by its medium's content so the prefix cache reuses a
+// repeated image or clip and never confuses two.
 #include <algorithm>
 #include <chrono>
 
 #include "engine/engine.h"
 #include "engine/engine_active.h"
+#include "model/audio_model.h"
 #include "model/vision_model.h"
 
 namespace lfm {
@@ -24,7 +26,7 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: a bijection, so distinc
   return x ^ (x >> 31);
 }
 
-// The cache key of image token i of an image: negative, so never a token id.
+// The cache key of token i of an image or clip: negative, so never a token id.
 int32_t image_token_key(uint64_t image_hash, int64_t i) {
   return -1 - static_cast<int32_t>(mix64(image_hash + static_cast<uint64_t>(i)) >> 33);
 }
@@ -64,9 +66,46 @@ void Engine::prepare_images(Active& a) {
         a.prompt_keys[static_cast<size_t>(p)] = image_token_key(img->hash, index++);
       }
       end_of_last = tile.position + tile.tokens;
-      a.tiles.push_back({&tile, img->hash, static_cast<int>(t), nullptr});
+      a.tiles.push_back({&tile, nullptr, img->hash, static_cast<int>(t), nullptr});
     }
   }
+}
+
+void Engine::prepare_audio(Active& a) {
+  if (a.req.audios.empty()) return;
+  const AudioModel* audio = model_.audio();
+  LFM_CHECK(audio, "engine: the request has ", a.req.audios.size(),
+            " audio clips but the model has no speech encoder (load an LFM2-Audio checkpoint)");
+  const AudioConfig& ac = audio->config();
+  if (a.prompt_keys.empty()) a.prompt_keys = a.req.prompt;
+  for (size_t m = 0; m < a.req.audios.size(); ++m) {
+    const AudioInput* clip = a.req.audios[m].get();
+    LFM_CHECK(clip && clip->frames > 0 && clip->mel_bins == ac.num_mel_bins &&
+                  static_cast<int64_t>(clip->features.size()) == clip->frames * clip->mel_bins,
+              "engine: audio clip ", m, " (", clip ? clip->frames : 0, " frames of ", clip ? clip->mel_bins : 0,
+              " features) does not fit the speech encoder's ", ac.num_mel_bins, " mel bins");
+    LFM_CHECK(clip->tokens == audio->tokens_for(clip->frames), "engine: audio clip ", m, " stands for ", clip->tokens,
+              " tokens, the speech encoder makes ", audio->tokens_for(clip->frames));
+    LFM_CHECK(clip->tokens <= ac.max_position_embeddings, "engine: audio clip ", m, " makes ", clip->tokens,
+              " encoder rows, past the speech encoder's ", ac.max_position_embeddings, " positions");
+    LFM_CHECK(clip->position >= 0 && clip->position + clip->tokens <= a.n_prompt, "engine: audio clip ", m,
+              " at prompt positions [", clip->position, ", ", clip->position + clip->tokens, ") leaves the prompt of ",
+              a.n_prompt, " tokens");
+    for (int64_t p = clip->position; p < clip->position + clip->tokens; ++p) {
+      LFM_CHECK(a.req.prompt[static_cast<size_t>(p)] == ac.audio_token_id, "engine: prompt position ", p,
+                " of audio clip ", m, " holds token ", a.req.prompt[static_cast<size_t>(p)], ", not the audio token ",
+                ac.audio_token_id);
+      a.prompt_keys[static_cast<size_t>(p)] = image_token_key(clip->hash, p - clip->position);
+    }
+    a.tiles.push_back({nullptr, clip, clip->hash, 0, nullptr});
+  }
+  // Image tiles and clips in prompt order, none overlapping another.
+  std::stable_sort(a.tiles.begin(), a.tiles.end(),
+                   [](const Active::TileRows& x, const Active::TileRows& y) { return x.position() < y.position(); });
+  for (size_t t = 1; t < a.tiles.size(); ++t)
+    LFM_CHECK(a.tiles[t].position() >= a.tiles[t - 1].position() + a.tiles[t - 1].tokens(), "engine: the ",
+              a.tiles[t].clip ? "audio clip" : "image tile", " at prompt position ", a.tiles[t].position(),
+              " overlaps the one before it");
 }
 
 std::vector<int32_t> Engine::prefix_keys(const Active& a) const {
@@ -87,7 +126,7 @@ void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& co
   const bool streams = std::any_of(batch.begin(), batch.end(), [](const Active* b) { return b->decoding(); });
   for (size_t i = 0; i < batch.size(); ++i) {
     Active& a = *batch[i];
-    // Only a prompt chunk can reach an image (an encoding in progress is for the prompt too).
+    // Only a prompt chunk can reach an image or clip (an encoding in progress is for the prompt too).
     if (a.tiles.empty() || !a.verify.empty() || a.n_fed >= a.n_prompt) continue;
     const int64_t from = a.n_fed, to = a.n_fed + counts[i];
     auto out_of_time = [&] {
@@ -97,45 +136,58 @@ void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& co
     bool ran = false;
     try {
       while (true) {
-        if (!a.encoding) {
-          // The chunk's tiles without embeddings: from the cache of encoded tiles, else encoded.
+        if (!a.encoding && !a.audio_encoding) {
+          // The chunk's tiles and clips without embeddings: from the cache of encoded ones, else
+          // encoded (one kind per encoding: the kind of the first one needed).
           std::vector<size_t> need;
           for (size_t t = 0; t < a.tiles.size(); ++t) {
             Active::TileRows& tr = a.tiles[t];
-            if (tr.embeds || tr.tile->position >= to || tr.tile->position + tr.tile->tokens <= from) continue;
-            const auto key = std::pair{tr.image_hash, tr.tile_index};
+            if (tr.embeds || tr.position() >= to || tr.position() + tr.tokens() <= from) continue;
+            const auto key = std::pair{tr.media_hash, tr.tile_index};
             auto it = std::find_if(tile_cache_.begin(), tile_cache_.end(), [&](const auto& e) { return e.first == key; });
             if (it != tile_cache_.end()) {
               tile_cache_.splice(tile_cache_.end(), tile_cache_, it);  // now the most recently used
               tr.embeds = it->second;
-            } else {
+            } else if (need.empty() || (a.tiles[need.front()].clip != nullptr) == (tr.clip != nullptr)) {
               need.push_back(t);
             }
           }
           if (need.empty()) break;
-          std::vector<VisionTile> tiles;
-          for (size_t t : need) tiles.push_back({a.tiles[t].tile->grid_h, a.tiles[t].tile->grid_w, a.tiles[t].tile->patches});
-          a.encoding = std::make_unique<VisionEncoding>(*model_.vision(), backend_, std::move(tiles));
+          if (a.tiles[need.front()].clip) {
+            std::vector<AudioClip> clips;
+            for (size_t t : need) clips.push_back({a.tiles[t].clip->frames, a.tiles[t].clip->features});
+            a.audio_encoding = std::make_unique<AudioEncoding>(*model_.audio(), backend_, std::move(clips));
+          } else {
+            std::vector<VisionTile> tiles;
+            for (size_t t : need)
+              tiles.push_back({a.tiles[t].tile->grid_h, a.tiles[t].tile->grid_w, a.tiles[t].tile->patches});
+            a.encoding = std::make_unique<VisionEncoding>(*model_.vision(), backend_, std::move(tiles));
+          }
           a.encoding_tiles = std::move(need);
         }
-        while (!a.encoding->done() && !out_of_time()) {
+        auto done = [&] { return a.encoding ? a.encoding->done() : a.audio_encoding->done(); };
+        while (!done() && !out_of_time()) {
           const auto started = Clock::now();
-          a.encoding->run_stage();
+          if (a.encoding)
+            a.encoding->run_stage();
+          else
+            a.audio_encoding->run_stage();
           ++stages_run;
           ran = true;
           a.usage.encode_seconds += std::chrono::duration<double>(Clock::now() - started).count();
         }
-        if (!a.encoding->done()) break;  // goes on next step
-        std::vector<std::vector<float>> out = a.encoding->take();
-        a.usage.image_tiles += static_cast<int64_t>(out.size());
+        if (!done()) break;  // goes on next step
+        std::vector<std::vector<float>> out = a.encoding ? a.encoding->take() : a.audio_encoding->take();
+        (a.encoding ? a.usage.image_tiles : a.usage.audio_clips) += static_cast<int64_t>(out.size());
         for (size_t t = 0; t < out.size(); ++t) {
           Active::TileRows& tr = a.tiles[a.encoding_tiles[t]];
           auto embeds = std::make_shared<const std::vector<float>>(std::move(out[t]));
           tr.embeds = embeds;
-          tile_cache_.emplace_back(std::pair{tr.image_hash, tr.tile_index}, embeds);
+          tile_cache_.emplace_back(std::pair{tr.media_hash, tr.tile_index}, embeds);
           tile_cache_bytes_ += embeds->size() * sizeof(float);
         }
         a.encoding.reset();
+        a.audio_encoding.reset();
         a.encoding_tiles.clear();
         while (tile_cache_bytes_ > kTileCacheBytes && !tile_cache_.empty()) {
           tile_cache_bytes_ -= tile_cache_.front().second->size() * sizeof(float);
@@ -144,16 +196,18 @@ void Engine::encode_images(std::vector<Active*>& batch, std::vector<int64_t>& co
       }
       a.usage.encode_steps += ran ? 1 : 0;
     } catch (...) {
+      const bool audio = a.audio_encoding != nullptr;
       a.encoding.reset();
-      fail_request(a, "encoding the image", std::current_exception());
+      a.audio_encoding.reset();
+      fail_request(a, audio ? "encoding the audio" : "encoding the image", std::current_exception());
       dropped = true;
       continue;
     }
-    // The chunk stops before the first tile still without embeddings; it is fed in a later step.
+    // The chunk stops before the first tile or clip still without embeddings; it is fed in a later step.
     int64_t stop = to;
     for (const Active::TileRows& tr : a.tiles)
-      if (!tr.embeds && tr.tile->position < stop && tr.tile->position + tr.tile->tokens > from)
-        stop = std::max(from, tr.tile->position);
+      if (!tr.embeds && tr.position() < stop && tr.position() + tr.tokens() > from)
+        stop = std::max(from, tr.position());
     counts[i] = stop - from;
     dropped = dropped || counts[i] == 0;
   }
@@ -173,10 +227,11 @@ void Engine::image_rows(const Active& a, int64_t from, int64_t n, std::vector<Ba
   if (a.tiles.empty() || from >= a.n_prompt) return;
   const int64_t d = model_.config().hidden_size;
   for (const Active::TileRows& tr : a.tiles) {
-    const int64_t lo = std::max(from, tr.tile->position), hi = std::min(from + n, tr.tile->position + tr.tile->tokens);
+    const int64_t lo = std::max(from, tr.position()), hi = std::min(from + n, tr.position() + tr.tokens());
     if (lo >= hi) continue;
-    LFM_CHECK(tr.embeds, "engine: image tile at prompt position ", tr.tile->position, " was not encoded");
-    rows.push_back({lo - from, hi - lo, tr.embeds->data() + (lo - tr.tile->position) * d});
+    LFM_CHECK(tr.embeds, "engine: the ", tr.clip ? "audio clip" : "image tile", " at prompt position ", tr.position(),
+              " was not encoded");
+    rows.push_back({lo - from, hi - lo, tr.embeds->data() + (lo - tr.position()) * d});
   }
   for (int64_t p = from; p < from + n; ++p)
     keys.push_back(p < a.n_prompt ? a.prompt_keys[static_cast<size_t>(p)] : a.tokens[static_cast<size_t>(p)]);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/audio_input.h"
 #include "engine/image_input.h"
 #include "engine/sampler.h"
 
@@ -57,6 +58,10 @@ struct Request {
   // embeddings take the place of the tile's image tokens in the prompt (expand_images lays the
   // prompt out). Needs a model with a vision tower.
   std::vector<std::shared_ptr<const ImageInput>> images;
+  // Audio (LFM2-Audio): each clip is encoded by the model's speech encoder and its rows take the
+  // place of the clip's audio tokens in the prompt (expand_audio lays the prompt out). Needs a
+  // model with a speech encoder.
+  std::vector<std::shared_ptr<const AudioInput>> audios;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -75,7 +80,8 @@ struct Usage {
   int64_t accepted_tokens = 0;     // of those, accepted (each one a token without its own step)
   int64_t verify_steps = 0;        // steps that verified drafts
   int64_t image_tiles = 0;          // image tiles encoded for this request (not found already encoded)
-  double encode_seconds = 0;        // time the vision tower spent on them
+  int64_t audio_clips = 0;          // audio clips encoded for this request (likewise)
+  double encode_seconds = 0;        // time the vision tower / speech encoder spent on them
   int64_t encode_steps = 0;         // scheduler steps that ran part of their encoding
 };
 
