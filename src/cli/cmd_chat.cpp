@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/json_guard.h"
 #include "engine/engine.h"
+#include "cli/audio_args.h"
 #include "engine/image_prompt.h"
 #include "image/image.h"
 #include "model/model.h"
@@ -28,7 +29,7 @@ namespace {
 int run_chat(int argc, char** argv) {
   CLI::App app{
       "Chat with a model interactively (reads user turns from stdin, one per line; /reset starts over, "
-      "/image PATH attaches an image to the next turn (LFM2-VL), /exit or end of input quits)."};
+      "/image PATH attaches an image to the next turn (LFM2-VL), /audio PATH an audio clip (LFM2-Audio), /exit or end of input quits)."};
   configure_app(app);
   std::string model, system_prompt;
   SamplingParams sp;
@@ -72,6 +73,8 @@ int run_chat(int argc, char** argv) {
                  "Image file (JPEG, PNG, WebP; repeatable) attached to the first user turn (LFM2-VL models); "
                  "/image PATH attaches one to the next turn")
       ->check(CLI::ExistingFile);
+  AudioArgs audio_args;
+  add_audio_option(app, audio_args);
   LFM_CLI_PARSE(app, argc, argv);
   finish_sampling_options(sp, seed);
 
@@ -121,7 +124,23 @@ int run_chat(int argc, char** argv) {
     }
   };
   for (const std::string& f : image_files) attach(f);
-  const ChatTurnBuilder turns(*tok, image_setup);
+  std::shared_ptr<const AudioPromptSetup> audio_setup;
+  std::string no_audio = "the model has no speech encoder (audio needs an LFM2-Audio model)";
+  if (rt.model->audio()) {
+    try {
+      audio_setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
+    } catch (const Error& e) {
+      no_audio = e.what();
+    }
+  }
+  LFM_CHECK(audio_args.files.empty() || audio_setup, "chat: --audio: ", no_audio);
+  // The clips waiting for the next user turn (mono samples at the model's rate).
+  std::vector<std::vector<float>> pending_audio;
+  auto attach_audio = [&](const std::string& path) {
+    pending_audio.push_back(read_audio_file(path, audio_setup->front_end.sample_rate, audio_args.max_seconds));
+  };
+  for (const std::string& f : audio_args.files) attach_audio(f);
+  const ChatTurnBuilder turns(*tok, image_setup, audio_setup);
   EngineOptions eo = engine_options(state, *rt.model);
   apply_draft_options(draft, rt, load, eo);
   if (grammar_args.given() && eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;  // jump-forward
@@ -133,6 +152,7 @@ int run_chat(int argc, char** argv) {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
   std::vector<image::Image> images;  // the conversation's, in order: each turn re-sends them all
+  std::vector<std::vector<float>> clips;  // likewise its audio clips
   const bool tty = isatty(fileno(stdout));
 
   std::string line;
@@ -143,6 +163,21 @@ int run_chat(int argc, char** argv) {
       messages.erase(messages.begin() + (system_prompt.empty() ? 0 : 1), messages.end());
       images.clear();
       pending.clear();
+      clips.clear();
+      pending_audio.clear();
+      continue;
+    }
+    if (line.rfind("/audio", 0) == 0 && (line.size() == 6 || line[6] == ' ')) {
+      std::string path = line.substr(std::min<size_t>(line.size(), 7));
+      while (!path.empty() && path.back() == ' ') path.pop_back();
+      try {
+        LFM_CHECK(audio_setup, "/audio: ", no_audio);
+        LFM_CHECK(!path.empty(), "usage: /audio PATH");
+        attach_audio(path);
+        std::fprintf(stderr, "[audio %s attached to the next turn]\n", path.c_str());
+      } catch (const Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+      }
       continue;
     }
     if (line.rfind("/image", 0) == 0 && (line.size() == 6 || line[6] == ' ')) {
@@ -159,18 +194,21 @@ int run_chat(int argc, char** argv) {
       continue;
     }
     if (line.empty()) continue;
-    // Images first, then the text, as LFM2-VL's examples put them.
-    if (pending.empty()) {
+    // Images or audio first, then the text, as LFM2-VL's and LFM2-Audio's examples put them.
+    if (pending.empty() && pending_audio.empty()) {
       messages.push_back({{"role", "user"}, {"content", line}});
     } else {
       nlohmann::ordered_json parts = nlohmann::ordered_json::array();
       for (size_t i = 0; i < pending.size(); ++i) parts.push_back({{"type", "image"}});
+      for (size_t i = 0; i < pending_audio.size(); ++i) parts.push_back({{"type", "audio"}});
       parts.push_back({{"type", "text"}, {"text", line}});
       messages.push_back({{"role", "user"}, {"content", std::move(parts)}});
     }
-    const size_t images_before = images.size();
+    const size_t images_before = images.size(), clips_before = clips.size();
     for (image::Image& im : pending) images.push_back(std::move(im));
     pending.clear();
+    for (auto& c : pending_audio) clips.push_back(std::move(c));
+    pending_audio.clear();
     Request req;
     req.sampling = sp;
     req.drafter = draft.kind();
@@ -187,6 +225,7 @@ int run_chat(int argc, char** argv) {
       if (!date.empty()) in.date = date;
       in.parse_tool_calls_without_tools = true;  // tools may be described in the system prompt
       in.images = images;
+      in.audios = clips;
       turn = turns.build(in);
       turn.apply(req);
       const int64_t room = ctx - static_cast<int64_t>(req.prompt.size());
@@ -197,7 +236,8 @@ int run_chat(int argc, char** argv) {
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       messages.erase(messages.end() - 1);
-      images.resize(images_before);  // the turn's images are dropped with it
+      images.resize(images_before);  // the turn's images and clips are dropped with it
+      clips.resize(clips_before);
       continue;
     }
 

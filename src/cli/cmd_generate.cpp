@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/audio_args.h"
 #include "cli/image_args.h"
 #include "cli/grammar_args.h"
 #include "core/error.h"
@@ -54,6 +55,8 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--json", json_out, "Print one JSON object");
   std::vector<std::string> image_files;
   add_image_option(app, image_files);
+  AudioArgs audio;
+  add_audio_option(app, audio);
   LFM_CLI_PARSE(app, argc, argv);
   if (prompt_ids.empty() && prompt_text.empty()) {
     std::fprintf(stderr, "%s\nlfm generate: give a prompt with -p TEXT or --prompt-ids IDS\n", app.help().c_str());
@@ -65,13 +68,19 @@ int run_generate(int argc, char** argv) {
   apply_generation_config(app, generation_config, model, req.sampling);
   Runtime rt = open_runtime(model, threads, load, device);
   check_images_supported(image_files, *rt.model);
+  check_audio_supported(audio, *rt.model);
   std::unique_ptr<Tokenizer> tok;
   auto grammar = load_grammar(grammar_args);
-  if (!prompt_text.empty() || !stops.empty() || grammar || !image_files.empty()) tok = load_tokenizer(model);
+  if (!prompt_text.empty() || !stops.empty() || grammar || !image_files.empty() || !audio.files.empty())
+    tok = load_tokenizer(model);
+  replace_audio_markers_in(prompt_text, audio, *rt.model, tok.get());
   req.prompt = !prompt_text.empty() ? tok->encode(prompt_text, !no_special) : parse_id_list(prompt_ids, "--prompt-ids");
   ImagePrompt with_images = prompt_with_images(std::move(req.prompt), image_files, model, *rt.model, tok.get());
   req.prompt = std::move(with_images.ids);
   req.images = std::move(with_images.images);
+  AudioPrompt with_audio = prompt_with_audio(std::move(req.prompt), audio, *rt.model, tok.get());
+  req.prompt = std::move(with_audio.ids);
+  req.audios = std::move(with_audio.audios);
   req.stop = stops;
   req.max_tokens = max_new;
   req.drafter = draft.kind();
@@ -120,6 +129,10 @@ int run_generate(int argc, char** argv) {
       j["image_tiles"] = usage.image_tiles;
       j["image_encode_seconds"] = usage.encode_seconds;
     }
+    if (!req.audios.empty()) {
+      j["audio_clips"] = usage.audio_clips;
+      j["audio_encode_seconds"] = usage.encode_seconds;
+    }
     if (req.drafter != Drafter::kNone || usage.verify_steps > 0) {  // drafts, or the grammar's jump-forward
       j["drafted_tokens"] = usage.drafted_tokens;
       j["accepted_tokens"] = usage.accepted_tokens;
@@ -137,6 +150,9 @@ int run_generate(int argc, char** argv) {
     if (!req.images.empty())
       std::fprintf(stderr, "images: %zu, %lld tiles encoded in %.3f s (inside the prompt's time)\n", req.images.size(),
                    static_cast<long long>(usage.image_tiles), usage.encode_seconds);
+    if (!req.audios.empty())
+      std::fprintf(stderr, "audio: %zu clips, %lld encoded in %.3f s (inside the prompt's time)\n", req.audios.size(),
+                   static_cast<long long>(usage.audio_clips), usage.encode_seconds);
     if (req.drafter != Drafter::kNone || usage.verify_steps > 0) {
       // Without a drafter, what was verified is the grammar's forced text (jump-forward), not a
       // speculation; with one, the counts hold both (the engine does not split them).

@@ -6,9 +6,11 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/audio_args.h"
 #include "cli/image_args.h"
 #include "core/error.h"
 #include "model/forward.h"
+#include "model/audio_model.h"
 #include "model/vision_model.h"
 #include "tokenizer/load_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -41,31 +43,50 @@ int run_logits(int argc, char** argv) {
   add_load_options(app, load);
   std::string device = "cpu";
   add_device_option(app, device);
-  app.add_flag("--json", json_out, "Print {\"ids\": [...], \"logits\": [[...], ...]} (ids: with images laid out)");
+  app.add_flag("--json", json_out, "Print {\"ids\": [...], \"logits\": [[...], ...]} (ids: with images and audio laid out)");
   std::vector<std::string> image_files;
   add_image_option(app, image_files);
+  AudioArgs audio;
+  add_audio_option(app, audio);
   LFM_CLI_PARSE(app, argc, argv);
 
   model = resolve_model_arg(model);
   Runtime rt = open_runtime(model, threads, load, device);
   check_images_supported(image_files, *rt.model);
+  check_audio_supported(audio, *rt.model);
   std::unique_ptr<Tokenizer> tok;
-  if (!image_files.empty()) tok = load_tokenizer(model);
+  if (!image_files.empty() || !audio.files.empty()) tok = load_tokenizer(model);
   const ImagePrompt prompt = prompt_with_images(parse_id_list(ids_arg, "--ids"), image_files, model, *rt.model, tok.get());
-  const std::vector<int32_t>& ids = prompt.ids;
+  const AudioPrompt with_audio = prompt_with_audio(prompt.ids, audio, *rt.model, tok.get());
+  const std::vector<int32_t>& ids = with_audio.ids;
   const int64_t n = static_cast<int64_t>(ids.size());
   if (prefill < 0) prefill = n;
   LFM_CHECK(prefill <= n, "--prefill ", prefill, " exceeds the number of ids (", n, ")");
-  // Every tile's embeddings, to stand in for its image tokens.
+  // Every tile's and clip's embeddings, to stand in for its image or audio tokens: (position,
+  // tokens) of each, in the order of `embeds`. (expand_audio ran after expand_images, so the
+  // tiles' positions moved by the audio tokens laid out before them.)
   std::vector<VisionTile> tiles;
-  std::vector<const ImageInput::Tile*> placed;
+  std::vector<std::pair<int64_t, int64_t>> placed;
   for (const auto& img : prompt.images)
     for (const ImageInput::Tile& t : img->tiles) {
       tiles.push_back({t.grid_h, t.grid_w, t.patches});
-      placed.push_back(&t);
+      int64_t shift = 0;
+      for (const auto& clip : with_audio.audios)
+        if (clip->position < t.position + shift) shift += clip->tokens - 1;
+      placed.push_back({t.position + shift, t.tokens});
     }
-  const std::vector<std::vector<float>> embeds =
+  std::vector<std::vector<float>> embeds =
       tiles.empty() ? std::vector<std::vector<float>>() : rt.model->vision()->encode(*rt.backend, tiles);
+  std::vector<AudioClip> clips;
+  for (const auto& clip : with_audio.audios) {
+    clips.push_back({clip->frames, clip->features});
+    placed.push_back({clip->position, clip->tokens});
+  }
+  if (!clips.empty())
+    for (auto& rows_of_clip : rt.model->audio()->encode(*rt.backend, clips)) embeds.push_back(std::move(rows_of_clip));
+  std::vector<size_t> order(placed.size());  // by prompt position: the rows of a step go in order
+  for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return placed[x].first < placed[y].first; });
   const int64_t d = rt.model->config().hidden_size;
   const int64_t vocab = rt.model->config().vocab_size;
   state.ctx_size = n;
@@ -78,9 +99,10 @@ int run_logits(int argc, char** argv) {
   auto run = [&](int64_t begin, int64_t len) {
     BatchItem item{seq, std::span<const int32_t>(ids.data() + begin, len), true};
     rows_in.clear();
-    for (size_t t = 0; t < placed.size(); ++t) {
-      const int64_t lo = std::max(begin, placed[t]->position), hi = std::min(begin + len, placed[t]->position + placed[t]->tokens);
-      if (lo < hi) rows_in.push_back({lo - begin, hi - lo, embeds[t].data() + (lo - placed[t]->position) * d});
+    for (size_t t : order) {
+      const auto [at, count] = placed[t];
+      const int64_t lo = std::max(begin, at), hi = std::min(begin + len, at + count);
+      if (lo < hi) rows_in.push_back({lo - begin, hi - lo, embeds[t].data() + (lo - at) * d});
     }
     item.embeddings = rows_in;
     fwd.step(std::span<const BatchItem>(&item, 1), out);

@@ -144,6 +144,19 @@ int run_serve(int argc, char** argv) {
   app.add_option("--image-memory-per-request", request_image_memory,
                  "Memory one request's images may take to decode and preprocess; more: 413")
       ->capture_default_str();
+  app.add_option("--max-audio-clips", so.audio.max_clips,
+                 "Audio clips one chat request may hold (input_audio parts; LFM2-Audio models only)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(64)));
+  app.add_option("--max-audio-bytes", so.audio.max_audio_bytes,
+                 "Largest audio upload or input_audio part in encoded bytes (before base64); larger: 400. With a "
+                 "speech model and no --max-body, the body limit grows to hold one such clip")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(1) << 30));
+  app.add_option("--max-audio-seconds", so.audio.max_audio_seconds,
+                 "Longest audio clip in seconds, read from the file's header before decoding; longer: 400")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   int malloc_arenas = AllocatorSettings().max_arenas;
   app.add_option("--malloc-arenas", malloc_arenas,
                  "glibc malloc arenas the server's threads share (fewer: less memory kept after large requests; "
@@ -255,6 +268,27 @@ int run_serve(int argc, char** argv) {
                  "memory %lld bytes per request, %lld for all\n",
                  so.images.max_images, so.images.max_image_bytes, so.max_body_bytes,
                  static_cast<long long>(so.images.max_request_memory), static_cast<long long>(so.images.max_server_memory));
+  }
+  if (rt.model->audio()) {
+    if (!tok) {
+      so.no_audio = "the model has a speech encoder but no tokenizer was found: audio cannot be laid out";
+    } else {
+      try {
+        so.audio_setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
+      } catch (const Error& e) {
+        so.no_audio = std::string("this server cannot take audio: ") + e.what();
+        std::fprintf(stderr, "lfm serve: audio is refused: %s\n", e.what());
+      }
+    }
+  }
+  if (so.audio_setup) {
+    // Room in a body for one clip of the largest size, base64-encoded, and the rest of the request.
+    const size_t one_clip = (so.audio.max_audio_bytes + 2) / 3 * 4 + (1u << 20);
+    if (max_body_opt->count() == 0 && so.max_body_bytes < one_clip) so.max_body_bytes = one_clip;
+    std::fprintf(stderr,
+                 "lfm serve: audio: up to %zu clips per chat request, %zu bytes and %.0f s each (request bodies up to "
+                 "%zu bytes); /v1/audio/transcriptions and /v1/audio/translations\n",
+                 so.audio.max_clips, so.audio.max_audio_bytes, so.audio.max_audio_seconds, so.max_body_bytes);
   }
   server::Server srv(engine.get(), embeddings.get(), tok.get(), so);
   const int port = srv.bind();
