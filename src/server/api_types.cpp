@@ -148,9 +148,11 @@ GenerationParams generation(const json& body, int64_t vocab, bool chat, const Sa
 }
 
 // A message's content for the template: a string (a string, null, or text parts joined), or,
-// when it has image parts, the parts in order as {"type": "text", "text": …} and
-// {"type": "image"} (the model's template writes its placeholder; the URL goes to `images`).
-ojson message_content(const json& content, const std::string& param, bool images_allowed, std::vector<ImagePart>& images) {
+// when it has image or audio parts, the parts in order as {"type": "text", "text": …},
+// {"type": "image"} (the model's template writes its placeholder; the URL goes to `images`) and
+// {"type": "audio"} (the chat turn writes the audio placeholder; the data goes to `audios`).
+ojson message_content(const json& content, const std::string& param, bool images_allowed, std::vector<ImagePart>& images,
+                      std::vector<AudioPart>& audios) {
   if (content.is_null()) return "";
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) bad(param, "must be a string or an array of content parts");
@@ -168,8 +170,26 @@ ojson message_content(const json& content, const std::string& param, bool images
       parts.push_back({{"type", "text"}, {"text", part["text"].get<std::string>()}});
       continue;
     }
+    if (type == "input_audio") {
+      // OpenAI's {"type": "input_audio", "input_audio": {"data": base64, "format": "wav" | "mp3" | …}}.
+      auto ia = part.find("input_audio");
+      if (ia == part.end() || !ia->is_object())
+        bad(p + ".input_audio", "must be an object {\"data\": base64 audio, \"format\": \"wav\"}");
+      auto data = ia->find("data");
+      if (data == ia->end() || !data->is_string()) bad(p + ".input_audio.data", "must be a string (base64 audio bytes)");
+      std::string format;
+      if (auto f = ia->find("format"); f != ia->end() && !f->is_null()) {
+        if (!f->is_string()) bad(p + ".input_audio.format", "must be a string");
+        format = f->get<std::string>();
+      }
+      if (!images_allowed) bad(p, "is an audio part; audio is accepted in user messages only");
+      audios.push_back({data->get<std::string>(), format, p + ".input_audio"});
+      parts.push_back({{"type", "audio"}});
+      any_image = true;
+      continue;
+    }
     if (type != "image_url" && type != "image")
-      bad(p + ".type", "'" + type + "' is not supported (text, image_url)");
+      bad(p + ".type", "'" + type + "' is not supported (text, image_url, input_audio)");
     // OpenAI's {"type": "image_url", "image_url": {"url": …, "detail": …}}; also a bare string
     // there, and {"type": "image", "url" | "image" | "image_url": …} as Hugging Face writes it.
     std::string where;
@@ -237,7 +257,7 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       bad(p + ".role", "'" + role + "' is not one of system, developer, user, assistant, tool");
     ojson content = message_content(m.contains("content") ? m["content"] : json(), p + ".content", role == "user",
-                                    c.images);
+                                    c.images, c.audios);
     std::string text = content.is_string() ? content.get<std::string>() : std::string();
     if (role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null()) {
       const json& calls = m["tool_calls"];

@@ -13,6 +13,7 @@
 
 #include "engine/generation_config.h"
 #include "engine/request.h"
+#include "server/chat_audio.h"
 #include "server/chat_images.h"
 
 namespace lfm::server {
@@ -46,8 +47,9 @@ struct GenerationParams {
 };
 
 // POST /v1/chat/completions after validation. Messages are normalised for the model's template:
-// content-part arrays joined into one string (or, in a user message with image parts, kept as
-// text and {"type": "image"} parts for the template, the images' URLs in `images`), assistant
+// content-part arrays joined into one string (or, in a user message with image or audio parts,
+// kept as text, {"type": "image"} and {"type": "audio"} parts for the template, the images' URLs in
+// `images`, the clips' data in `audios`), assistant
 // tool_calls written back in LFM2's <|tool_call_start|>[name(arg=…)]<|tool_call_end|> form.
 struct ChatParams {
   GenerationParams gen;
@@ -57,6 +59,7 @@ struct ChatParams {
   bool named_tool = false;
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   std::vector<ImagePart> images;  // every image part, in the conversation's order
+  std::vector<AudioPart> audios;  // every input_audio part, in the conversation's order
 };
 
 // One prompt of a completions request: text, or token ids.

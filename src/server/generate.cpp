@@ -262,6 +262,12 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
                      "'" + param + "' holds the image placeholder <image>; /v1/completions takes no images: send "
                      "them as image_url parts to /v1/chat/completions",
                      param);
+    if (opt.audio_setup &&
+        std::find(r.prompt.begin(), r.prompt.end(), opt.audio_setup->audio_token_id) != r.prompt.end())
+      throw ApiError(400,
+                     "'" + param + "' holds the audio placeholder " + opt.audio_setup->placeholder_text +
+                         "; /v1/completions takes no audio: send it as an input_audio part to /v1/chat/completions",
+                     param);
     apply_max_tokens(r, c.gen.max_tokens, engine().ctx_size(), param.c_str());
     apply_speculation(r, c.gen, opt, engine());
     if (c.echo) echoes.push_back(prompt.text ? *prompt.text : tok("echo of token ids").decode(prompt.ids, false));

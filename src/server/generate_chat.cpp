@@ -43,6 +43,8 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
                                          opt.image_setup ? opt.image_setup->processor : image::ProcessorConfig(),
                                          &image_memory);
   in.images = std::move(loaded.images);
+  in.audios = load_audio_parts(c.audios, opt.audio, opt.audio_setup ? std::string() : opt.no_audio,
+                               opt.audio_setup ? opt.audio_setup->front_end.sample_rate : 16000);
   ChatTurn turn;
   try {
     turn = chat->build(in);
@@ -52,6 +54,7 @@ void Server::Impl::handle_chat(const httplib::Request& req, httplib::Response& r
   // The images are laid out in the turn (their tiles in its requests): the pixels go, their memory
   // is given back, and after a large working set so is the allocator's free memory (allocator.h).
   in.images = {};
+  in.audios = {};
   const bool large = loaded.memory.bytes() >= (int64_t(64) << 20);
   loaded.memory.release();
   if (large) release_free_memory();

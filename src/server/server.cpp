@@ -271,6 +271,12 @@ void Server::Impl::register_routes() {
   };
   http.Post("/v1/chat/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_chat(q, r); }));
   http.Post("/v1/completions", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_completion(q, r); }));
+  http.Post("/v1/audio/transcriptions", served(true, [this](const httplib::Request& q, httplib::Response& r) {
+    handle_transcription(q, r, false);
+  }));
+  http.Post("/v1/audio/translations", served(true, [this](const httplib::Request& q, httplib::Response& r) {
+    handle_transcription(q, r, true);
+  }));
   http.Post("/v1/embeddings", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_embeddings(q, r); }));
   http.Post("/v1/rerank", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_rerank(q, r); }));
   http.Post("/rerank", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_rerank(q, r); }));
@@ -365,7 +371,7 @@ Server::Server(Engine* engine, EmbeddingService* embeddings, const Tokenizer* to
     impl_->register_routes();
     return;
   }
-  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp, opt.image_setup);
+  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp, opt.image_setup, opt.audio_setup);
   impl_->register_routes();
 }
 

@@ -21,8 +21,10 @@
 #include "engine/embedding_service.h"
 #include "engine/engine.h"
 #include "engine/generation_config.h"
+#include "engine/audio_prompt.h"
 #include "engine/image_prompt.h"
 #include "grammar/work_budget.h"
+#include "server/chat_audio.h"
 #include "server/chat_images.h"
 #include "server/metrics.h"
 
@@ -70,6 +72,12 @@ struct ServerOptions {
   // `no_images` as the 400's message (set it to say why: no vision tower, …).
   std::shared_ptr<const ImagePromptSetup> image_setup;
   std::string no_images = "the model has no vision tower: it does not take images (serve an LFM2-VL model)";
+  // Audio (input_audio parts, /v1/audio/*; LFM2-Audio): how many clips, how big, how long.
+  AudioOptions audio;
+  // The model's speech side (audio_prompt_setup with the tokenizer); null: audio is refused with
+  // `no_audio` as the 400's message.
+  std::shared_ptr<const AudioPromptSetup> audio_setup;
+  std::string no_audio = "the model has no speech encoder: it does not take audio (serve an LFM2-Audio model)";
   // /v1/rerank: the most documents one call may score (more is a 400 naming the limit).
   int64_t max_rerank_documents = 1000;
   // Why /v1/embeddings and /v1/rerank answer 400 when there is no embedding service.
