@@ -11,7 +11,8 @@
  *     or after the older sizeof, never in its tail padding (which an older caller's struct_size
  *     covers but does not set): the structs end without padding (4-byte fields come in pairs),
  *     except lfm_model_options, whose last 4 bytes stay unused. Fields marked [2] came with API
- *     level 2 (LFM_API_VERSION 2), those marked [3] with level 3 (retrievers: lfm_embed, lfm_rerank).
+ *     level 2 (LFM_API_VERSION 2), those marked [3] with level 3 (retrievers: lfm_embed, lfm_rerank),
+ *     those marked [4] with level 4 (audio input: LFM2-Audio).
  *   - Every function returns an lfm_status (LFM_OK is 0) and never aborts the process: a null
  *     handle or argument, bad JSON, a missing model, a request that cannot run are errors, and
  *     lfm_last_error() gives this thread's message for the last failing call.
@@ -42,7 +43,7 @@
 extern "C" {
 #endif
 
-#define LFM_API_VERSION 3 /* this header's API level (lfm_api_version() gives the library's) */
+#define LFM_API_VERSION 4 /* this header's API level (lfm_api_version() gives the library's) */
 
 typedef enum lfm_status {
   LFM_OK = 0,
@@ -107,6 +108,13 @@ typedef struct lfm_model_info {
   int32_t retriever;
   int64_t embedding_dim;
   int64_t embedding_max_tokens;
+  /* [4] an LFM2-Audio model whose prompts take audio (lfm_prompt.n_audio), its audio
+   * placeholder's id (-1 when none), the rate clips are resampled to, and the longest clip in
+   * seconds the speech encoder's positions allow (0 when it takes no audio). */
+  int32_t has_audio;
+  int32_t audio_token;
+  int32_t audio_sample_rate;
+  int32_t audio_max_seconds;
 } lfm_model_info;
 LFM_API lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out);
 
@@ -255,6 +263,29 @@ typedef struct lfm_prompt {
    * the calls' arguments are constrained to the parameters' JSON Schemas (as lfm serve does); a
    * schema that cannot be used is refused (LFM_ERR_INVALID_ARGUMENT naming tools[i]...). */
   const char* tool_choice;
+  /* [4] Audio for an LFM2-Audio model, n_audio clips, in order: clip i is the file audio_paths[i]
+   * when audio_paths is not NULL and that entry is not NULL; else the encoded bytes audio_data[i]
+   * (audio_sizes[i] of them: WAV, FLAC, OGG/Vorbis/Opus or MP3; read during the call only) when
+   * audio_data is not NULL and that entry is not NULL; else raw PCM: audio_pcm[i], holding
+   * audio_pcm_frames[i] frames of audio_pcm_channels interleaved float32 samples at
+   * audio_pcm_rate Hz. Every clip is down-mixed to mono and resampled to the model's rate
+   * (lfm_model_info.audio_sample_rate). Each clip stands where its placeholder is: in ids the
+   * audio token (lfm_model_info.audio_token) once per clip, in text "<audio>" once per clip; in
+   * messages the user messages' {"type": "audio"} parts take the next of these clips, while an
+   * OpenAI part {"type": "input_audio", "input_audio": {"data": base64, "format": "wav"}}
+   * carries its own. Clips longer than max_audio_seconds (0: 600) are refused from their header.
+   * Refused at submit: any clip for a model without a speech encoder (LFM_ERR_UNSUPPORTED); a
+   * clip that cannot be read or decoded, or placeholders that do not match the clips
+   * (LFM_ERR_INVALID_ARGUMENT, the message naming the clip or the counts). */
+  size_t n_audio;
+  const char* const* audio_paths;
+  const void* const* audio_data;
+  const size_t* audio_sizes;
+  const float* const* audio_pcm;
+  const size_t* audio_pcm_frames;
+  int32_t audio_pcm_channels;
+  int32_t audio_pcm_rate;
+  double max_audio_seconds;
 } lfm_prompt;
 LFM_API lfm_status lfm_prompt_init(lfm_prompt* prompt);
 
@@ -305,6 +336,10 @@ typedef struct lfm_event {
   const int32_t* top_tokens;
   const float* top_logprobs;
   size_t n_top;
+  /* [4] LFM_EVENT_DONE: the audio clips the speech encoder encoded (not found already encoded);
+   * encode_seconds: the time the vision tower and speech encoder took (inside first_token_seconds). */
+  int64_t audio_clips;
+  double encode_seconds;
 } lfm_event;
 
 /* The next event: waits up to timeout_ms (-1: as long as it takes; 0: just looks). Returns

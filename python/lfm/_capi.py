@@ -30,7 +30,9 @@ class ModelInfo(ctypes.Structure):
                 ("has_chat_template", ctypes.c_int32), ("bos_token", ctypes.c_int32), ("eos_token", ctypes.c_int32),
                 ("has_vision", ctypes.c_int32), ("image_token", ctypes.c_int32),
                 ("can_generate", ctypes.c_int32), ("retriever", ctypes.c_int32),
-                ("embedding_dim", ctypes.c_int64), ("embedding_max_tokens", ctypes.c_int64)]
+                ("embedding_dim", ctypes.c_int64), ("embedding_max_tokens", ctypes.c_int64),
+                ("has_audio", ctypes.c_int32), ("audio_token", ctypes.c_int32),
+                ("audio_sample_rate", ctypes.c_int32), ("audio_max_seconds", ctypes.c_int32)]
 
 
 class EngineOptions(ctypes.Structure):
@@ -65,7 +67,12 @@ class Prompt(ctypes.Structure):
                 ("text", ctypes.c_char_p), ("messages_json", ctypes.c_char_p), ("tools_json", ctypes.c_char_p),
                 ("n_images", ctypes.c_size_t), ("image_paths", ctypes.POINTER(ctypes.c_char_p)),
                 ("image_data", ctypes.POINTER(ctypes.c_void_p)), ("image_sizes", ctypes.POINTER(ctypes.c_size_t)),
-                ("tool_choice", ctypes.c_char_p)]
+                ("tool_choice", ctypes.c_char_p),
+                ("n_audio", ctypes.c_size_t), ("audio_paths", ctypes.POINTER(ctypes.c_char_p)),
+                ("audio_data", ctypes.POINTER(ctypes.c_void_p)), ("audio_sizes", ctypes.POINTER(ctypes.c_size_t)),
+                ("audio_pcm", ctypes.POINTER(c_float_p)), ("audio_pcm_frames", ctypes.POINTER(ctypes.c_size_t)),
+                ("audio_pcm_channels", ctypes.c_int32), ("audio_pcm_rate", ctypes.c_int32),
+                ("max_audio_seconds", ctypes.c_double)]
 
 
 class Event(ctypes.Structure):
@@ -77,7 +84,8 @@ class Event(ctypes.Structure):
                 ("first_token_seconds", ctypes.c_double), ("total_seconds", ctypes.c_double),
                 ("drafted_tokens", ctypes.c_int64), ("accepted_tokens", ctypes.c_int64), ("image_tiles", ctypes.c_int64),
                 ("message_json", ctypes.c_void_p), ("message_json_length", ctypes.c_size_t),
-                ("top_tokens", c_int32_p), ("top_logprobs", c_float_p), ("n_top", ctypes.c_size_t)]
+                ("top_tokens", c_int32_p), ("top_logprobs", c_float_p), ("n_top", ctypes.c_size_t),
+                ("audio_clips", ctypes.c_int64), ("encode_seconds", ctypes.c_double)]
 
 
 class EmbedRequest(ctypes.Structure):

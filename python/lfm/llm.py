@@ -221,7 +221,8 @@ class Stream:
             self.usage = {"prompt_tokens": ev.prompt_tokens, "completion_tokens": ev.completion_tokens,
                           "cached_tokens": ev.cached_tokens, "first_token_seconds": ev.first_token_seconds,
                           "total_seconds": ev.total_seconds, "drafted_tokens": ev.drafted_tokens,
-                          "accepted_tokens": ev.accepted_tokens, "image_tiles": ev.image_tiles}
+                          "accepted_tokens": ev.accepted_tokens, "image_tiles": ev.image_tiles,
+                          "audio_clips": ev.audio_clips, "encode_seconds": ev.encode_seconds}
             message = None
             if ev.message_json_length:
                 message = json.loads(ctypes.string_at(ev.message_json, ev.message_json_length).decode("utf-8", "replace"))
@@ -258,6 +259,15 @@ class Stream:
 
 
 ImageType = Union[str, "os.PathLike[str]", bytes]
+# A clip: a path, the encoded bytes (WAV, FLAC, OGG/Vorbis/Opus, MP3), or raw PCM as
+# (samples, sample_rate): float samples, mono (a flat sequence or 1-D array) or interleaved
+# [frames, channels] (a 2-D array); resampled to the model's rate (LLM.audio_sample_rate).
+AudioType = Union[str, "os.PathLike[str]", bytes, tuple]
+
+# As engine/transcription.h asks LFM2-Audio for a transcript (transformers'
+# Lfm2AudioProcessor.apply_transcription_request).
+_TRANSCRIBE_SYSTEM = "Perform ASR."
+_TRANSLATE_SYSTEM = "Perform ASR, then translate the speech into English."
 
 
 class LLM:
@@ -306,6 +316,9 @@ class LLM:
         self.has_tokenizer = bool(info.has_tokenizer)
         self.has_vision = bool(info.has_vision)
         self.image_token = info.image_token if info.image_token >= 0 else None
+        self.has_audio = bool(info.has_audio)
+        self.audio_token = info.audio_token if info.audio_token >= 0 else None
+        self.audio_sample_rate = info.audio_sample_rate or None
         self.can_generate = bool(info.can_generate)
         # "dense" (one vector per text, cosine), "colbert" (one per token, MaxSim) or None.
         self.retriever = _capi.RETRIEVERS.get(info.retriever)
@@ -333,9 +346,9 @@ class LLM:
     def stream(self, prompt: PromptType = None, sampling_params: Optional[SamplingParams] = None, *,
                messages: Optional[Sequence[Mapping[str, Any]]] = None,
                tools: Optional[Sequence[Mapping[str, Any]]] = None, tool_choice: Optional[str] = None,
-               images: Optional[Sequence[ImageType]] = None) -> Stream:
+               images: Optional[Sequence[ImageType]] = None, audio: Optional[Sequence[AudioType]] = None) -> Stream:
         """Submits one request (a prompt, or chat `messages`) and returns its Stream."""
-        return self._submit(prompt, messages, tools, sampling_params or SamplingParams(), 0, tool_choice, images)
+        return self._submit(prompt, messages, tools, sampling_params or SamplingParams(), 0, tool_choice, images, audio)
 
     def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
                  sampling_params: Optional[SamplingParams] = None) -> list[RequestOutput]:
@@ -343,7 +356,9 @@ class LLM:
         list of them. All are submitted at once and run batched. An LFM2-VL model takes images as
         vLLM's {"prompt": ..., "multi_modal_data": {"image": IMAGE or [IMAGE, ...]}}, an image a
         path or the encoded bytes (JPEG, PNG, WebP), standing where the prompt has "<image>" (or
-        the image token id, LLM.image_token) once per image."""
+        the image token id, LLM.image_token) once per image. An LFM2-Audio model takes clips as
+        {"prompt": ..., "multi_modal_data": {"audio": CLIP or [CLIP, ...]}} (see AudioType), each
+        standing where the prompt has "<audio>" (or LLM.audio_token) once per clip."""
         single = isinstance(prompts, (str, Mapping)) or (
             isinstance(prompts, Sequence) and len(prompts) > 0 and isinstance(prompts[0], int))
         items = [prompts] if single else list(prompts)
@@ -354,16 +369,37 @@ class LLM:
     def chat(self, messages: Union[Sequence[Mapping[str, Any]], Sequence[Sequence[Mapping[str, Any]]]],
              sampling_params: Optional[SamplingParams] = None,
              tools: Optional[Sequence[Mapping[str, Any]]] = None, *, tool_choice: Optional[str] = None,
-             images: Optional[Sequence[ImageType]] = None) -> list[RequestOutput]:
+             images: Optional[Sequence[ImageType]] = None,
+             audio: Optional[Sequence[AudioType]] = None) -> list[RequestOutput]:
         """One conversation (a list of messages) or several, through the model's chat template.
         Each output's `message` is the reply parsed (content, reasoning_content, tool_calls).
         tool_choice: "auto", "none", "required" or a function's name. Images: user messages'
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}} parts, or
-        {"type": "image"} parts taking `images` (paths or bytes) in order."""
+        {"type": "image"} parts taking `images` (paths or bytes) in order. Audio (LFM2-Audio):
+        {"type": "input_audio", "input_audio": {"data": base64, "format": "wav"}} parts, or
+        {"type": "audio"} parts taking `audio` (see AudioType) in order."""
         convs = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
         params = sampling_params or SamplingParams()
-        streams = [self._submit(None, c, tools, params, 0, tool_choice, images) for c in convs]
+        streams = [self._submit(None, c, tools, params, 0, tool_choice, images, audio) for c in convs]
         return [self._finish(s, None) for s in streams]
+
+    def transcribe(self, audio: Union[AudioType, Sequence[AudioType]], *, prompt: Optional[str] = None,
+                   translate: bool = False, sampling_params: Optional[SamplingParams] = None) -> Union[str, list[str]]:
+        """Speech to text with an LFM2-Audio model, asked as `lfm transcribe` asks: one clip (a
+        path, encoded bytes, or (samples, sample_rate)) gives its transcript, a list of clips a
+        list of transcripts (run batched). `prompt`: text after the clip in the request
+        (vocabulary, the previous segment); `translate`: ask for English."""
+        single = not isinstance(audio, list)
+        clips = [audio] if single else list(audio)
+        user: list[dict[str, Any]] = [{"type": "audio"}]
+        if prompt:
+            user.append({"type": "text", "text": prompt})
+        messages = [{"role": "system", "content": _TRANSLATE_SYSTEM if translate else _TRANSCRIBE_SYSTEM},
+                    {"role": "user", "content": user}]
+        params = sampling_params or SamplingParams(max_tokens=None)
+        streams = [self._submit(None, messages, None, params, 0, None, None, [c]) for c in clips]
+        texts = [self._finish(s, None).outputs[0].text.strip() for s in streams]
+        return texts[0] if single else texts
 
     # ---- retrievers -----------------------------------------------------------------------
 
@@ -457,7 +493,8 @@ class LLM:
     # ---- internals ------------------------------------------------------------------------
 
     def _submit(self, prompt: PromptType, messages, tools, params: SamplingParams, index: int,
-                tool_choice: Optional[str] = None, images: Optional[Sequence[ImageType]] = None) -> Stream:
+                tool_choice: Optional[str] = None, images: Optional[Sequence[ImageType]] = None,
+                audio: Optional[Sequence[AudioType]] = None) -> Stream:
         if not self._engine:
             if self._model and self._no_engine is not None:
                 raise LfmError(self._no_engine.status, self._no_engine.message)
@@ -474,6 +511,8 @@ class LLM:
                 media = prompt.get("multi_modal_data") or {}
                 if media.get("image") is not None:
                     images = media["image"] if isinstance(media["image"], (list, tuple)) else [media["image"]]
+                if media.get("audio") is not None:
+                    audio = media["audio"] if isinstance(media["audio"], list) else [media["audio"]]
                 prompt = prompt["prompt_token_ids"] if "prompt_token_ids" in prompt else prompt["prompt"]
             if isinstance(prompt, str):
                 p.text = _cstr("prompt", prompt)
@@ -483,6 +522,8 @@ class LLM:
                 p.ids, p.n_ids = ctypes.cast(ids, _capi.c_int32_p), len(prompt)
         if images:
             self._attach_images(p, list(images), keep)
+        if audio:
+            self._attach_audio(p, list(audio), keep)
         c, strings = params._to_c()
         handle = ctypes.c_void_p()
         _check(_library().lfm_request_submit(self._engine, ctypes.byref(p), ctypes.byref(c), ctypes.byref(handle)))
@@ -507,6 +548,48 @@ class LLM:
         p.image_paths = ctypes.cast(paths, ctypes.POINTER(ctypes.c_char_p))
         p.image_data = ctypes.cast(data, ctypes.POINTER(ctypes.c_void_p))
         p.image_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_size_t))
+
+    @staticmethod
+    def _attach_audio(p: _capi.Prompt, clips: list[AudioType], keep: list[Any]) -> None:
+        """Each clip a path (audio_paths), encoded bytes (audio_data) or (samples, rate) PCM
+        (audio_pcm: every PCM clip of one request must share its rate and channel count)."""
+        n = len(clips)
+        paths = (ctypes.c_char_p * n)()
+        data = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_size_t * n)()
+        pcm = (_capi.c_float_p * n)()
+        frames = (ctypes.c_size_t * n)()
+        layout: Optional[tuple[int, int]] = None
+        for i, clip in enumerate(clips):
+            if isinstance(clip, (bytes, bytearray, memoryview)):
+                buf = ctypes.create_string_buffer(bytes(clip), len(clip))
+                keep.append(buf)
+                data[i], sizes[i] = ctypes.cast(buf, ctypes.c_void_p), len(clip)
+            elif isinstance(clip, tuple):
+                if len(clip) != 2:
+                    raise ValueError(f"audio clip {i}: a PCM clip is (samples, sample_rate)")
+                samples, rate = clip
+                rate = _int(f"audio clip {i} sample_rate", rate, (1, 1 << 30))
+                shape = getattr(samples, "shape", None)
+                channels = int(shape[1]) if shape is not None and len(shape) == 2 else 1
+                flat = samples.reshape(-1).tolist() if hasattr(samples, "reshape") else list(samples)
+                if layout is not None and layout != (rate, channels):
+                    raise ValueError("audio: PCM clips of one request must share their sample rate and channels")
+                layout = (rate, channels)
+                buf = (ctypes.c_float * len(flat))(*flat)
+                keep.append(buf)
+                pcm[i], frames[i] = ctypes.cast(buf, _capi.c_float_p), len(flat) // channels
+            else:
+                paths[i] = _cstr(f"audio path {i}", os.fsencode(clip))
+        keep += [paths, data, sizes, pcm, frames]
+        p.n_audio = n
+        p.audio_paths = ctypes.cast(paths, ctypes.POINTER(ctypes.c_char_p))
+        p.audio_data = ctypes.cast(data, ctypes.POINTER(ctypes.c_void_p))
+        p.audio_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_size_t))
+        p.audio_pcm = ctypes.cast(pcm, ctypes.POINTER(_capi.c_float_p))
+        p.audio_pcm_frames = ctypes.cast(frames, ctypes.POINTER(ctypes.c_size_t))
+        if layout:
+            p.audio_pcm_rate, p.audio_pcm_channels = layout
 
     def _finish(self, s: Stream, prompt: PromptType) -> RequestOutput:
         out = s.result()

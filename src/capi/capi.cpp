@@ -199,14 +199,15 @@ lfm_status lfm_model_load(const char* path, const lfm_model_options* options, lf
                                                           capi::opt_str(t.eos_token()), capi::opt_str(t.pad_token()));
     }
     capi::load_image_setup(*s, local);
+    capi::load_audio_setup(*s);
     try {
       s->embedder = std::make_unique<Embedder>(*s->model, s->tokenizer.get(), *s->backend);
     } catch (const Error& e) {
       s->embed_error = e.what();
     }
     if (s->tokenizer) {
-      s->chat = std::make_unique<ChatTurnBuilder>(*s->tokenizer, s->image_setup);
-      s->chat_text = std::make_unique<ChatTurnBuilder>(*s->tokenizer);
+      s->chat = std::make_unique<ChatTurnBuilder>(*s->tokenizer, s->image_setup, s->audio_setup);
+      s->chat_text = std::make_unique<ChatTurnBuilder>(*s->tokenizer, nullptr, s->audio_setup);
     }
     *out = new lfm_model{std::move(s)};
   });
@@ -232,6 +233,14 @@ lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out) {
     i.eos_token = s.tokenizer ? s.tokenizer->eos_id() : (c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0]);
     i.has_vision = s.image_setup != nullptr;
     i.image_token = s.image_setup ? s.image_setup->image_token_id : -1;
+    i.has_audio = s.audio_setup != nullptr;
+    i.audio_token = s.audio_setup ? s.audio_setup->audio_token_id : -1;
+    i.audio_sample_rate = s.audio_setup ? s.audio_setup->front_end.sample_rate : 0;
+    // The encoder's positions: max_positions rows of 8 frames of one hop each.
+    i.audio_max_seconds = s.audio_setup ? static_cast<int32_t>(s.audio_setup->max_positions * 8 *
+                                                               s.audio_setup->front_end.hop_length /
+                                                               s.audio_setup->front_end.sample_rate)
+                                        : 0;
     i.can_generate = c.has_lm_head && !c.bidirectional;
     i.retriever = !s.model->retrieval() ? LFM_RETRIEVER_NONE
                   : s.model->retrieval()->config().colbert() ? LFM_RETRIEVER_COLBERT
@@ -269,7 +278,10 @@ lfm_status lfm_apply_chat_template(const lfm_model* model, const char* messages_
     model_tokenizer(s);
     if (!s.chat_template) fail(LFM_ERR_UNSUPPORTED, "model ships no chat template");
     const lfm::ChatTurnInput in = chat_input(s, messages_json, tools_json, nullptr, nullptr);
-    copy_text(s.chat_template->render(in.messages, in.tools, true), text, capacity, length);
+    copy_text(s.chat_template->render(s.audio_setup ? lfm::with_audio_placeholders(in.messages, s.audio_setup->placeholder_text)
+                                                    : in.messages,
+                                      in.tools, true),
+              text, capacity, length);
   });
 }
 

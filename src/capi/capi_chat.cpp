@@ -58,7 +58,8 @@ void apply_tool_choice(ChatTurnInput& in, const char* tool_choice) {
 }  // namespace
 
 ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, const char* tools_json,
-                         const char* tool_choice, std::vector<PendingImage>* images) {
+                         const char* tool_choice, std::vector<PendingImage>* images,
+                         std::vector<std::vector<float>>* audios, double max_audio_seconds) {
   require(messages_json != nullptr, "chat: messages_json is NULL");
   model_tokenizer(s);
   ChatTurnInput in;
@@ -68,6 +69,9 @@ ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, co
   std::vector<PendingImage> given = images ? std::move(*images) : std::vector<PendingImage>();
   std::vector<PendingImage> ordered;  // the parts' images, decoded together at the end
   size_t taken = 0;  // of `given`, by parts without a URL
+  std::vector<std::vector<float>> given_audio = audios ? std::move(*audios) : std::vector<std::vector<float>>();
+  std::vector<std::vector<float>> ordered_audio;  // the parts' clips, in order
+  size_t taken_audio = 0;  // of `given_audio`, by {"type": "audio"} parts
   for (size_t i = 0; i < in.messages.size(); ++i) {
     ojson& m = in.messages[i];
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
@@ -76,8 +80,27 @@ ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, co
       ojson& part = m["content"][j];
       if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) continue;
       const std::string type = part["type"].get<std::string>();
-      if (type != "image" && type != "image_url") continue;
       const std::string where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
+      if (type == "audio" || type == "input_audio") {
+        if (role != "user")
+          fail(LFM_ERR_INVALID_ARGUMENT, "chat: " + where + " is an audio part; audio is accepted in user messages only");
+        audio_setup(s);  // a model without a speech encoder: refused before anything is decoded
+        if (audios) {
+          if (type == "input_audio") {
+            ordered_audio.push_back(audio_from_part(s, part.contains("input_audio") ? part["input_audio"] : ojson(),
+                                                    "chat: " + where, max_audio_seconds));
+          } else {
+            if (taken_audio == given_audio.size())
+              fail(LFM_ERR_INVALID_ARGUMENT, "chat: " + where + " is an audio part without data, and the prompt has only " +
+                                                 std::to_string(given_audio.size()) +
+                                                 " clips for such parts (lfm_prompt.audio_paths / audio_data / audio_pcm)");
+            ordered_audio.push_back(std::move(given_audio[taken_audio++]));
+          }
+        }
+        part = ojson{{"type", "audio"}};  // the chat turn writes the model's placeholder
+        continue;
+      }
+      if (type != "image" && type != "image_url") continue;
       if (role != "user")
         fail(LFM_ERR_INVALID_ARGUMENT, "chat: " + where + " is an image part; images are accepted in user messages only");
       const ojson* url = part_url(part, type, where);
@@ -100,6 +123,12 @@ ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, co
     fail(LFM_ERR_INVALID_ARGUMENT, "chat: the prompt has " + std::to_string(given.size()) + " images but the messages " +
                                        "have " + std::to_string(taken) +
                                        " image parts without a URL to place them ({\"type\": \"image\"})");
+  if (audios && taken_audio != given_audio.size())
+    fail(LFM_ERR_INVALID_ARGUMENT, "chat: the prompt has " + std::to_string(given_audio.size()) +
+                                       " audio clips but the messages have " + std::to_string(taken_audio) +
+                                       " audio parts without data to place them ({\"type\": \"audio\"})");
+  if (audios) in.audios = std::move(ordered_audio);
+  else in.audio_placeholders_only = true;
   if (images) in.images = decode_images(s, std::move(ordered));
   return in;
 }

@@ -42,6 +42,9 @@ struct lfm_model_state {
   // The vision side (LFM2-VL with a tokenizer); null: images are refused with image_error.
   std::shared_ptr<const lfm::ImagePromptSetup> image_setup;
   std::string image_error;
+  // The speech side (LFM2-Audio with a tokenizer); null: audio is refused with audio_error.
+  std::shared_ptr<const lfm::AudioPromptSetup> audio_setup;
+  std::string audio_error;
   std::unique_ptr<lfm::ChatTurnBuilder> chat;       // with a tokenizer; lays out images
   std::unique_ptr<lfm::ChatTurnBuilder> chat_text;  // the same, leaving each image token as it is
   bool bf16_activations = false;                    // as loaded (a draft model is loaded alike)
@@ -145,8 +148,11 @@ struct PendingImage;  // capi_images.cpp, below
 // tool_choice (NULL: auto) and the prompt's images: image parts become {"type": "image"} and,
 // with `images` (else they are left out), their images in order: data URIs decoded, the others
 // taken from `images` in turn (all of which must be used).
+// Audio parts likewise: {"type": "audio"} takes the next of `audios` (all of which must be used),
+// {"type": "input_audio", …} carries its own clip; with `audios` null they are left as placeholders.
 ChatTurnInput chat_input(const lfm_model_state& s, const char* messages_json, const char* tools_json,
-                         const char* tool_choice, std::vector<PendingImage>* images);
+                         const char* tool_choice, std::vector<PendingImage>* images,
+                         std::vector<std::vector<float>>* audios = nullptr, double max_audio_seconds = 0);
 // A chat turn over JSON messages and tools, images laid out (`laid_out`) or each left as the
 // image token once.
 ChatTurn chat_turn(const lfm_model_state& s, const ChatTurnInput& in, bool laid_out);
@@ -173,6 +179,19 @@ std::vector<image::Image> decode_images(const lfm_model_state& s, std::vector<Pe
 const ImagePromptSetup& image_setup(const lfm_model_state& s);
 // The image behind a chat image part's URL: a data:image/...;base64 URI (`where` names the part).
 PendingImage image_from_data_uri(const std::string& url, const std::string& where);
+
+// Audio (capi_audio.cpp). The model's speech side (LFM_ERR_UNSUPPORTED saying why when it has none),
+// and why the model takes no audio (empty when it does).
+const AudioPromptSetup& audio_setup(const lfm_model_state& s);
+void load_audio_setup(lfm_model_state& s);
+// The prompt's clips, decoded to mono at the model's rate, in order (LFM_ERR_UNSUPPORTED when the
+// model takes none, LFM_ERR_INVALID_ARGUMENT naming a clip that cannot be read or decoded).
+std::vector<std::vector<float>> prompt_audio(const lfm_model_state& s, const lfm_prompt& p);
+// The clip of a chat input_audio part ({"data": base64, "format": …}; `where` names the part).
+std::vector<float> audio_from_part(const lfm_model_state& s, const nlohmann::ordered_json& input_audio,
+                                   const std::string& where, double max_seconds);
+// The longest clip accepted when the caller says 0.
+inline constexpr double kDefaultMaxAudioSeconds = 600;
 
 // Structured output (capi_structured.cpp): the compiled grammar the params ask for, or null. With
 // `turn` (a chat request), strict tools and a required or named tool_choice constrain the tool

@@ -55,6 +55,8 @@ lfm_event c_event(const lfm_request& r, std::vector<int32_t>& top_ids, std::vect
   c.drafted_tokens = ev.usage.drafted_tokens;
   c.accepted_tokens = ev.usage.accepted_tokens;
   c.image_tiles = ev.usage.image_tiles;
+  c.audio_clips = ev.usage.audio_clips;
+  c.encode_seconds = ev.usage.encode_seconds;
   static const char kEmpty[] = "";
   c.message_json = done ? r.message_json.c_str() : kEmpty;
   c.message_json_length = done ? r.message_json.size() : 0;
@@ -178,20 +180,33 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     const lfm_model_state& ms = *engine->model;
     Request r;
     std::vector<capi::PendingImage> pending = capi::prompt_images(ms, p);
+    std::vector<std::vector<float>> clips = capi::prompt_audio(ms, p);
     std::optional<ChatTurn> turn;
     std::optional<ChatTurnInput> chat;
     if (p.n_ids > 0) r.prompt.assign(p.ids, p.ids + p.n_ids);
-    if (p.text) r.prompt = capi::model_tokenizer(ms).encode(p.text, true);
+    if (p.text) {
+      std::string text = p.text;
+      if (!clips.empty()) replace_audio_markers(text, capi::audio_setup(ms).placeholder_text);
+      r.prompt = capi::model_tokenizer(ms).encode(text, true);
+    }
     if (p.messages_json) {
-      chat = capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &pending);
+      chat = capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &pending, &clips, p.max_audio_seconds);
       turn = capi::chat_turn(ms, *chat, true);
       turn->apply(r);
-      chat->images = {};  // laid out in the turn: the decoded pixels are not needed any more
-    } else if (!pending.empty()) {
-      const std::vector<image::Image> images = capi::decode_images(ms, std::move(pending));
-      ImagePrompt laid = expand_images(r.prompt, images, capi::image_setup(ms));
-      r.prompt = std::move(laid.ids);
-      r.images = std::move(laid.images);
+      chat->images = {};  // laid out in the turn: the decoded pixels and samples are not needed any more
+      chat->audios = {};
+    } else {
+      if (!pending.empty()) {
+        const std::vector<image::Image> images = capi::decode_images(ms, std::move(pending));
+        ImagePrompt laid = expand_images(r.prompt, images, capi::image_setup(ms));
+        r.prompt = std::move(laid.ids);
+        r.images = std::move(laid.images);
+      }
+      if (!clips.empty()) {
+        AudioPrompt laid = expand_audio(r.prompt, clips, capi::audio_setup(ms));
+        r.prompt = std::move(laid.ids);
+        r.audios = std::move(laid.audios);
+      }
     }
     apply_sampling(r, sp, eng.vocab_size());
     require(sp.max_tokens >= -1, "lfm_request_submit: max_tokens must be -1 or more");
