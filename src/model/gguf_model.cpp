@@ -1,6 +1,8 @@
 #include "model/gguf_model.h"
 
 #include "core/error.h"
+#include "model/audio_model.h"
+#include "model/audio_mmproj.h"
 #include "model/gguf_retrieval.h"
 #include "model/mmproj.h"
 #include "model/retrieval.h"
@@ -22,6 +24,15 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, const LoadOption
   if (head && options.pack)
     model->set_retrieval(std::make_shared<RetrievalHead>(std::move(*head), std::move(dense), cfg.hidden_size, options.backend));
   if (!options.mmproj.empty() && options.pack) {
+    auto mm = std::make_shared<const gguf::GgufFile>(options.mmproj);
+    if (is_audio_mmproj(*mm)) {
+      // LFM2-Audio: the speech encoder and adapter; the placeholder is LFM2's <|reserved_123|> (133).
+      const int32_t audio_token = AudioConfig{}.audio_token_id;
+      LFM_CHECK(audio_token < cfg.vocab_size, "mmproj: the audio token id ", audio_token, " is outside the vocabulary");
+      const AudioConfig ac = audio_config_from_mmproj(*mm, cfg.hidden_size, audio_token);
+      model->set_audio(std::make_shared<AudioModel>(ac, audio_mmproj_tensor_source(mm, ac), options.backend));
+      return model;
+    }
     // The image token is the language model's "<image>" (LFM2-VL's id 396 when the vocabulary
     // does not name it).
     int32_t image_token = 396;
@@ -29,7 +40,6 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, const LoadOption
       for (size_t i = 0; i < tokens->arr.size(); ++i)
         if (tokens->arr[i].type == gguf::ValueType::STRING && tokens->arr[i].str == "<image>") image_token = static_cast<int32_t>(i);
     LFM_CHECK(image_token < cfg.vocab_size, "mmproj: the image token id ", image_token, " is outside the vocabulary");
-    auto mm = std::make_shared<const gguf::GgufFile>(options.mmproj);
     const VisionConfig vc = vision_config_from_mmproj(*mm, cfg.hidden_size, image_token);
     model->set_vision(std::make_shared<VisionModel>(vc, mmproj_tensor_source(mm, vc), options.backend));
   }

@@ -38,8 +38,9 @@ struct LoadOptions {
   // transformers running in bf16 do, instead of exact float32 ones: one bf16 term for AVX-512
   // BF16 / AMX instead of three. Other weight types are unaffected.
   bool bf16_activations = false;
-  // LFM2-VL from llama.cpp's GGUF pair: the mmproj GGUF with the vision tower (model/mmproj.h),
-  // loaded beside a .gguf language model (a checkpoint folder carries its own vision tower).
+  // LFM2-VL / LFM2-Audio from llama.cpp's GGUF pair: the mmproj GGUF with the vision tower
+  // (model/mmproj.h) or, for clip.projector_type "lfm2a", the speech encoder (model/audio_mmproj.h),
+  // loaded beside a .gguf language model (a checkpoint folder carries its own).
   std::string mmproj{};
 };
 
