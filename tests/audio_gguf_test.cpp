@@ -6,6 +6,7 @@
 // tensor or key; `lfm gen-random --audio` writes a folder whose conversion equals its direct pair.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -20,6 +21,12 @@
 #include "kernels/dequant.h"
 #include "model/audio_mmproj.h"
 #include "model/gguf_model.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "kernels/cpu_backend.h"
+#include "model/audio_model.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace lfm {
@@ -342,6 +349,52 @@ TEST_F(AudioGguf, GenRandomPairEqualsTheConvertedFolder) {
   EXPECT_EQ(c.subsampling_channels, 8);
   EXPECT_EQ(audio_mmproj_tensor_source(mm, c)->names().size(), lfm2a_tensor_layout(c, false).size());
   EXPECT_EQ(gguf::config_from_gguf(gguf::GgufFile(pair)).hidden_size, 256);
+}
+
+}  // namespace
+}  // namespace lfm
+
+namespace lfm {
+namespace {
+
+// The pair loaded as the engine loads it (-m text.gguf --mmproj mmproj.gguf) gives transformers'
+// greedy tokens for the fixture's prompt, with the clip's features as transformers computed them.
+TEST_F(AudioGguf, ThePairGivesTransformersGreedyTokens) {
+  using json = nlohmann::json;
+  const json ref = test::read_json(tiny_a() + "/reference.json");
+  const std::vector<int32_t> ids = ref["prompt"]["input_ids"].get<std::vector<int32_t>>();
+  std::vector<int32_t> greedy;
+  for (const json& g : ref["prompt"]["greedy"]) greedy.push_back(g["token"].get<int32_t>());
+  const std::string feats = test::read_file(test::data_dir() + "/audio/frontend/features/" +
+                                            ref["prompt"]["clip"].get<std::string>() + ".f32");
+  ThreadPool pool(2);
+  auto backend = make_cpu_backend(pool);
+  for (const char* type : {"f32", "f16"}) {
+    SCOPED_TRACE(type);
+    LoadOptions lo;
+    lo.mmproj = path(std::string("mmproj-text-") + type + ".gguf");
+    auto model = load_model(path(std::string("text-") + type + ".gguf"), lo);
+    ASSERT_NE(model->audio(), nullptr);
+    auto clip = std::make_shared<AudioInput>();
+    clip->mel_bins = 128;
+    clip->features.resize(feats.size() / sizeof(float));
+    std::memcpy(clip->features.data(), feats.data(), feats.size());
+    clip->frames = static_cast<int64_t>(clip->features.size()) / 128;
+    clip->tokens = model->audio()->tokens_for(clip->frames);
+    clip->position = std::find(ids.begin(), ids.end(), 133) - ids.begin();
+    clip->hash = 1;
+    EngineOptions eo;
+    eo.state.ctx_size = 64;
+    eo.state.type = DType::F32;
+    Engine engine(*model, *backend, nullptr, eo);
+    Request r;
+    r.prompt = ids;
+    r.max_tokens = static_cast<int64_t>(greedy.size());
+    r.ignore_eos = true;
+    r.audios = {clip};
+    const auto got = test::collect(*engine.submit(r));
+    EXPECT_EQ(got.tokens, greedy) << got.error;
+  }
 }
 
 }  // namespace
