@@ -173,8 +173,11 @@ TEST(ServerImages, ImagePartsBecomeTemplateParts) {
                      "messages[0].content[0].image_url"),
              "must be an object");
   EXPECT_HAS(refusal([&] { parse_chat_request(bad(R"([{"type": "input_audio", "input_audio": {}}])"), 1000); },
+                     "messages[0].content[0].input_audio.data"),
+             "must be a string (base64 audio bytes)");
+  EXPECT_HAS(refusal([&] { parse_chat_request(bad(R"([{"type": "video_url", "video_url": {}}])"), 1000); },
                      "messages[0].content[0].type"),
-             "'input_audio' is not supported");
+             "'video_url' is not supported (text, image_url, input_audio)");
   EXPECT_HAS(refusal([&] { parse_chat_request(bad(R"([{"type": "image_url", "image_url": {"url": "data:A"}}])", "assistant"), 1000); },
                      "messages[0].content[0]"),
              "user messages only");

@@ -32,7 +32,7 @@ std::vector<float> read_audio_file(const std::string& path, int sample_rate, dou
 }
 
 void replace_audio_markers_in(std::string& text, const AudioArgs& args, const Model& model, const Tokenizer* tok) {
-  if (args.files.empty()) return;
+  if (args.files.empty() || text.empty()) return;
   LFM_CHECK(tok, "--audio needs the model's tokenizer (its audio token)");
   replace_audio_markers(text, audio_prompt_setup(model, tok).placeholder_text);
 }

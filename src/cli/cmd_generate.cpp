@@ -71,7 +71,7 @@ int run_generate(int argc, char** argv) {
   check_audio_supported(audio, *rt.model);
   std::unique_ptr<Tokenizer> tok;
   auto grammar = load_grammar(grammar_args);
-  if (!prompt_text.empty() || !stops.empty() || grammar || !image_files.empty() || !audio.files.empty())
+  if (!prompt_text.empty() || !stops.empty() || grammar || !image_files.empty())
     tok = load_tokenizer(model);
   replace_audio_markers_in(prompt_text, audio, *rt.model, tok.get());
   req.prompt = !prompt_text.empty() ? tok->encode(prompt_text, !no_special) : parse_id_list(prompt_ids, "--prompt-ids");

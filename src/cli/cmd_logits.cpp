@@ -55,7 +55,7 @@ int run_logits(int argc, char** argv) {
   check_images_supported(image_files, *rt.model);
   check_audio_supported(audio, *rt.model);
   std::unique_ptr<Tokenizer> tok;
-  if (!image_files.empty() || !audio.files.empty()) tok = load_tokenizer(model);
+  if (!image_files.empty()) tok = load_tokenizer(model);
   const ImagePrompt prompt = prompt_with_images(parse_id_list(ids_arg, "--ids"), image_files, model, *rt.model, tok.get());
   const AudioPrompt with_audio = prompt_with_audio(prompt.ids, audio, *rt.model, tok.get());
   const std::vector<int32_t>& ids = with_audio.ids;

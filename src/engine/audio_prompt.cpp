@@ -56,7 +56,7 @@ AudioPrompt expand_audio(std::span<const int32_t> ids, std::span<const std::vect
   size_t placeholders = 0;
   for (int32_t t : ids) placeholders += t == setup.audio_token_id ? 1 : 0;
   LFM_CHECK(placeholders == clips.size(), "audio: the prompt has ", placeholders, " audio placeholders (token ",
-            setup.audio_token_id, ") for ", clips.size(), " clips; each clip needs exactly one");
+            setup.audio_token_id, ") for ", clips.size(), " clips; each clip needs exactly one (\"<audio>\" in a text prompt)");
   AudioPrompt out;
   size_t next = 0;
   for (int32_t t : ids) {
