@@ -169,7 +169,6 @@ void Server::Impl::handle_transcription(const httplib::Request& req, httplib::Re
     } else {
       res.set_content(dump({{"text", text}, {"usage", transcription_usage(u, seconds)}}), "application/json");
     }
-    note_usage(u.prompt_tokens, u.completion_tokens);
     return;
   }
 

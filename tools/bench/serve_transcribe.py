@@ -6,6 +6,10 @@ second, and each request's latency (median, max).
 
     serve_transcribe.py URL FILE... [--concurrency 8] [--repeats 3] [--rounds-of N]
 
+Every request uploads the next file, never one already sent: a server that caches encoded audio or
+prompt prefixes (lfm does both) must not be measured on repeats, so at least
+N · (repeats + 1) distinct files are needed (one round of N per repeat, and the warm-up).
+
 Works against `lfm serve` on an LFM2-Audio model and any OpenAI-compatible transcription server.
 The duration of each file is read from its WAV header (WAV files only).
 """
@@ -53,8 +57,11 @@ def main():
         with wave.open(f, "rb") as w:
             seconds = w.getnframes() / w.getframerate()
         clips.append((f, open(f, "rb").read(), seconds))
-    n = a.rounds_of or len(clips)
-    work = [clips[i % len(clips)] for i in range(n)]
+    n = a.rounds_of or len(clips) // (a.repeats + 1)
+    if n < 1 or n * (a.repeats + 1) > len(clips):
+        raise SystemExit(f"serve_transcribe: {len(clips)} files; {n} requests x {a.repeats + 1} rounds need as many "
+                         "distinct files")
+    rounds = [clips[r * n:(r + 1) * n] for r in range(a.repeats + 1)]
 
     def one(clip):
         name, data, _ = clip
@@ -65,17 +72,17 @@ def main():
             raise SystemExit(f"serve_transcribe: no text in {out}")
         return time.perf_counter() - t0
 
-    def round_():
+    def round_(work):
         t0 = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(a.concurrency) as ex:
             lat = list(ex.map(one, work))
         return time.perf_counter() - t0, lat
 
-    round_()  # warm-up
-    runs = [round_() for _ in range(a.repeats)]
+    round_(rounds[0])  # warm-up
+    runs = [round_(w) for w in rounds[1:]]
     secs = [s for s, _ in runs]
     med = statistics.median(secs)
-    audio = sum(c[2] for c in work)
+    audio = statistics.median(sum(c[2] for c in w) for w in rounds[1:])
     lat = [x for _, l in runs for x in l]
     print(json.dumps({"requests": n, "audio_seconds": audio, "concurrency": a.concurrency, "seconds_median": med,
                       "seconds": secs, "audio_seconds_per_second": audio / med,
