@@ -82,10 +82,10 @@ say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of tran
 run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*_cuda'
 say "retrievers on the CUDA backend (hidden states, vectors and scores within 1e-4 of transformers; alone = batched)"
 run 60 $TESTS --gtest_filter='Fixtures/RetrievalFixtureTest.*_cuda'
-# LFM2-Audio: the speech encoder against transformers, and audio requests through the engine.
-run 60 $CUDA_TESTS --gtest_filter='CudaTest.SpeechEncoderOps*'
-run 120 $TESTS --gtest_filter='Audio/AudioEncoderFixtureTest.*_cuda:Audio/AudioEngineTest.*_cuda:AudioGguf.*'
 run 60 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/RetrievalFixtureTest.TextsAloneAndBatched*_cuda'
+say "LFM2-Audio on the CUDA backend (speech encoder ops, encoder/adapter/logits within 1e-4 of transformers, engine greedy)"
+run 60 $CUDA_TESTS --gtest_filter='CudaTest.SpeechEncoderOps*'
+run 120 $TESTS --gtest_filter='Audio/AudioEncoderFixtureTest.*_cuda:Audio/AudioEngineTest.*_cuda'
 say "speculative decoding on the CUDA backend (greedy outputs with every drafter, rollback of device state, stops and logprobs)"
 run 150 $TESTS --gtest_filter='Fixtures/*Speculative*.*_cuda_block*'
 
