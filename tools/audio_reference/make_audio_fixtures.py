@@ -276,7 +276,60 @@ def make_clips():
     clips.append(("from_44k_stereo_1p37s", f32(0.5 * (left + right)),
                   "stands for a 44.1 kHz stereo source after downmix (mean of L and R) and resampling to 16 kHz: "
                   "L = 330 Hz tone, R = 5.2 kHz tone + noise; 21920 samples (1.37 s), synthesised directly at 16 kHz"))
+    # appended last, with its own generator, so that every clip above keeps its bytes
+    clips.append(("speechlike_12s", speechlike(192000, 5812),
+                  "synthetic voiced speech, 12.0 s (192000 samples, T=1201, N=151): harmonics of a pitch contour "
+                  "100-220 Hz under three vowel-like formant resonances, syllables of 120-320 ms with raised-cosine "
+                  "envelopes and pauses of 60-450 ms, breath noise sigma 0.002; numpy default_rng(5812)"))
     return clips
+
+
+# Vowel-like formant targets (F1, F2, F3 in Hz; textbook adult-male averages): each syllable picks one.
+VOWELS = [(730, 1090, 2440), (270, 2290, 3010), (300, 870, 2240), (530, 1840, 2480), (570, 840, 2410)]
+FORMANT_BW = (90.0, 110.0, 170.0)  # resonance half-widths (Hz)
+FORMANT_GAIN = (1.0, 0.6, 0.3)
+
+
+def speechlike(n, seed):
+    """A deterministic voiced signal with speech's coarse structure (a long clip for the encoder, not speech):
+    syllables (120-320 ms) with pauses (60-450 ms, longer after every 3-6 syllables); within a syllable the sum of
+    the harmonics k*f0 < 5 kHz of a slowly moving pitch f0(t) in [100, 220] Hz, harmonic k weighted by 1/k times
+    three Lorentzian formant resonances that glide between the syllables' vowel targets; plus breath noise."""
+    g = np.random.default_rng(seed)
+    tt = np.arange(n, dtype=np.float64) / SR
+    # syllable layout: (start, length) in samples, pauses between them
+    env = np.zeros(n)
+    centres, vowels = [], []
+    pos, count = int(0.15 * SR), 0
+    while True:
+        length = int(g.uniform(0.12, 0.32) * SR)
+        if pos + length > n - int(0.1 * SR):
+            break
+        ramp = min(length // 3, int(0.04 * SR))
+        e = np.ones(length)
+        e[:ramp] = 0.5 - 0.5 * np.cos(np.pi * np.arange(ramp) / ramp)
+        e[length - ramp:] = e[:ramp][::-1]
+        env[pos:pos + length] = e * g.uniform(0.6, 1.0)
+        centres.append(pos + length / 2)
+        vowels.append(VOWELS[int(g.integers(len(VOWELS)))])
+        count += 1
+        long_pause = count % int(g.integers(3, 7)) == 0
+        pos += length + int((g.uniform(0.25, 0.45) if long_pause else g.uniform(0.06, 0.12)) * SR)
+    # pitch: two slow sinusoids, 160 +- 60 Hz at most, inside [100, 220]
+    ph = g.uniform(0.0, 2 * np.pi, 2)
+    f0 = 160.0 + 42.0 * np.sin(2 * np.pi * 0.23 * tt + ph[0]) + 16.0 * np.sin(2 * np.pi * 1.7 * tt + ph[1])
+    phase = 2 * np.pi * np.cumsum(f0) / SR
+    # formant tracks: each formant glides linearly between successive syllable centres
+    centres = np.asarray(centres)
+    formants = [np.interp(np.arange(n), centres, [v[j] for v in vowels]) for j in range(3)]
+    x = np.zeros(n)
+    for k in range(1, int(5000 // 100) + 1):
+        fk = k * f0
+        gain = sum(a / (1.0 + ((fk - F) / bw) ** 2) for a, F, bw in zip(FORMANT_GAIN, formants, FORMANT_BW))
+        x += np.where(fk < 5000.0, gain / k, 0.0) * np.sin(k * phase)
+    x *= env
+    x *= 0.5 / np.abs(x).max()
+    return np.asarray(x + 0.002 * g.normal(0.0, 1.0, n), dtype=np.float32)
 
 
 def n_tokens(L):
@@ -454,7 +507,7 @@ MODELS = [
      "tie_audio_embeddings": True, "depth_tie": False},
 ]
 MODEL_CLIPS = ["min_320", "tone_1280", "hops_5280", "chirp_up_5280", "sweep_1p0s", "from_8k_0p75s", "from_44k_stereo_1p37s",
-               "noise_3p3s"]
+               "noise_3p3s", "speechlike_12s"]
 PROMPT_CLIP = "sweep_1p0s"
 PAIR_CLIPS = ("hops_5280", "chirp_up_5280")      # equal lengths: one extractor call, no padding
 PADDED_PAIR_CLIPS = ("tone_1280", "hops_5280")   # unequal lengths: padded batch (HF v5.2.0 gives NaN, recorded)
