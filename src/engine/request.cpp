@@ -1,5 +1,7 @@
 #include "engine/request.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace lfm {
@@ -18,6 +20,28 @@ Drafter parse_drafter(const std::string& name) {
   if (name == "ngram") return Drafter::kNgram;
   if (name == "model") return Drafter::kModel;
   fail("speculative: unknown drafter '", name, "' (use none, ngram or model)");
+}
+
+const char* audio_out_mode_name(AudioOutMode m) {
+  switch (m) {
+    case AudioOutMode::kSequential: return "sequential";
+    case AudioOutMode::kInterleaved: return "interleaved";
+    case AudioOutMode::kNone: break;
+  }
+  return "none";
+}
+
+AudioOutMode parse_audio_out_mode(const std::string& name) {
+  if (name == "none") return AudioOutMode::kNone;
+  if (name == "sequential") return AudioOutMode::kSequential;
+  if (name == "interleaved") return AudioOutMode::kInterleaved;
+  fail("speech output: unknown generation mode '", name, "' (use sequential or interleaved)");
+}
+
+void AudioOutParams::validate() const {
+  LFM_CHECK(std::isfinite(temperature) && temperature >= 0.0f && temperature <= 100.0f,
+            "speech output: audio temperature ", temperature, " is not in [0, 100]");
+  LFM_CHECK(top_k >= 0, "speech output: audio top_k ", top_k, " is negative");
 }
 
 const char* finish_reason_name(FinishReason r) {

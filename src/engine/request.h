@@ -31,6 +31,39 @@ const char* drafter_name(Drafter d);  // "none", "ngram", "model"
 // "none", "ngram", "model" (case-sensitive); throws lfm::Error naming the bad value.
 Drafter parse_drafter(const std::string& name);
 
+// Speech output (LFM2-Audio): whether the model's turn may speak, and how its audio is sampled.
+// kSequential: text until the model emits audio_start_token_id, then audio frames until the
+// end-of-audio frame, then text again (TTS: the model starts speaking at once). kInterleaved: text
+// and audio alternate in fixed runs (interleaved_n_text tokens, interleaved_n_audio frames) until
+// text_end_token_id ends the text, then audio alone; the end-of-sequence id ends the turn. Each
+// frame is one backbone step followed by the depth transformer's `codebooks` steps, one code each.
+enum class AudioOutMode { kNone, kSequential, kInterleaved };
+const char* audio_out_mode_name(AudioOutMode m);  // "none", "sequential", "interleaved"
+AudioOutMode parse_audio_out_mode(const std::string& name);  // throws lfm::Error naming a bad value
+
+struct AudioOutParams {
+  AudioOutMode mode = AudioOutMode::kNone;
+  // Each code is drawn from the depth transformer's logits: greedy when temperature <= 0 or
+  // top_k == 1, else softmax(logits / temperature) over the top_k best (0: all), from the
+  // request's seeded generator (SamplingParams::seed), after the text's draws.
+  float temperature = 0.0f;
+  int top_k = 0;
+  // Decode frames to a waveform (the model's detokenizer, streamed in Event::audio as frames
+  // come); false: codes only (Event::audio_codes).
+  bool waveform = true;
+  void validate() const;  // throws lfm::Error naming the first bad field
+};
+
+// Audio frames already in the conversation (an earlier spoken turn): each of `frames` prompt
+// positions from `position` on takes the sum of its codes' audio embeddings instead of a token's.
+// codes: [frames, codebooks], every code in [0, audio_vocab_size). Shared, immutable.
+struct AudioOutFrames {
+  int64_t position = 0;
+  int64_t frames = 0;
+  std::vector<int32_t> codes;
+  uint64_t hash = 0;  // of the codes (engine/speech_prompt.h): keys the positions in the prefix cache
+};
+
 struct Request {
   std::vector<int32_t> prompt;      // token ids, at least one
   SamplingParams sampling;
@@ -62,6 +95,10 @@ struct Request {
   // place of the clip's audio tokens in the prompt (expand_audio lays the prompt out). Needs a
   // model with a speech encoder.
   std::vector<std::shared_ptr<const AudioInput>> audios;
+  // Speech output (LFM2-Audio): needs a model with the audio-output head (Model::speech_out) and,
+  // for waveforms, a detokenizer. Earlier spoken turns in the prompt go in audio_frames.
+  AudioOutParams audio_out;
+  std::vector<std::shared_ptr<const AudioOutFrames>> audio_frames;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -83,10 +120,14 @@ struct Usage {
   int64_t audio_clips = 0;          // audio clips encoded for this request (likewise)
   double encode_seconds = 0;        // time the vision tower / speech encoder spent on them
   int64_t encode_steps = 0;         // scheduler steps that ran part of their encoding
+  int64_t audio_frames = 0;         // speech output: frames generated (the end-of-audio frame too)
+  double audio_seconds = 0;         // and the waveform's duration
+  double first_audio_seconds = 0;   // submit → first waveform samples (0: none)
 };
 
 struct Event {
-  enum class Kind { kToken, kDone };
+  // kAudio comes only to requests with audio_out (speech output), between their kToken events.
+  enum class Kind { kToken, kAudio, kDone };
   Kind kind = Kind::kToken;
   // kToken: one generated id and the text that became final with it (may be empty: text can be
   // held back by a stop string or an unfinished UTF-8 sequence, and stop ids add no text).
@@ -94,6 +135,15 @@ struct Event {
   std::string text;
   float logprob = 0;
   std::vector<TokenLogprob> top_logprobs;
+  // kAudio: one generated frame's codes [codebooks] (empty when the event only carries samples),
+  // audio_end when that frame is the end-of-audio frame (its codes are all the end-of-audio
+  // code), and waveform samples that became final (mono float, Event::sample_rate Hz; streamed:
+  // the concatenation of a request's samples is its whole waveform). kDone may carry the last
+  // samples (the detokenizer's tail).
+  std::vector<int32_t> audio_codes;
+  bool audio_end = false;
+  std::vector<float> audio;
+  int32_t sample_rate = 0;
   // kDone: why it ended, any remaining text, usage; `error` when kError.
   FinishReason finish = FinishReason::kNone;
   std::string stop;  // the stop string that ended it, if any
