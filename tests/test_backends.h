@@ -49,6 +49,8 @@ inline bool emulator_selected(std::string* why) {
       {"AudioEncoderFixtureTest.EncoderAndAdapterMatchTransformersPerClip", "lfm2audio_tiny_a"},
       {"AudioEncoderFixtureTest.PromptLogitsAndGreedyTokensMatchTransformers", "lfm2audio_tiny_b"},
       {"AudioEncoderFixtureTest.ClipsTogetherAndStagedAreTheClipsAlone", "lfm2audio_tiny_a"},
+      {"SpeechOutTest.DepthTransformerMatchesTransformers", ""},
+      {"SpeechOutTest.ASpokenTurnInThePromptMatchesTransformers", ""},
       {"SpeculativeStateTest.KeepingAnyPrefixIsExactlyFeedingOnlyThatPrefix",
        "(\"lfm2_c_layertypes_untied_convbias_f32\", \"cuda-emu\", 1, \"f32\")"},
   };
