@@ -306,6 +306,8 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   }
   const std::string config_path = (fs::path(path) / "config.json").string();
   const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
+  LFM_CHECK(options.vocoder.empty(), "model: a vocoder file goes with a .gguf language model; the checkpoint folder '",
+            path, "' has its own speech output head");
   LFM_CHECK(options.mmproj.empty(), "model: an mmproj file goes with a .gguf language model; the checkpoint folder '",
             path, "' has its own vision tower");
   if (is_audio_config(j)) return load_audio_folder(path, config_path, j, options);

@@ -43,6 +43,9 @@ struct LoadOptions {
   // (model/mmproj.h) or, for clip.projector_type "lfm2a", the speech encoder (model/audio_mmproj.h),
   // loaded beside a .gguf language model (a checkpoint folder carries its own).
   std::string mmproj{};
+  // LFM2.5-Audio's speech output from llama.cpp's vocoder GGUF (model/vocoder_gguf.h), beside a
+  // .gguf language model (a checkpoint folder carries its own).
+  std::string vocoder{};
 };
 
 class Model {
