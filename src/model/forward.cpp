@@ -139,6 +139,25 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     observe(i, "", h_, T_, d);
   }
 
+  // BatchItem::hidden_rows: those items' rows through the final norm, down to the host.
+  out.hidden_first.assign(items.size(), -1);
+  out.hidden.clear();
+  std::vector<int32_t> hidden_rows;
+  for (size_t i = 0, off = 0; i < items.size(); off += items[i].tokens.size(), ++i) {
+    if (!items[i].hidden_rows) continue;
+    out.hidden_first[i] = static_cast<int64_t>(hidden_rows.size());
+    for (size_t t = 0; t < items[i].tokens.size(); ++t) hidden_rows.push_back(static_cast<int32_t>(off + t));
+  }
+  if (!hidden_rows.empty()) {
+    const int64_t n = static_cast<int64_t>(hidden_rows.size());
+    int32_t* dev = scratch<int32_t>(hidden_rows_buf_, n);
+    be_.upload(dev, hidden_rows.data(), hidden_rows.size() * sizeof(int32_t));
+    be_.gather_rows(h_, d, dev, n, a_);
+    be_.rms_norm(a_, w.final_norm.ptr(), n, d, c.norm_eps, a_);
+    out.hidden.resize(static_cast<size_t>(n * d));
+    be_.download(out.hidden.data(), a_, out.hidden.size() * sizeof(float));
+  }
+
   // Final norm and head, only on the rows whose logits (or greedy ids) are wanted.
   out.first_row.clear();
   out.n_rows.clear();

@@ -53,6 +53,10 @@ struct BatchItem {
   std::span<const int32_t> cache_keys{};
   // Non-null: only its last row's shortlist (StepOutput::shortlist), not its logits.
   const ShortlistRequest* shortlist = nullptr;
+  // Also the final normed hidden rows (after the last norm, before the head) of every new token,
+  // into StepOutput::hidden: what LFM2.5-Audio's detokenizer reads instead of logits. The item's
+  // logits come as usual (its last row's only unless all_logits).
+  bool hidden_rows = false;
 };
 
 struct StepOutput {
@@ -69,6 +73,10 @@ struct StepOutput {
   std::vector<int64_t> shortlist_of;  // per item: its index among the shortlisted (-1: none)
   std::vector<double> logsumexps;     // per shortlisted item: its row's logsumexp when asked for, else NaN
   std::vector<int64_t> logits_row;    // per item: its last row in the step's logits (Forward::fetch_row)
+  // BatchItem::hidden_rows items' final normed hidden rows [rows, hidden_size] (host memory), packed
+  // in item order; hidden_first: per item, its first row there (-1: it did not ask).
+  std::vector<float> hidden;
+  std::vector<int64_t> hidden_first;
   const float* row(size_t item, int64_t i = 0) const;  // logits of the item's i-th row
   std::span<const Candidate> shortlist(size_t item) const;
   float tail(size_t item) const { return tails[static_cast<size_t>(shortlist_of[item])]; }
@@ -132,6 +140,7 @@ class Forward {
   float *h_ = nullptr, *a_ = nullptr, *mix_ = nullptr;  // [T, d]: residual stream, normed input, mixer/FFN output
   const int64_t* positions_ = nullptr;                   // [T]
   DeviceBuffer h_buf_, a_buf_, mix_buf_, proj_buf_, tmp_buf_, tmp2_buf_, tmp3_buf_, ids_buf_, positions_buf_;
+  DeviceBuffer hidden_rows_buf_;  // BatchItem::hidden_rows items' row indices
   DeviceBuffer rows_buf_, logits_buf_, argmax_buf_, allowed_buf_, keep_buf_, kept_buf_;
   DeviceBuffer edits_buf_, candidate_rows_buf_, lse_rows_buf_;
   DeviceBuffer shortlist_out_buf_;        // candidates | tails | logsumexps, downloaded at once

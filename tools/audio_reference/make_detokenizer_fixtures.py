@@ -87,7 +87,26 @@ def lay_over_lfm2_audio():
 
 _OVERLAY_TMP = lay_over_lfm2_audio()
 from transformers import Lfm2Config  # noqa: E402
+import transformers.models.lfm2.modeling_lfm2 as modeling_lfm2  # noqa: E402
 from transformers.models.lfm2_audio.modeling_lfm2_audio import Lfm2AudioDetokenizer  # noqa: E402
+
+# The detokenizer hands the LFM2 stack a 4-D BOOLEAN mask (True: the key is visible), which
+# create_causal_mask returns as-is. SDPA (transformers' default wherever torch has it) reads a boolean mask that way;
+# the eager path instead ADDS the mask to the scores (True -> +1, False -> +0), which masks nothing (the stack would
+# see every row, future ones included). torch 1.13 has no SDPA, so the mask is turned into the additive form eager
+# expects (0 where visible, the dtype's minimum elsewhere): the model's intended (SDPA) behaviour.
+_create_causal_mask = modeling_lfm2.create_causal_mask
+
+
+def _additive_causal_mask(*args, **kwargs):
+    mask = _create_causal_mask(*args, **kwargs)
+    if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+        dtype = kwargs["inputs_embeds"].dtype
+        mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+    return mask
+
+
+modeling_lfm2.create_causal_mask = _additive_causal_mask
 
 PROVENANCE = {
     "transformers": transformers.__version__,
@@ -101,7 +120,11 @@ PROVENANCE = {
     "compat_shims": list(hfenv.COMPAT_SHIMS) + [
         "models/lfm2_audio laid over the v5.2.0 tree as in make_audio_fixtures.py (empty __init__.py)",
         "attn_implementation='eager' (set_attn_implementation after construction, attn_implementation='eager' on "
-        "reload): torch 1.13 has no F.scaled_dot_product_attention"],
+        "reload): torch 1.13 has no F.scaled_dot_product_attention",
+        "modeling_lfm2.create_causal_mask wrapped: the detokenizer's 4-D boolean sliding-window mask (returned as-is) "
+        "becomes additive (0 visible / finfo.min masked) because the eager path adds a mask to the scores (a boolean "
+        "one would add +1 and mask nothing); SDPA, the default with torch >= 2, reads the boolean mask as visibility: "
+        "the fixture is the SDPA semantics, checked causal (changing a later frame leaves earlier rows' outputs)"],
     "generator": "tools/audio_reference/make_detokenizer_fixtures.py",
 }
 
@@ -211,8 +234,15 @@ def main():
         wav = run(model, codes)
         again = run(det, codes)
         assert torch.equal(wav, again), "reloaded model differs"
-        got = cap.got
+        got = dict(cap.got)
         rows = 6 * frames
+        # Causal: a different last frame leaves every earlier row's lin output unchanged.
+        if frames > 1:
+            other = codes.copy()
+            other[-1] = (other[-1] + 1) % 2048
+            run(model, other)
+            assert torch.equal(cap.got["lin"][0, :rows - 6], got["lin"][0, :rows - 6]), "not causal"
+            assert not torch.equal(cap.got["lin"][0, rows - 6:], got["lin"][0, rows - 6:])
         assert tuple(got["upsampled"].shape) == (1, rows, HIDDEN)
         assert tuple(got["lin"].shape) == (1, rows, 1282)
         assert tuple(wav.shape) == (1, 1920 * frames)
