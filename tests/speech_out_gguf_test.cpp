@@ -4,6 +4,7 @@
 // lfm2audio_tts_tiny) when converted in F32; errors name what is wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/thread_pool.h"
@@ -30,6 +31,16 @@ class SpeechOutGguf : public ::testing::Test {
                                    ".gguf' --type " + type);
       ASSERT_EQ(r.code, 0) << r.out;
     }
+    // With its detokenizer (tests/data/audio/detokenizer_tiny as audio_detokenizer/).
+    namespace fs = std::filesystem;
+    const fs::path speak = fs::path(dir_->str()) / "speak";
+    fs::create_directories(speak / "audio_detokenizer");
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+      fs::copy_file(fs::path(tts_dir()) / f, speak / f);
+    for (const char* f : {"config.json", "model.safetensors"})
+      fs::copy_file(fs::path(test::data_dir()) / "audio" / "detokenizer_tiny" / f, speak / "audio_detokenizer" / f);
+    const auto r = test::run_lfm("convert -q -m '" + speak.string() + "' -o '" + dir_->str() + "/speak-f32.gguf' --type f32");
+    ASSERT_EQ(r.code, 0) << r.out;
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -100,6 +111,38 @@ TEST_F(SpeechOutGguf, TheGgufFilesGiveTransformersGreedyTextAndCodes) {
       EXPECT_EQ(got.tokens.front(), 128);
     }
   }
+}
+
+TEST_F(SpeechOutGguf, TheVocodersDetokenizerGivesTheFoldersWaveform) {
+  using json = nlohmann::json;
+  const json g = test::read_json(tts_dir() + "/reference.json")["generate"]["inter_b"];
+  ThreadPool pool(2);
+  auto backend = make_cpu_backend(pool);
+  std::vector<std::vector<float>> waves;
+  for (bool gguf : {false, true}) {
+    LoadOptions lo;
+    if (gguf) {
+      lo.mmproj = path("mmproj-speak-f32.gguf");
+      lo.vocoder = path("vocoder-speak-f32.gguf");
+    }
+    auto model = load_model(gguf ? path("speak-f32.gguf") : path("speak"), lo);
+    ASSERT_NE(model->detokenizer(), nullptr);
+    EngineOptions eo;
+    eo.state.ctx_size = 128;
+    eo.state.type = DType::F32;
+    Engine engine(*model, *backend, nullptr, eo);
+    Request r;
+    r.prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+    r.max_tokens = g["max_new_tokens"].get<int64_t>();
+    r.audio_out.mode = AudioOutMode::kInterleaved;
+    const auto got = test::collect(*engine.submit(r));
+    ASSERT_TRUE(got.error.empty()) << got.error;
+    ASSERT_EQ(got.audio.size(), got.frames.size() * 1920);
+    waves.push_back(got.audio);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < waves[0].size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(waves[0][i] - waves[1][i])));
+  EXPECT_LT(worst, 1e-6) << "the F32 vocoder GGUF's detokenizer is the folder's";
 }
 
 TEST_F(SpeechOutGguf, BadVocoderFilesAreRefusedByName) {

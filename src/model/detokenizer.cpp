@@ -165,10 +165,15 @@ int64_t Detokenizer::max_frames() const { return config().max_position / kUpsamp
 std::unique_ptr<Detokenizer> Detokenizer::load(const std::string& folder, const LoadOptions& options) {
   namespace fs = std::filesystem;
   LFM_CHECK(fs::is_directory(folder), "detokenizer: '", folder, "' is not a folder");
-  ModelConfig cfg = detokenizer_config((fs::path(folder) / "config.json").string());
+  return load_source(detokenizer_config((fs::path(folder) / "config.json").string()),
+                     std::make_shared<SafetensorsCheckpoint>(folder), options);
+}
+
+std::unique_ptr<Detokenizer> Detokenizer::load_source(ModelConfig cfg, std::shared_ptr<const TensorSource> source,
+                                                      const LoadOptions& options) {
   const int64_t d = cfg.hidden_size;
   auto impl = std::make_unique<Impl>();
-  impl->base = std::make_shared<SafetensorsCheckpoint>(folder);
+  impl->base = std::move(source);
   const TensorSource& base = *impl->base;
   auto stack = std::make_unique<RenamedTensorSource>(impl->base, std::vector<std::pair<std::string, std::string>>{{"lfm.", "model."}});
   const char* own[] = {"emb.emb.weight", "lin.weight", "lin.bias", "istft.window"};

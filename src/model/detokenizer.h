@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/tensor_source.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 
@@ -35,6 +36,10 @@ class Detokenizer {
   // (emb.emb.weight, lfm.*, lin.weight, lin.bias, istft.window). options.backend prepares the
   // weights as for a language model (null: the CPU preparation, for every CPU backend).
   static std::unique_ptr<Detokenizer> load(const std::string& folder, const LoadOptions& options = {});
+  // The same from tensors under the folder's names (emb.emb.weight, lfm.…, lin.…, istft.window)
+  // and the stack's config (e.g. llama.cpp's vocoder GGUF: model/vocoder_gguf.h).
+  static std::unique_ptr<Detokenizer> load_source(ModelConfig cfg, std::shared_ptr<const TensorSource> source,
+                                                  const LoadOptions& options = {});
   ~Detokenizer();
 
   int sample_rate() const { return 24000; }

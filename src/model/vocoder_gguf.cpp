@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace lfm {
@@ -84,6 +86,59 @@ SpeechOutConfig speech_out_config_from_vocoder(const gguf::GgufFile& f, int64_t 
             "vocoder: '", f.path(), "': the depthformer's tensors do not fit together (", c.heads, " heads, ",
             c.kv_heads, " key/value heads, FFN ", c.ffn, ", ", c.codebooks, " codebooks of ", c.audio_vocab, " codes)");
   return c;
+}
+
+bool vocoder_has_detokenizer(const gguf::GgufFile& f) { return f.find_tensor("emb.emb.weight") != nullptr; }
+
+ModelConfig detokenizer_config_from_vocoder(const gguf::GgufFile& f) {
+  const gguf::TensorInfo& emb = need(f, "emb.emb.weight");
+  const gguf::TensorInfo& tok = need(f, "lfm.embed_tokens.weight");
+  LFM_CHECK(emb.ne.size() == 2 && tok.ne.size() == 2, "vocoder: '", f.path(), "': emb.emb / lfm.embed_tokens are not matrices");
+  const int64_t d = emb.ne[0];
+  nlohmann::json j;
+  j["model_type"] = "lfm2";
+  j["architectures"] = nlohmann::json::array({"Lfm2ForCausalLM"});
+  j["hidden_size"] = d;
+  j["vocab_size"] = tok.ne[1];
+  j["norm_eps"] = 1e-5;
+  j["rope_theta"] = 1e6;
+  j["sliding_window"] = 30;
+  j["max_position_embeddings"] = 128000;
+  j["tie_word_embeddings"] = true;
+  j["block_auto_adjust_ff_dim"] = false;
+  nlohmann::json types = nlohmann::json::array();
+  int64_t heads = 0, kv_heads = 0, ffn = 0, conv_l = 3;
+  for (int64_t i = 0;; ++i) {
+    const std::string p = "lfm.layers." + std::to_string(i) + ".";
+    const gguf::TensorInfo* w1 = f.find_tensor(p + "feed_forward.w1.weight");
+    if (!w1) break;
+    LFM_CHECK(i < 256, "vocoder: '", f.path(), "': more than 256 detokenizer layers");
+    ffn = w1->ne.size() == 2 ? w1->ne[1] : 0;
+    if (const gguf::TensorInfo* conv = f.find_tensor(p + "conv.conv.weight")) {
+      types.push_back("conv");
+      conv_l = conv->ne[0];
+    } else {
+      types.push_back("sliding_attention");
+      const gguf::TensorInfo& qn = need(f, p + "self_attn.q_layernorm.weight");
+      const gguf::TensorInfo& k = need(f, p + "self_attn.k_proj.weight");
+      LFM_CHECK(qn.ne[0] > 0 && d % qn.ne[0] == 0 && k.ne.size() == 2 && k.ne[1] % qn.ne[0] == 0, "vocoder: '", f.path(),
+                "': detokenizer layer ", i, "'s head size ", qn.ne[0], " does not divide its widths");
+      heads = d / qn.ne[0];
+      kv_heads = k.ne[1] / qn.ne[0];
+    }
+  }
+  LFM_CHECK(!types.empty() && ffn > 0, "vocoder: '", f.path(), "': no detokenizer layers (lfm.layers.N.…)");
+  j["layer_types"] = types;
+  j["num_hidden_layers"] = types.size();
+  j["num_attention_heads"] = heads > 0 ? heads : 1;
+  j["num_key_value_heads"] = kv_heads > 0 ? kv_heads : 1;
+  j["intermediate_size"] = ffn;
+  j["conv_L_cache"] = conv_l;
+  try {
+    return parse_model_config(j);
+  } catch (const Error& e) {
+    fail(e.what(), " (the detokenizer of '", f.path(), "')");
+  }
 }
 
 std::shared_ptr<const TensorSource> vocoder_speech_out_source(std::shared_ptr<const gguf::GgufFile> f) {

@@ -13,6 +13,7 @@
 
 #include "formats/gguf_reader.h"
 #include "formats/tensor_source.h"
+#include "model/config.h"
 #include "model/speech_out.h"
 
 namespace lfm {
@@ -28,5 +29,11 @@ std::shared_ptr<const TensorSource> vocoder_speech_out_source(std::shared_ptr<co
 // Its detokenizer tensors under their checkpoint names (emb.emb.weight, lfm.…, lin.…), the conv
 // taps as [d, 1, k] again.
 std::shared_ptr<const TensorSource> vocoder_detokenizer_source(std::shared_ptr<const gguf::GgufFile> f);
+// Whether it carries a detokenizer (emb.emb.weight), and that LFM2 stack's config from the shapes:
+// layers and their kinds (a conv layer has conv.in_proj, the others are sliding-window attention
+// with transformers' default window of 30), widths, heads from the q/k norms and projections; RMS
+// eps 1e-5 and RoPE θ 1e6 as the released detokenizer has them.
+bool vocoder_has_detokenizer(const gguf::GgufFile& f);
+ModelConfig detokenizer_config_from_vocoder(const gguf::GgufFile& f);
 
 }  // namespace lfm
