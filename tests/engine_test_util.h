@@ -17,6 +17,11 @@ struct Result {
   FinishReason finish = FinishReason::kNone;
   Usage usage;
   std::string error;
+  // Speech output: each frame's codes, each event's modality in order (1: a text token, 3: an
+  // audio frame, as transformers numbers them), and the waveform's samples.
+  std::vector<std::vector<int32_t>> frames;
+  std::vector<int> modalities;
+  std::vector<float> audio;
 };
 
 inline Result collect(RequestStream& s) {
@@ -27,7 +32,13 @@ inline Result collect(RequestStream& s) {
       r.tokens.push_back(ev.token);
       r.logprobs.push_back(ev.logprob);
       r.top_logprobs.push_back(ev.top_logprobs);
+      r.modalities.push_back(1);
     }
+    if (ev.kind == Event::Kind::kAudio && !ev.audio_codes.empty()) {
+      r.frames.push_back(ev.audio_codes);
+      r.modalities.push_back(3);
+    }
+    r.audio.insert(r.audio.end(), ev.audio.begin(), ev.audio.end());
     if (ev.kind == Event::Kind::kDone) {
       r.finish = ev.finish;
       r.usage = ev.usage;

@@ -2,6 +2,7 @@
 // event delivery. Everything below `loop()` runs on the scheduler thread only.
 #include "engine/engine.h"
 #include "engine/engine_active.h"
+#include "model/speech_out.h"
 
 #include <algorithm>
 #include <chrono>
@@ -57,6 +58,7 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   cache_ = make_state_cache(model, opt.state, backend);
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
   if (opt.sample_candidates > 0) forward_->set_shortlist_size(opt.sample_candidates);
+  if (model.speech_out()) depth_ = std::make_unique<DepthDecoder>(*model.speech_out(), backend);
   eos_ids_ = model.config().eos_token_ids;
   if (tok_) {
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
@@ -156,6 +158,7 @@ std::shared_ptr<RequestStream> Engine::submit(Request req) {
   a->req = std::move(req);
   prepare_images(*a);  // checks the images and clips against the prompt; keys their tokens
   prepare_audio(*a);
+  prepare_speech(*a);  // speech output, and the earlier spoken turns' frames
   a->stream = std::make_shared<RequestStream>(a->id);
   std::weak_ptr<Wakeup> weak = wake_;
   a->stream->set_waker([weak] {
@@ -445,6 +448,8 @@ void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts)
   if (step_rows_.size() < batch.size()) {
     step_rows_.resize(batch.size());
     step_keys_.resize(batch.size());
+    step_ids_.resize(batch.size());
+    step_embeds_.resize(batch.size());
   }
   for (size_t i = 0; i < batch.size();) {
     Active& a = *batch[i];
@@ -456,17 +461,27 @@ void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts)
       // A plain greedy request that gets its next token this step needs only the argmax, which a
       // device backend computes in place (one id down instead of a row of logits).
       const bool token_due = a.n_fed + counts[i] == static_cast<int64_t>(a.tokens.size());
+      // A speaking request's next output is an audio frame: the depth transformer reads the
+      // backbone's hidden state, and no text logits are computed.
+      const bool frame_due = token_due && a.speech && a.speech->audio;
       items.push_back({a.seq, std::span<const int32_t>(a.tokens.data() + a.n_fed, static_cast<size_t>(counts[i])),
-                       false, token_due && a.sampler->plain_greedy()});
+                       false, token_due && !frame_due && a.sampler->plain_greedy()});
+      items.back().hidden = items.back().skip_logits = frame_due;
       // Other requests sampled from the row's best candidates (penalties and bias applied where the
       // logits are) come down as those, not as the row.
-      if (token_due && a.sampler->samples_from_shortlist(opt_.sample_candidates)) {
+      if (token_due && !frame_due && a.sampler->samples_from_shortlist(opt_.sample_candidates)) {
         a.sampler->logit_edits(a.edits);
         a.shortlist = {a.sampler->tail_temperature(opt_.sample_candidates), a.edits, a.sampler->wants_logprobs()};
         items.back().shortlist = &a.shortlist;
       }
-      if (!a.tiles.empty()) {
-        image_rows(a, a.n_fed, counts[i], step_rows_[i], step_keys_[i]);
+      if (!a.tiles.empty() || a.speech) {
+        step_rows_[i].clear();
+        step_keys_[i].clear();
+        if (!a.tiles.empty()) image_rows(a, a.n_fed, counts[i], step_rows_[i], step_keys_[i]);
+        if (a.speech) {
+          speech_rows(a, a.n_fed, counts[i], step_rows_[i], step_keys_[i], step_ids_[i], step_embeds_[i]);
+          if (!step_ids_[i].empty()) items.back().tokens = step_ids_[i];
+        }
         items.back().embeddings = step_rows_[i];
         if (!step_keys_[i].empty()) items.back().cache_keys = step_keys_[i];
       }
@@ -497,6 +512,8 @@ void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts)
   }
   if (masks.valid()) masks.get();
   ++totals_.steps;
+  std::vector<Active*> speakers;
+  std::vector<size_t> speaker_items;
   for (size_t i = 0; i < batch.size(); ++i) {
     Active* a = batch[i];
     if (a->finished) continue;
@@ -509,6 +526,11 @@ void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts)
     a->n_fed += counts[i];
     totals_.computed_tokens += counts[i];
     if (a->n_fed != static_cast<int64_t>(a->tokens.size())) continue;
+    if (items[i].hidden) {  // an audio frame: made below, for all speaking items together
+      speakers.push_back(a);
+      speaker_items.push_back(i);
+      continue;
+    }
     if (items[i].shortlist)
       after_token(*a, [&] {
         return a->sampler->sample_shortlist(out_.shortlist(i), out_.tail(i),
@@ -519,6 +541,7 @@ void Engine::run_step(std::vector<Active*>& batch, std::vector<int64_t>& counts)
     else
       after_token(*a, [&] { return a->sampler->sample(out_.row(i)); });
   }
+  if (!speakers.empty()) make_frames(speakers, speaker_items);
   std::erase_if(running_, [](const auto& a) { return a->finished; });
 }
 
@@ -546,6 +569,7 @@ void Engine::deliver(Active& a, SampleResult r) {
   const bool stop_id = std::find(a.stop_ids.begin(), a.stop_ids.end(), r.token) != a.stop_ids.end();
   if (!stop_id && a.detok) ev.text = a.stops->push(a.detok->push(r.token));
   a.stream->push(std::move(ev));
+  if (a.speech && !stop_id) speech_after_text(a, r.token);
   if (stop_id) {
     finish(a, FinishReason::kStop);
   } else if (a.stops->matched()) {

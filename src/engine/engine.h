@@ -36,6 +36,7 @@
 namespace lfm {
 
 class Tokenizer;
+class DepthDecoder;
 namespace grammar {
 struct Grammar;
 class TokenVocabulary;
@@ -184,6 +185,16 @@ class Engine {
   void encode_images(std::vector<Active*>& batch, std::vector<int64_t>& counts);
   void image_rows(const Active& a, int64_t from, int64_t n, std::vector<BatchItem::Embeddings>& rows,
                   std::vector<int32_t>& keys) const;
+  // Speech output (engine_speech.cpp): checks at submit (the earlier spoken turns' frames keyed in
+  // the prompt); an item's audio-frame rows (their embeddings, their ids made valid, their keys);
+  // the modality after a text token; this step's frames from the speaking items' hidden states
+  // (the depth transformer for all of them at once), each delivered.
+  void prepare_speech(Active& a);
+  void speech_rows(const Active& a, int64_t from, int64_t n, std::vector<BatchItem::Embeddings>& rows,
+                   std::vector<int32_t>& keys, std::vector<int32_t>& ids, std::vector<float>& embeds) const;
+  void speech_after_text(Active& a, int32_t token);
+  void make_frames(const std::vector<Active*>& speakers, const std::vector<size_t>& items);
+  void deliver_frame(Active& a, std::span<const int32_t> codes);
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
   void publish_stats();
 
@@ -215,6 +226,9 @@ class Engine {
   // This step's embedding rows and cache keys per item (they must outlive Forward::step).
   std::vector<std::vector<BatchItem::Embeddings>> step_rows_;
   std::vector<std::vector<int32_t>> step_keys_;
+  std::vector<std::vector<int32_t>> step_ids_;     // an item's ids with audio frames' keys made valid
+  std::vector<std::vector<float>> step_embeds_;   // its audio frames' embedding rows
+  std::unique_ptr<DepthDecoder> depth_;            // speech output's depth transformer (null: none)
   std::deque<std::unique_ptr<Active>> waiting_;   // arrival order
   StepOutput out_;
   EngineStats totals_;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/engine.h"
@@ -81,6 +83,21 @@ struct Engine::Active {
   std::unique_ptr<VisionEncoding> encoding;
   std::unique_ptr<AudioEncoding> audio_encoding;
   std::vector<size_t> encoding_tiles;
+  // Speech output (engine_speech.cpp): whether the next output is an audio frame, the interleaved
+  // run's steps left, whether interleaved text is over, the codes' generator, and every audio
+  // frame's codes by prompt/sequence position (earlier spoken turns and generated frames: their
+  // positions hold frame keys in `tokens`/`prompt_keys`, negative like media keys, and take the
+  // sum of their codes' embeddings as input).
+  struct Speech {
+    bool audio = false;
+    int64_t left = 0;
+    bool text_done = false;
+    std::mt19937_64 rng;
+    std::unordered_map<int64_t, std::vector<int32_t>> frames;
+    int detok_stream = -1;   // its waveform stream in the engine's detokenizer (-1: none)
+    bool audio_ended = true;  // no frame since the last end-of-audio frame (the waveform is flushed)
+  };
+  std::unique_ptr<Speech> speech;
 };
 
 }  // namespace lfm

@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_active.h"
+#include "engine/media_keys.h"
 #include "model/audio_model.h"
 #include "model/vision_model.h"
 
@@ -18,18 +19,6 @@ namespace {
 
 // The most bytes of encoded tiles kept for reuse (a 1.6B-shape tile is 2 MiB).
 constexpr size_t kTileCacheBytes = size_t(64) << 20;
-
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: a bijection, so distinct inputs stay distinct
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// The cache key of token i of an image or clip: negative, so never a token id.
-int32_t image_token_key(uint64_t image_hash, int64_t i) {
-  return -1 - static_cast<int32_t>(mix64(image_hash + static_cast<uint64_t>(i)) >> 33);
-}
 
 }  // namespace
 
@@ -63,7 +52,7 @@ void Engine::prepare_images(Active& a) {
         LFM_CHECK(a.req.prompt[static_cast<size_t>(p)] == vc.image_token_id, "engine: prompt position ", p,
                   " of image ", m, " holds token ", a.req.prompt[static_cast<size_t>(p)], ", not the image token ",
                   vc.image_token_id);
-        a.prompt_keys[static_cast<size_t>(p)] = image_token_key(img->hash, index++);
+        a.prompt_keys[static_cast<size_t>(p)] = media_token_key(img->hash, index++);
       }
       end_of_last = tile.position + tile.tokens;
       a.tiles.push_back({&tile, nullptr, img->hash, static_cast<int>(t), nullptr});
@@ -95,7 +84,7 @@ void Engine::prepare_audio(Active& a) {
       LFM_CHECK(a.req.prompt[static_cast<size_t>(p)] == ac.audio_token_id, "engine: prompt position ", p,
                 " of audio clip ", m, " holds token ", a.req.prompt[static_cast<size_t>(p)], ", not the audio token ",
                 ac.audio_token_id);
-      a.prompt_keys[static_cast<size_t>(p)] = image_token_key(clip->hash, p - clip->position);
+      a.prompt_keys[static_cast<size_t>(p)] = media_token_key(clip->hash, p - clip->position);
     }
     a.tiles.push_back({nullptr, clip, clip->hash, 0, nullptr});
   }

@@ -67,6 +67,8 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
       LFM_CHECK(e.data && e.offset >= 0 && e.rows > 0 && e.offset + e.rows <= static_cast<int64_t>(it.tokens.size()),
                 "forward: embedding rows [", e.offset, ", ", e.offset + e.rows, ") outside the item's ",
                 it.tokens.size(), " tokens");
+    LFM_CHECK(!it.skip_logits || (!it.argmax_only && !it.shortlist), "forward: an item without logits cannot want a ",
+              it.argmax_only ? "greedy id" : "shortlist");
     T_ += static_cast<int64_t>(it.tokens.size());
   }
   int64_t need = 0;
@@ -139,6 +141,33 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     observe(i, "", h_, T_, d);
   }
 
+  // Final normed hidden states, for the items that want them (before the head reuses a_).
+  out.hidden_size = d;
+  out.hidden_row.assign(items.size(), -1);
+  out.hidden.clear();
+  {
+    std::vector<int32_t> hrows;
+    int64_t offset = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const BatchItem& it = items[i];
+      const int64_t n = static_cast<int64_t>(it.tokens.size());
+      if (it.hidden) {
+        out.hidden_row[i] = static_cast<int64_t>(hrows.size());
+        for (int64_t t = it.all_logits ? 0 : n - 1; t < n; ++t) hrows.push_back(static_cast<int32_t>(offset + t));
+      }
+      offset += n;
+    }
+    if (!hrows.empty()) {
+      const int64_t Rh = static_cast<int64_t>(hrows.size());
+      int32_t* hrows_dev = scratch<int32_t>(rows_buf_, Rh);
+      be_.upload(hrows_dev, hrows.data(), hrows.size() * sizeof(int32_t));
+      be_.gather_rows(h_, d, hrows_dev, Rh, a_);
+      be_.rms_norm(a_, w.final_norm.ptr(), Rh, d, c.norm_eps, a_);
+      out.hidden.resize(static_cast<size_t>(Rh * d));
+      be_.download(out.hidden.data(), a_, out.hidden.size() * sizeof(float));
+    }
+  }
+
   // Final norm and head, only on the rows whose logits (or greedy ids) are wanted.
   out.first_row.clear();
   out.n_rows.clear();
@@ -148,11 +177,20 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   for (const BatchItem& it : items) {
     const int64_t n = static_cast<int64_t>(it.tokens.size());
     out.first_row.push_back(static_cast<int64_t>(rows.size()));
-    out.n_rows.push_back(it.all_logits ? n : 1);
-    for (int64_t t = it.all_logits ? 0 : n - 1; t < n; ++t) rows.push_back(static_cast<int32_t>(offset + t));
+    out.n_rows.push_back(it.skip_logits ? 0 : it.all_logits ? n : 1);
+    if (!it.skip_logits)
+      for (int64_t t = it.all_logits ? 0 : n - 1; t < n; ++t) rows.push_back(static_cast<int32_t>(offset + t));
     offset += n;
   }
   const int64_t R = static_cast<int64_t>(rows.size());
+  if (R == 0) {  // nothing but hidden states wanted
+    out.vocab = c.vocab_size;
+    out.logits.clear();
+    out.logits_row.assign(items.size(), -1);
+    out.shortlist_of.assign(items.size(), -1);
+    for (const BatchItem& it : items) cache_.commit(*it.seq, it.cache_keys.empty() ? it.tokens : it.cache_keys);
+    return;
+  }
   int32_t* rows_dev = scratch<int32_t>(rows_buf_, R);
   be_.upload(rows_dev, rows.data(), rows.size() * sizeof(int32_t));
   be_.gather_rows(h_, d, rows_dev, R, a_);

@@ -53,6 +53,11 @@ struct BatchItem {
   std::span<const int32_t> cache_keys{};
   // Non-null: only its last row's shortlist (StepOutput::shortlist), not its logits.
   const ShortlistRequest* shortlist = nullptr;
+  // The final normed hidden state of the rows it would get logits for (every row with all_logits,
+  // else the last) in StepOutput::hidden (speech output's depth transformer reads it); with
+  // skip_logits, no logits, greedy id or shortlist at all.
+  bool hidden = false;
+  bool skip_logits = false;
 };
 
 struct StepOutput {
@@ -69,6 +74,12 @@ struct StepOutput {
   std::vector<int64_t> shortlist_of;  // per item: its index among the shortlisted (-1: none)
   std::vector<double> logsumexps;     // per shortlisted item: its row's logsumexp when asked for, else NaN
   std::vector<int64_t> logits_row;    // per item: its last row in the step's logits (Forward::fetch_row)
+  // Items with BatchItem::hidden: their rows' final normed hidden states [rows, hidden_size]
+  // (host), and per item its first row there (-1: none; as many rows as n_rows would count).
+  int64_t hidden_size = 0;
+  std::vector<float> hidden;
+  std::vector<int64_t> hidden_row;
+  const float* hidden_of(size_t item, int64_t i = 0) const { return hidden.data() + (hidden_row[item] + i) * hidden_size; }
   const float* row(size_t item, int64_t i = 0) const;  // logits of the item's i-th row
   std::span<const Candidate> shortlist(size_t item) const;
   float tail(size_t item) const { return tails[static_cast<size_t>(shortlist_of[item])]; }

@@ -13,6 +13,7 @@
 #include "kernels/weight_pack.h"
 #include "model/audio_config.h"
 #include "model/audio_model.h"
+#include "model/speech_out.h"
 #include "model/gguf_model.h"
 #include "model/retrieval.h"
 #include "model/vision_config.h"
@@ -273,7 +274,23 @@ std::unique_ptr<Model> load_audio_folder(const std::string& path, const std::str
   LFM_CHECK(ours == base->names().size(), "weights: ", base->names().size() - ours, " tensors of ", base->origin(),
             " belong to neither the language model, the speech encoder nor the audio output");
   auto model = std::make_unique<Model>(std::move(cfg), std::move(text), options);
-  if (options.pack) model->set_audio(std::make_shared<AudioModel>(acfg, audio_src, options.backend));
+  if (options.pack) {
+    model->set_audio(std::make_shared<AudioModel>(acfg, audio_src, options.backend));
+    const std::vector<std::string> names = base->names();
+    const bool speaks = std::any_of(names.begin(), names.end(),
+                                    [](const std::string& n) { return n.find("depthformer.") != std::string::npos; });
+    if (speaks) {
+      SpeechOutConfig scfg;
+      try {
+        scfg = parse_speech_out_config(j, model->config().hidden_size);
+      } catch (const nlohmann::json::exception& e) {
+        fail("config: '", config_path, "': ", e.what());
+      } catch (const Error& e) {
+        fail(e.what(), " (in '", config_path, "')");
+      }
+      model->set_speech_out(std::make_shared<SpeechOutModel>(scfg, base, options.backend));
+    }
+  }
   return model;
 }
 

@@ -20,6 +20,7 @@ class Backend;
 class RetrievalHead;
 class VisionModel;
 class AudioModel;
+class SpeechOutModel;
 
 struct LoadOptions {
   // Let the backend prepare the weights it computes with (Backend::prepare_weights: the CPU
@@ -88,6 +89,9 @@ class Model {
   // LFM2-Audio's speech encoder and adapter (model/audio_model.h; null for a model without one).
   const AudioModel* audio() const { return audio_.get(); }
   void set_audio(std::shared_ptr<const AudioModel> audio) { audio_ = std::move(audio); }
+  // LFM2-Audio's speech output head (model/speech_out.h; null for a model that cannot speak).
+  const SpeechOutModel* speech_out() const { return speech_out_.get(); }
+  void set_speech_out(std::shared_ptr<const SpeechOutModel> s) { speech_out_ = std::move(s); }
   // A retriever's pooling / Dense head (model/retrieval.h; null for a generative model or a base
   // model without sentence-transformers files).
   const RetrievalHead* retrieval() const { return retrieval_.get(); }
@@ -107,6 +111,7 @@ class Model {
   std::unique_ptr<PreparedWeights> prepared_;  // the backend's copies the views point into
   std::shared_ptr<const VisionModel> vision_;
   std::shared_ptr<const AudioModel> audio_;
+  std::shared_ptr<const SpeechOutModel> speech_out_;
   std::shared_ptr<const RetrievalHead> retrieval_;
   const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
