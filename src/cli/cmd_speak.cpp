@@ -12,6 +12,7 @@
 
 #include "audio/audio_encode.h"
 #include "cli/command.h"
+#include "model/speech_out.h"
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/output_file.h"
@@ -68,6 +69,7 @@ int run_speak(int argc, char** argv) {
   int64_t max_new = 0;
   double max_seconds = 600;
   uint64_t seed = 0;
+  bool speak_now = false;
   AudioOutParams audio;
   // Sampled codes by default: greedy Mimi codes tend to repeat a sound; a small top-k keeps the
   // voice steady. (The text before <|audio_start|> is greedy unless asked.)
@@ -93,6 +95,9 @@ int run_speak(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", max_new, "Most steps (text tokens and audio frames; 0: until the model ends or the context is full)")
       ->capture_default_str()
       ->check(non_negative_number());
+  app.add_flag("--speak-now", speak_now,
+               "Open the reply with <|audio_start|> instead of letting the model choose it (a model that would say "
+               "something first speaks at once; benchmarks on random weights need it)");
   app.add_option("--max-audio-seconds", max_seconds, "Stop when the speech reaches this duration")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
@@ -126,6 +131,10 @@ int run_speak(int argc, char** argv) {
   if (rt.model->audio()) setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
   ChatTurnBuilder chat(*tok, nullptr, setup);
   Request r = tts_request(chat, input, v, audio, text);
+  if (speak_now) {  // the turn opens with <|audio_start|>: the model speaks from its first step
+    r.prompt.push_back(rt.model->speech_out() ? rt.model->speech_out()->config().audio_start_id : 128);
+    r.audio_out.audio_first = true;
+  }
   r.max_tokens = max_new > 0 ? max_new : -1;
   Engine engine(*rt.model, *rt.backend, tok.get(), engine_options(state, *rt.model));
   LFM_CHECK(static_cast<int64_t>(r.prompt.size()) < engine.ctx_size(), "speak: the text makes a prompt of ",
