@@ -365,7 +365,7 @@ def run_generate(model, trace, ids, mode, max_new, modality_ids=None, audio_code
     out = model.generate(input_ids=torch.tensor([ids]), generation_mode=mode, max_new_tokens=max_new, **kw)
     mods = out.modalities[0].tolist()
     dec = list(trace.decisions)
-    steps, frame_margins, text_margins = [], [], []
+    frame_margins, text_margins = [], []
     k = 0
     for m in mods:  # text: one decision; audio: CODEBOOKS decisions (the end frame's 1..7 are computed, then discarded)
         if m == 1:
