@@ -114,6 +114,7 @@ TEST_F(GenRandomAudioOutput, TinyDetokenizerFolderMatchesItsConfig) {
   EXPECT_EQ(c.at("layer_types"), json::array({"conv", "sliding_attention", "conv", "sliding_attention"}));
   EXPECT_EQ(c.at("sliding_window"), 12);
   EXPECT_EQ(c.at("output_size"), 1282);
+  EXPECT_EQ(c.at("block_ff_dim"), c.at("intermediate_size"));
   EXPECT_EQ(c.at("torch_dtype"), "float32");
   const SafetensorsCheckpoint ck(sub.string());
   const std::map<std::string, Shape> want = {

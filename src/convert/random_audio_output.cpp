@@ -106,6 +106,7 @@ json random_detokenizer_config(const std::string& audio) {
               {"num_attention_heads", s.heads},
               {"num_key_value_heads", s.kv},
               {"intermediate_size", s.ff},
+              {"block_ff_dim", s.ff},  // the older name, beside it in the released LFM2 configs (llama.cpp 8784689 reads it)
               {"block_auto_adjust_ff_dim", s.adjust},
               {"block_ffn_dim_multiplier", 1.0},
               {"block_multiple_of", 256},
