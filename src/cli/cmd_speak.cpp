@@ -69,7 +69,7 @@ int run_speak(int argc, char** argv) {
   int64_t max_new = 0;
   double max_seconds = 600;
   uint64_t seed = 0;
-  bool speak_now = false;
+  bool speak_now = false, reply = false;
   AudioOutParams audio;
   // Sampled codes by default: greedy Mimi codes tend to repeat a sound; a small top-k keeps the
   // voice steady. (The text before <|audio_start|> is greedy unless asked.)
@@ -95,6 +95,9 @@ int run_speak(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", max_new, "Most steps (text tokens and audio frames; 0: until the model ends or the context is full)")
       ->capture_default_str()
       ->check(non_negative_number());
+  app.add_flag("--reply", reply,
+               "Answer the text in a spoken chat (interleaved text and audio under the spoken-chat system prompt) "
+               "instead of reading it out");
   app.add_flag("--speak-now", speak_now,
                "Open the reply with <|audio_start|> instead of letting the model choose it (a model that would say "
                "something first speaks at once; benchmarks on random weights need it)");
@@ -131,6 +134,16 @@ int run_speak(int argc, char** argv) {
   if (rt.model->audio()) setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
   ChatTurnBuilder chat(*tok, nullptr, setup);
   Request r = tts_request(chat, input, v, audio, text);
+  if (reply) {  // a spoken chat's answer to the text: interleaved text and audio
+    ChatTurnInput in;
+    in.messages = spoken_chat_messages(nlohmann::ordered_json::array({{{"role", "user"}, {"content", input}}}));
+    Request c;
+    c.sampling = r.sampling;
+    chat.build(in).apply(c);
+    c.audio_out = r.audio_out;
+    c.audio_out.mode = AudioOutMode::kInterleaved;
+    r = std::move(c);
+  }
   if (speak_now) {  // the turn opens with <|audio_start|>: the model speaks from its first step
     r.prompt.push_back(rt.model->speech_out() ? rt.model->speech_out()->config().audio_start_id : 128);
     r.audio_out.audio_first = true;
