@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/generation_config.h"
 #include "engine/image_prompt.h"
+#include "engine/speech_prompt.h"
 #include "kernels/backend_factory.h"
 #include "model/model.h"
 #include "model/state_plan.h"
@@ -297,6 +298,15 @@ int run_serve(int argc, char** argv) {
                  "lfm serve: audio: up to %zu clips per chat request, %zu bytes and %.0f s each (request bodies up to "
                  "%zu bytes); /v1/audio/transcriptions and /v1/audio/translations\n",
                  so.audio.max_clips, so.audio.max_audio_bytes, so.audio.max_audio_seconds, so.max_body_bytes);
+  }
+  if (rt.model->speech_out()) {
+    if (!tok) {
+      so.no_speech = "the model speaks but no tokenizer was found: the TTS prompt cannot be written";
+    } else {
+      so.speech_out = true;
+      std::fprintf(stderr, "lfm serve: speech: /v1/audio/speech, voices %s; inputs up to %zu characters, answers up to %.0f s\n",
+                   speech_voice_list().c_str(), so.speech.max_input_chars, so.speech.max_audio_seconds);
+    }
   }
   server::Server srv(engine.get(), embeddings.get(), tok.get(), so);
   const int port = srv.bind();

@@ -18,6 +18,7 @@
 #include "core/output_file.h"
 #include "engine/engine.h"
 #include "engine/speech_prompt.h"
+#include "model/model.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace lfm::cli {
@@ -129,6 +130,8 @@ int run_speak(int argc, char** argv) {
   model = resolve_model_arg(model);
   if (out_path != "-") check_output_spares_input(out_path, model, "speak");
   Runtime rt = open_runtime(model, threads, load, device);
+  LFM_CHECK(rt.model->speech_out(), "speak: the model cannot speak (it has no audio output head: load an LFM2.5-Audio "
+            "checkpoint folder)");
   const std::unique_ptr<Tokenizer> tok = load_tokenizer(model);
   std::shared_ptr<const AudioPromptSetup> setup;
   if (rt.model->audio()) setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
@@ -166,7 +169,7 @@ int run_speak(int argc, char** argv) {
   while (stream->next(ev)) {
     if (ev.kind == Event::Kind::kToken) spoken_text += ev.text;
     if (ev.kind == Event::Kind::kAudio && !ev.audio_codes.empty() && !ev.audio_end) ++frames;
-    if (!ev.audio.empty()) {
+    if (!ev.audio.empty() && !cut) {  // (after the cut, what was already queued is dropped)
       if (!enc) {
         sample_rate = ev.sample_rate;
         enc.emplace(format, sample_rate);

@@ -48,6 +48,7 @@ Metrics::Metrics()
       {"lfm:prefix_cache_hit_tokens_total", "Prompt tokens taken from the prefix cache."},
       {"lfm:spec_decode_num_draft_tokens_total", "Speculative decoding: drafted tokens verified (finished requests)."},
       {"lfm:spec_decode_num_accepted_tokens_total", "Speculative decoding: drafted tokens accepted (finished requests)."},
+      {"lfm:speech_audio_seconds_total", "Seconds of audio /v1/audio/speech answered with (finished answers)."},
   };
 }
 

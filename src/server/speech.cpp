@@ -123,6 +123,7 @@ SpeechRequest parse_speech_request(const ojson& body, const SpeechOptions& opt) 
 
 namespace {
 
+// Output tokens: every generated step, text tokens and audio frames alike.
 json speech_usage(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
           {"output_tokens", u.completion_tokens},
@@ -217,15 +218,18 @@ void Server::Impl::handle_speech(const httplib::Request& req, httplib::Response&
   std::string first;
   Event ev;
   auto checked = Clock::now();
-  while (first.empty() && !run->ended) {
-    if (run->stream->next_for(ev, std::chrono::milliseconds(50))) first = run->take(ev, metrics);
-    if (Clock::now() - checked >= std::chrono::milliseconds(50)) {
-      checked = Clock::now();
-      if (http.client_gone() || draining.load()) {
-        run->stream->cancel();
-        throw ApiError(503, draining.load() ? "the server is shutting down" : "the client went away");
+  try {
+    while (first.empty() && !run->ended) {
+      if (run->stream->next_for(ev, std::chrono::milliseconds(50))) first = run->take(ev, metrics);
+      if (Clock::now() - checked >= std::chrono::milliseconds(50)) {
+        checked = Clock::now();
+        if (http.client_gone() || draining.load())
+          throw ApiError(503, draining.load() ? "the server is shutting down" : "the client went away");
       }
     }
+  } catch (...) {
+    run->stream->cancel();  // (a no-op once it has ended)
+    throw;
   }
   first = run->frame(first);
   res.set_header("Cache-Control", "no-cache");
