@@ -1,8 +1,8 @@
 // lfm speak: text to speech with an LFM2.5-Audio model. The TTS turn (engine/speech_prompt.h) runs
 // in sequential mode; each waveform piece the engine streams (Event::audio) is encoded at once
 // (audio/audio_encode.h: AudioStreamEncoder) and written to the output, so the file grows as the
-// model speaks and `-o -` can be piped into a player. Duration, frames and the real-time factor
-// (generation time / audio duration) go to stderr.
+// model speaks and `-o -` can be piped into a player. Duration, frames, the speed (audio seconds
+// per wall second) and the time to the first samples go to stderr.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -72,10 +72,11 @@ int run_speak(int argc, char** argv) {
   uint64_t seed = 0;
   bool speak_now = false, reply = false;
   AudioOutParams audio;
-  // Sampled codes by default: greedy Mimi codes tend to repeat a sound; a small top-k keeps the
-  // voice steady. (The text before <|audio_start|> is greedy unless asked.)
-  audio.temperature = 1.0f;
-  audio.top_k = 4;
+  // Sampled codes by default, as llama.cpp's liquid-audio runner samples them (greedy Mimi codes tend
+  // to repeat a sound): temperature 0.8, top-k 64 for TTS (4 for a spoken reply, --reply). The text
+  // is greedy unless asked.
+  audio.temperature = 0.8f;
+  audio.top_k = -1;  // unset: 64, or 4 with --reply
   SamplingParams text;
   app.add_option("-m,--model", model, std::string("Model: an LFM2.5-Audio checkpoint folder") + kModelRefHelp)->required();
   app.add_option("text", words, "The text to speak (the words are joined by spaces)")->required();
@@ -87,7 +88,7 @@ int run_speak(int argc, char** argv) {
   app.add_option("--audio-temperature", audio.temperature, "Temperature of the audio codes (0: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 2.0));
-  app.add_option("--audio-top-k", audio.top_k, "Top-k of the audio codes (0: all)")->capture_default_str()->check(non_negative_number());
+  app.add_option("--audio-top-k", audio.top_k, "Top-k of the audio codes (0: all; default 64, 4 with --reply)")->check(non_negative_number());
   app.add_option("--temperature", text.temperature, "Temperature of the text tokens (0: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 2.0));
@@ -137,6 +138,7 @@ int run_speak(int argc, char** argv) {
   if (rt.model->audio()) setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
   ChatTurnBuilder chat(*tok, nullptr, setup);
   Request r = tts_request(chat, input, v, audio, text);
+  if (audio.top_k < 0) audio.top_k = reply ? 4 : 64;
   if (reply) {  // a spoken chat's answer to the text: interleaved text and audio
     ChatTurnInput in;
     in.messages = spoken_chat_messages(nlohmann::ordered_json::array({{{"role", "user"}, {"content", input}}}));
@@ -194,11 +196,15 @@ int run_speak(int argc, char** argv) {
   out.write(enc->finish());
   out.close();
   const double seconds = static_cast<double>(samples) / sample_rate;
+  // Speed as audio seconds per wall second (> 1: faster than real time), from submission to the
+  // end; and the time to the first samples.
   std::fprintf(stderr,
-               "lfm speak: %s: %.2f s of audio (%lld frames, %d Hz, %s, %lld bytes) in %.2f s: real-time factor %.3f%s\n",
+               "lfm speak: %s: %.2f s of audio (%lld frames, %d Hz, %s, %lld bytes) in %.2f s: %.3f audio seconds "
+               "per second, first audio after %.3f s%s\n",
                out_path == "-" ? "stdout" : out_path.c_str(), seconds, static_cast<long long>(frames), sample_rate,
                audio::audio_format_name(format), static_cast<long long>(enc->bytes()), usage.total_seconds,
-               seconds > 0 ? usage.total_seconds / seconds : 0.0, cut ? " (cut at --max-audio-seconds)" : "");
+               usage.total_seconds > 0 ? seconds / usage.total_seconds : 0.0, usage.first_audio_seconds,
+               cut ? " (cut at --max-audio-seconds)" : "");
   return 0;
 }
 

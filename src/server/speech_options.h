@@ -10,8 +10,8 @@ struct SpeechOptions {
   size_t max_input_chars = 4096;   // OpenAI's limit (lfm serve --max-speech-chars)
   double max_audio_seconds = 600;  // one answer's audio; generation stops there (--max-speech-seconds)
   // The audio codes' sampling when a request does not say (lfm speak's defaults).
-  float audio_temperature = 1.0f;
-  int audio_top_k = 4;
+  float audio_temperature = 0.8f;  // llama.cpp's liquid-audio runner's TTS sampling
+  int audio_top_k = 64;
 };
 
 }  // namespace lfm::server
