@@ -19,6 +19,7 @@
 #include "engine/image_prompt.h"
 #include "kernels/backend_factory.h"
 #include "model/model.h"
+#include "model/speech_out.h"
 #include "model/state_plan.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
@@ -117,6 +118,13 @@ int run_serve(int argc, char** argv) {
                  "MiB the compiled grammars kept for reuse may hold, their token masks included")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_option("--spoken-store-bytes", so.spoken_chat.store_bytes,
+                 "Memory for spoken chat replies kept by id for later turns (least recently used dropped first)")
+      ->capture_default_str();
+  app.add_option("--spoken-store-seconds", so.spoken_chat.store_seconds,
+                 "Seconds a spoken chat reply's id stays usable (its expires_at)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(30) * 86400));
   app.add_option("-t,--threads", threads, "Compute threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
@@ -289,6 +297,13 @@ int run_serve(int argc, char** argv) {
                  "lfm serve: audio: up to %zu clips per chat request, %zu bytes and %.0f s each (request bodies up to "
                  "%zu bytes); /v1/audio/transcriptions and /v1/audio/translations\n",
                  so.audio.max_clips, so.audio.max_audio_bytes, so.audio.max_audio_seconds, so.max_body_bytes);
+  }
+  if (const SpeechOutModel* speech = rt.model->speech_out(); speech && so.audio_setup) {
+    // Spoken chat needs the audio placeholder (spoken turns are put back where it stands).
+    so.spoken_chat.codebooks = speech->config().codebooks;
+    so.spoken_chat.audio_vocab = speech->config().audio_vocab;
+    std::fprintf(stderr, "lfm serve: spoken chat (modalities audio): replies kept in %zu bytes for %lld s\n",
+                 so.spoken_chat.store_bytes, static_cast<long long>(so.spoken_chat.store_seconds));
   }
   server::Server srv(engine.get(), embeddings.get(), tok.get(), so);
   const int port = srv.bind();
