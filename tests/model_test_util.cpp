@@ -127,9 +127,19 @@ void write_scripted_model(const std::string& dir, const std::vector<std::pair<in
   w.finish();
 }
 
-void write_audio_model(const std::string& dir) {
+namespace {
+void write_audio_model_from(const std::string& dir, const std::string& fixture);
+}
+
+void write_audio_model(const std::string& dir) { write_audio_model_from(dir, data_dir() + "/audio/lfm2audio_tiny_a"); }
+
+void write_speech_model(const std::string& dir) {
+  write_audio_model_from(dir, data_dir() + "/audio/lfm2audio_tts_tiny");
+}
+
+namespace {
+void write_audio_model_from(const std::string& dir, const std::string& fixture) {
   copy_text_files(dir);
-  const std::string fixture = data_dir() + "/audio/lfm2audio_tiny_a";
   nlohmann::json cfg = read_json(fixture + "/config.json");
   const nlohmann::json tok = read_json(dir + "/tokenizer.json");
   int64_t vocab = 0;
@@ -163,6 +173,7 @@ void write_audio_model(const std::string& dir) {
   }
   w.finish();
 }
+}  // namespace
 
 void write_text_model(const std::string& dir) {
   copy_text_files(dir);

@@ -7,6 +7,14 @@
 
 namespace lfm {
 
+void add_spoken_chat_prompt(nlohmann::ordered_json& messages, const SpeechVoice& voice) {
+  for (const auto& m : messages)
+    if (m.is_object() && m.contains("role") && m["role"] == "system") return;
+  nlohmann::ordered_json sys = {
+      {"role", "system"}, {"content", std::string(kSpokenChatSystemPrompt) + " Use the " + voice.prompt_name + " voice."}};
+  messages.insert(messages.begin(), std::move(sys));
+}
+
 SpokenReplyRecorder::SpokenReplyRecorder(int64_t codebooks, int64_t audio_vocab) {
   LFM_CHECK(codebooks > 0 && audio_vocab > 0, "spoken reply: ", codebooks, " codebooks and an audio vocabulary of ",
             audio_vocab, " (a model without speech output?)");

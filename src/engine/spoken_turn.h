@@ -17,9 +17,18 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/request.h"
 
 namespace lfm {
+
+struct SpeechVoice;
+
+// Spoken chat's system message, "Respond with interleaved text and audio. Use the <voice> voice."
+// (the checkpoints' interleaved prompt with the voice phrased as their TTS prompts phrase it), put
+// first unless the conversation has a system message of its own (then used as it is).
+void add_spoken_chat_prompt(nlohmann::ordered_json& messages, const SpeechVoice& voice);
 
 struct SpokenReply {
   // A position of `ids` that holds an audio frame (the next of `codes`' frames).

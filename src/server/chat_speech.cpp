@@ -89,14 +89,6 @@ ChatSpeech parse_chat_speech(const ojson& body, const SpokenChatOptions& opt) {
   return s;
 }
 
-void add_spoken_chat_prompt(ojson& messages, const SpeechVoice& voice) {
-  for (const auto& m : messages)
-    if (m.is_object() && m.contains("role") && m["role"] == "system") return;
-  ojson sys = {{"role", "system"},
-               {"content", std::string(kSpokenChatSystemPrompt) + " Use the " + voice.prompt_name + " voice."}};
-  messages.insert(messages.begin(), std::move(sys));
-}
-
 std::string SpokenReplyStore::new_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t n;

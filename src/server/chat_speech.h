@@ -63,9 +63,6 @@ struct ChatSpeech {
 };
 ChatSpeech parse_chat_speech(const nlohmann::ordered_json& body, const SpokenChatOptions& opt);
 
-// The spoken-chat system message first, unless the conversation has a system message.
-void add_spoken_chat_prompt(nlohmann::ordered_json& messages, const SpeechVoice& voice);
-
 // Spoken replies by id; thread-safe.
 class SpokenReplyStore {
  public:
