@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "model_test_util.h"
+#include "speech_test_util.h"
 #include "test_util.h"
 
 namespace lfm {

@@ -1,4 +1,5 @@
 #include "model_test_util.h"
+#include "speech_test_util.h"
 
 #include <algorithm>
 #include <cstring>

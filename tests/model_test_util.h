@@ -53,8 +53,5 @@ void write_scripted_model(const std::string& dir, const std::vector<std::pair<in
 // tokenizer's vocabulary (the fixture's 256 rows kept, the rest random) so text can go in and out.
 // For plumbing tests of the CLI, server, C API and Python (random weights say nothing about quality).
 void write_audio_model(const std::string& dir);
-// The same from tests/data/audio/lfm2audio_tts_tiny: an LFM2-Audio model with speech output (its
-// depth transformer), the synthetic tokenizer's vocabulary, for chat-level speech output tests.
-void write_speech_model(const std::string& dir);
 
 }  // namespace lfm::test

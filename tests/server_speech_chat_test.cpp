@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "model_test_util.h"
 #include "server_test_util.h"
+#include "speech_test_util.h"
 #include "test_util.h"
 
 namespace lfm {
