@@ -2,7 +2,8 @@
 // LFM2-Audio with its depth transformer, and transformers' generate() outputs in reference.json):
 // model info, sequential and interleaved generation as LFM_EVENT_AUDIO events whose codes are
 // transformers' frames (greedy), an ids prompt holding an earlier spoken turn (audio_frames) giving
-// transformers' continuation, and found in the prefix cache the second time; and the refusals.
+// transformers' continuation, and found in the prefix cache the second time; and the refusals (a
+// text model for the one that does not speak).
 #include <gtest/gtest.h>
 #include <lfm/lfm.h>
 
@@ -95,8 +96,8 @@ TEST(CApiSpeech, ModelInfoSaysWhoSpeaks) {
   EXPECT_EQ(info.speech_audio_vocab, 2049);
   EXPECT_EQ(info.speech_sample_rate, 24000);
   EXPECT_EQ(info.speech_waveform, 0);
-  Model listener(kData + "/audio/lfm2audio_tiny_a");
-  ASSERT_EQ(lfm_model_get_info(listener.m, &info), LFM_OK);
+  Model text(kFixture);
+  ASSERT_EQ(lfm_model_get_info(text.m, &info), LFM_OK);
   EXPECT_EQ(info.can_speak, 0);
   EXPECT_EQ(info.speech_codebooks, 0);
   EXPECT_EQ(LFM_API_VERSION, 5);
@@ -192,9 +193,10 @@ TEST(CApiSpeech, Refusals) {
   EXPECT_EQ(s.status, LFM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(s.error.find("exactly one"), std::string::npos) << s.error;
   // A model that does not speak.
-  Model listener(kData + "/audio/lfm2audio_tiny_a");
-  Engine leng(listener.m, 1);
-  lfm_prompt q = ids_prompt(ids);
+  Model text(kFixture);
+  Engine leng(text.m, 1);
+  const std::vector<int32_t> few = {1, 2, 3};
+  lfm_prompt q = ids_prompt(few);
   q.audio_out = LFM_AUDIO_OUT_SEQUENTIAL;
   s = speak(leng.e, q, 4);
   EXPECT_EQ(s.status, LFM_ERR_UNSUPPORTED);
