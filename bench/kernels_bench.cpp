@@ -142,7 +142,7 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t depth, int64_t rows,
     kv.k = static_cast<uint8_t*>(k.data()) + copy * bytes;
     kv.v = static_cast<uint8_t*>(v.data()) + copy * bytes;
     copy = (copy + 1) % copies;
-    be->attention(q.data(), kv, std::span<const SeqRun>(&run, 1), heads, 0.125f, out.data());
+    be->attention(q.data(), kv, std::span<const SeqRun>(&run, 1), heads, 0.125f, out.data(), 0);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["GB/s"] = benchmark::Counter(2.0 * static_cast<double>(n_keys) * static_cast<double>(kv.token_bytes()),

@@ -197,17 +197,17 @@ class FakeDeviceBackend final : public ReferenceBackend {
     }, pool_words(pool), step_runs(), k, v);
   }
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
-                 float* out) override {
+                 float* out, int64_t window) override {
     mine(q, "attention q"), mine(pool.k, "attention pool"), mine(out, "attention out");
     if (!queue_.enabled()) {
       Open open(*live_);
-      return ReferenceBackend::attention(q, pool, runs, n_heads, scale, out);
+      return ReferenceBackend::attention(q, pool, runs, n_heads, scale, out, window);
     }
     run("attention", [this, pool](const float* q, const HostWords&, const int64_t* dev_runs, int64_t h, float scale,
-                                  float* out) {
+                                  float* out, int64_t window) {
       Runs r(dev_runs);
-      ReferenceBackend::attention(q, pool, r.runs, h, scale, out);
-    }, q, pool_words(pool), step_runs(), n_heads, scale, out);
+      ReferenceBackend::attention(q, pool, r.runs, h, scale, out, window);
+    }, q, pool_words(pool), step_runs(), n_heads, scale, out, window);
   }
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override {

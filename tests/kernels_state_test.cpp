@@ -120,7 +120,7 @@ class StateKernelsTest : public ::testing::TestWithParam<std::string> {
       }
       std::vector<float> out(static_cast<size_t>(row * H * hd));
       be_->kv_write(kv.pool, runs, k.data(), v.data());
-      be_->attention(q.data(), kv.pool, runs, H, scale, out.data());
+      be_->attention(q.data(), kv.pool, runs, H, scale, out.data(), 0);
       size_t ri = 0;
       for (size_t s = 0; s < seqs.size(); ++s) {
         const int64_t n = std::min(chunk, seqs[s].n - done[s]);
@@ -299,7 +299,7 @@ TEST_P(StateKernelsTest, BadRunsAreRejected) {
   const std::vector<int32_t> outside = {5};
   r.pos0 = 0;
   r.blocks = outside;
-  EXPECT_THROW(be_->attention(q.data(), kv.pool, std::span<const SeqRun>(&r, 1), 4, 1.0f, out.data()), Error);
+  EXPECT_THROW(be_->attention(q.data(), kv.pool, std::span<const SeqRun>(&r, 1), 4, 1.0f, out.data(), 0), Error);
 }
 
 // The pool layout state_pools.h documents (keys dim-major per block, values one row per

@@ -11,11 +11,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/media_keys.h"
 #include "kernels/cpu_backend.h"
+#include "model/detokenizer.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/speech_out.h"
@@ -94,6 +96,14 @@ class SpeechOutTest : public ::testing::TestWithParam<std::string> {
     for (int64_t f = 0; f < spoken_frames_->frames; ++f)
       for (const auto& cb : codes) spoken_frames_->codes.push_back(cb[static_cast<size_t>(f)]);
     spoken_frames_->hash = 42;
+  }
+
+  // Engine logic that does not depend on the backend (preemption, sampling, checks) runs on the
+  // machine's best CPU path only.
+  bool best_cpu() const {
+    for (const std::string isa : {"avx512", "avx2", "generic"})
+      if (isa_supported(parse_isa(isa))) return GetParam() == isa;
+    return false;
   }
 
   Request request(const Scenario& s) const {
@@ -207,6 +217,7 @@ TEST_P(SpeechOutTest, ASpokenTurnInThePromptMatchesTransformers) {
 }
 
 TEST_P(SpeechOutTest, SpeakingRequestsSurvivePreemption) {
+  if (!best_cpu()) GTEST_SKIP() << "engine logic: the best CPU path only";
   EngineOptions o = engine_options(true);
   StateCacheOptions one = plan_state_cache(model_->config(), o.state);
   one.n_blocks = 1;
@@ -226,6 +237,7 @@ TEST_P(SpeechOutTest, SpeakingRequestsSurvivePreemption) {
 }
 
 TEST_P(SpeechOutTest, SeededAudioSamplingIsReproducible) {
+  if (!best_cpu()) GTEST_SKIP() << "engine logic: the best CPU path only";
   Engine engine(*model_, *backend_, nullptr, engine_options(false));
   Request r = request(scenarios_.front());
   r.audio_out.temperature = 1.0f;
@@ -240,7 +252,25 @@ TEST_P(SpeechOutTest, SeededAudioSamplingIsReproducible) {
   EXPECT_NE(test::collect(*engine.submit(r)).frames, a.frames);
 }
 
+TEST_P(SpeechOutTest, AudioFirstIsAsIfTheModelHadChosenAudioStart) {
+  if (!best_cpu()) GTEST_SKIP() << "engine logic: the best CPU path only";
+  // seq_a's first output is <|audio_start|>: with it in the prompt, the rest follows unchanged.
+  const Scenario& s = scenarios_.front();
+  ASSERT_EQ(s.text.front(), 128);
+  Engine engine(*model_, *backend_, nullptr, engine_options(false));
+  Request r = request(s);
+  r.prompt.push_back(128);
+  r.max_tokens = s.max_new - 1;
+  r.audio_out.audio_first = true;
+  const auto got = test::collect(*engine.submit(r));
+  EXPECT_EQ(got.frames, s.frames);
+  EXPECT_EQ(got.tokens, std::vector<int32_t>(s.text.begin() + 1, s.text.end()));
+  r.prompt.pop_back();  // not ending with <|audio_start|>: refused
+  EXPECT_THROW(engine.submit(r), Error);
+}
+
 TEST_P(SpeechOutTest, SpeechRequestsAreCheckedAtSubmit) {
+  if (!best_cpu()) GTEST_SKIP() << "engine logic: the best CPU path only";
   Engine engine(*model_, *backend_, nullptr, engine_options(true));
   Request r = request(spoken_);
   auto bad_code = std::make_shared<AudioOutFrames>(*spoken_frames_);
@@ -282,6 +312,63 @@ INSTANTIATE_TEST_SUITE_P(Speech, SpeechOutTest, ::testing::ValuesIn(speech_backe
   std::replace(b.begin(), b.end(), '-', '_');
   return b;
 });
+
+// The tiny speaking checkpoint with the tiny detokenizer as its audio_detokenizer/ folder.
+std::string speaking_folder(const test::TempDir& dir) {
+  namespace fs = std::filesystem;
+  const fs::path out = fs::path(dir.str()) / "tts";
+  fs::create_directories(out / "audio_detokenizer");
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+    fs::copy_file(fs::path(tts_dir()) / f, out / f);
+  const fs::path detok = fs::path(test::data_dir()) / "audio" / "detokenizer_tiny";
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(detok / f, out / "audio_detokenizer" / f);
+  return out.string();
+}
+
+TEST(SpeechOutWaveform, StreamedWaveformsAreTheDetokenizersWholeOnes) {
+  test::TempDir dir("lfm_speech_wave");
+  ThreadPool pool(2);
+  auto backend = make_cpu_backend(pool);
+  auto model = load_model(speaking_folder(dir));
+  ASSERT_NE(model->detokenizer(), nullptr);
+  const json ref = test::read_json(tts_dir() + "/reference.json");
+  Engine engine(*model, *backend, nullptr, engine_options(true));
+  std::vector<std::pair<Scenario, std::shared_ptr<RequestStream>>> streams;
+  for (const char* name : {"seq_a", "inter_b", "inter_b2"}) {
+    Scenario s = scenario(name, ref["generate"][name]);
+    Request r;
+    r.prompt = s.prompt;
+    r.max_tokens = s.max_new;
+    r.audio_out.mode = s.mode;
+    auto stream = engine.submit(r);
+    streams.emplace_back(std::move(s), std::move(stream));
+  }
+  for (auto& [s, stream] : streams) {
+    const auto got = test::collect(*stream);
+    ASSERT_TRUE(got.error.empty()) << s.name << ": " << got.error;
+    EXPECT_EQ(got.frames, s.frames) << s.name;
+    // The frames before each end-of-audio frame are one stretch of speech, decoded whole here.
+    std::vector<float> want;
+    std::vector<int32_t> stretch;
+    auto flush = [&] {
+      if (stretch.empty()) return;
+      const std::vector<float> w = model->detokenizer()->decode(*backend, stretch);
+      want.insert(want.end(), w.begin(), w.end());
+      stretch.clear();
+    };
+    for (const auto& f : got.frames) {
+      if (f[0] == 2048) {
+        flush();
+        continue;
+      }
+      stretch.insert(stretch.end(), f.begin(), f.end());
+    }
+    flush();
+    ASSERT_EQ(got.audio.size(), want.size()) << s.name;
+    EXPECT_EQ(got.audio, want) << s.name << ": the streamed samples are not the whole waveform's bits";
+    EXPECT_NEAR(got.usage.audio_seconds, static_cast<double>(want.size()) / 24000.0, 1e-9);
+  }
+}
 
 TEST(SpeechOut, ModelsThatCannotSpeakRefuseSpeechOutput) {
   ThreadPool pool(2);

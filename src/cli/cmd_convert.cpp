@@ -1,19 +1,26 @@
 // lfm convert: a Hugging Face folder (or a GGUF) → a GGUF file llama.cpp can load, in one of
 // f32, f16, bf16, q8_0 and llama-quantize's block and K-quant mixes (type choices per tensor as
 // llama.cpp makes them; see src/convert/quant_policy.h). Streams tensor by tensor; memory stays flat.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "core/json_guard.h"
 #include "core/output_file.h"
 #include "convert/audio_folder.h"
 #include "convert/audio_mmproj_export.h"
 #include "convert/gguf_export.h"
 #include "convert/gguf_tokenizer_meta.h"
 #include "convert/mmproj_export.h"
+#include "convert/vocoder_export.h"
+#include "formats/safetensors.h"
+#include "model/speech_out.h"
 #include "model/model.h"
 #include "model/gguf_model.h"
 #include "model/gguf_retrieval.h"
@@ -42,7 +49,10 @@ int run_convert(int argc, char** argv) {
   app.add_option("--name", name, "general.name (default: the input's name)");
   app.add_option("-t,--threads", threads, "Quantization threads (0: all cores)")->capture_default_str()->check(non_negative_number());
   app.add_flag("-q,--quiet", quiet, "No progress bar or summary");
-  std::string mmproj_out;
+  std::string mmproj_out, vocoder_out;
+  app.add_option("--vocoder-output", vocoder_out,
+                 "LFM2.5-Audio: where the speech output and its detokenizer go, as llama.cpp's vocoder GGUF "
+                 "(default: vocoder-<output name> beside the output; Q4_0 for q4 types, Q8_0 for other quantized types)");
   app.add_option("--mmproj-output", mmproj_out,
                  "LFM2-VL / LFM2-Audio: where the vision tower / speech encoder goes, as llama.cpp's mmproj GGUF "
                  "(default: mmproj-<output name> beside the output; F16 matrices, F32 with --type f32)");
@@ -104,6 +114,25 @@ int run_convert(int argc, char** argv) {
     if (!quiet)
       std::fprintf(stderr, "wrote %s: the vision tower, %lld tensors, %.1f MiB\n", mmproj_out.c_str(),
                    static_cast<long long>(ms.tensors), ms.file_bytes / 1048576.0);
+  }
+  // An LFM2.5-Audio folder that speaks: the speech output (and its detokenizer) as llama.cpp's
+  // vocoder GGUF, beside the pair.
+  if (audio && fs::exists(fs::path(input) / "config.json")) {
+    const SafetensorsCheckpoint ckpt(input);
+    const std::vector<std::string> names = ckpt.names();
+    if (std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.find("depthformer.") != std::string::npos; })) {
+      const nlohmann::json j = parse_json(read_text_file((fs::path(input) / "config.json").string(), "config:"), "config");
+      const SpeechOutConfig sc = parse_speech_out_config(j, m->config().hidden_size);
+      std::unique_ptr<SafetensorsCheckpoint> detok;
+      if (fs::exists(fs::path(input) / "audio_detokenizer" / "model.safetensors"))
+        detok = std::make_unique<SafetensorsCheckpoint>((fs::path(input) / "audio_detokenizer").string());
+      if (vocoder_out.empty()) vocoder_out = (fs::path(out).parent_path() / ("vocoder-" + fs::path(out).filename().string())).string();
+      check_distinct_outputs(out, vocoder_out, "convert: -o and --vocoder-output");
+      const auto vs = gguf::write_vocoder_gguf(vocoder_out, sc, ckpt, detok.get(), opt.type, opt.name);
+      if (!quiet)
+        std::fprintf(stderr, "wrote %s: the speech output%s, %lld tensors, %.1f MiB\n", vocoder_out.c_str(),
+                     detok ? " and its detokenizer" : "", static_cast<long long>(vs.tensors), vs.file_bytes / 1048576.0);
+    }
   }
   // An LFM2-Audio folder: the speech encoder and adapter as the pair's lfm2a mmproj file.
   if (audio) {

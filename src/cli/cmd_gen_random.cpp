@@ -53,8 +53,10 @@ int run_gen_random(int argc, char** argv) {
   std::string audio, mmproj_out;
   app.add_option("--audio", audio,
                  "LFM2-Audio: add a speech encoder (FastConformer + adapter) of this shape, lfm2-audio (the 1.5B "
-                 "models': d 512, 17 blocks; with --shape 1.2B) or tiny; a folder in transformers' layout, or with a "
-                 ".gguf output llama.cpp's GGUF pair (the backbone and an lfm2a mmproj)");
+                 "models': d 512, 17 blocks; with --shape 1.2B), lfm2.5-audio (the same plus LFM2.5-Audio's speech "
+                 "output: the depthformer and an audio_detokenizer/ folder) or tiny (both, tiny); a folder in "
+                 "transformers' layout, or with a .gguf output llama.cpp's GGUF pair (the backbone and an lfm2a "
+                 "mmproj: speech input only)");
   app.add_option("--mmproj-output", mmproj_out,
                  "With --audio and a .gguf output: where the mmproj goes (default: mmproj-<output name> beside it)");
   LFM_CLI_PARSE(app, argc, argv);

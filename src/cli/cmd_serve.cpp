@@ -165,6 +165,14 @@ int run_serve(int argc, char** argv) {
                  "Longest audio clip in seconds, read from the file's header before decoding; longer: 400")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--max-speech-chars", so.speech.max_input_chars,
+                 "Longest /v1/audio/speech input in characters; longer: 400 (LFM2.5-Audio models only)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(1) << 20));
+  app.add_option("--max-speech-seconds", so.speech.max_audio_seconds,
+                 "Longest /v1/audio/speech answer in seconds of audio; the speech stops there")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   int malloc_arenas = AllocatorSettings().max_arenas;
   app.add_option("--malloc-arenas", malloc_arenas,
                  "glibc malloc arenas the server's threads share (fewer: less memory kept after large requests; "

@@ -91,6 +91,10 @@ void add_load_options(CLI::App& app, LoadOptions& load) {
                  "LFM2-VL vision tower as llama.cpp's mmproj GGUF, beside a .gguf language model (a processor_config.json "
                  "next to it, if any, sets the image preprocessing)")
       ->check(CLI::ExistingFile);
+  app.add_option("--vocoder", load.vocoder,
+                 "LFM2.5-Audio speech output (depth transformer and detokenizer) as llama.cpp's vocoder GGUF, beside a "
+                 ".gguf language model (lfm convert writes it as vocoder-<name>.gguf)")
+      ->check(CLI::ExistingFile);
 }
 
 void add_schedule_options(CLI::App& app, StateArgs& a) {

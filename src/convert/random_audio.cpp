@@ -5,6 +5,7 @@
 
 #include "convert/audio_mmproj_export.h"
 #include "convert/quant.h"
+#include "convert/random_audio_output.h"
 #include "core/error.h"
 #include "model/audio_mmproj.h"
 
@@ -19,9 +20,10 @@ struct AudioShape {
 };
 
 AudioShape audio_shape(const std::string& audio) {
-  if (audio == "lfm2-audio") return {512, 17, 8, 2048, 256, 8, 2049};
+  // LFM2-Audio-1.5B and LFM2.5-Audio-1.5B share the encoder and the 8 Mimi codebooks.
+  if (audio == "lfm2-audio" || audio == "lfm2.5-audio") return {512, 17, 8, 2048, 256, 8, 2049};
   if (audio == "tiny") return {64, 2, 4, 128, 8, 2, 16};
-  fail("gen-random: unknown audio shape '", audio, "' (lfm2-audio or tiny)");
+  fail("gen-random: unknown audio shape '", audio, "' (lfm2-audio, lfm2.5-audio or tiny)");
 }
 
 // The encoder's tensors in memory (the mmproj writer reads a TensorSource), stored as `dtype`.
@@ -40,7 +42,7 @@ class OwnedSource : public MapTensorSource {
 
 }  // namespace
 
-std::vector<std::string> random_audio_names() { return {"lfm2-audio", "tiny"}; }
+std::vector<std::string> random_audio_names() { return {"lfm2-audio", "lfm2.5-audio", "tiny"}; }
 
 AudioConfig random_audio_encoder(const std::string& audio, int64_t text_hidden) {
   const AudioShape s = audio_shape(audio);
@@ -58,6 +60,9 @@ int64_t random_audio_embedding_rows(const std::string& audio) {
   const AudioShape s = audio_shape(audio);
   return s.codebooks * s.audio_vocab;
 }
+
+int64_t random_audio_codebooks(const std::string& audio) { return audio_shape(audio).codebooks; }
+int64_t random_audio_vocab(const std::string& audio) { return audio_shape(audio).audio_vocab; }
 
 json random_audio_config(const json& text, const std::string& audio) {
   const AudioShape s = audio_shape(audio);
@@ -100,22 +105,33 @@ json random_audio_config(const json& text, const std::string& audio) {
                              {"frame_splicing", 1},
                              {"pad_to", 0},
                              {"pad_value", 0.0}};
-  return json{{"architectures", {"Lfm2AudioForConditionalGeneration"}},
-              {"model_type", "lfm2_audio"},
-              {"audio_token_id", 133},
-              {"codebooks", s.codebooks},
-              {"audio_vocab_size", s.audio_vocab},
-              {"tie_audio_embeddings", false},
-              {"hidden_size", lfm.at("hidden_size")},
-              {"vocab_size", lfm.at("vocab_size")},
-              {"bos_token_id", lfm.value("bos_token_id", 1)},
-              {"eos_token_id", lfm.value("eos_token_id", 7)},
-              {"pad_token_id", lfm.value("pad_token_id", 0)},
-              {"tie_word_embeddings", lfm.value("tie_word_embeddings", true)},
-              {"torch_dtype", text.value("torch_dtype", "bfloat16")},
-              {"lfm", lfm},
-              {"encoder", encoder},
-              {"preprocessor", preprocessor}};
+  json out{{"architectures", {"Lfm2AudioForConditionalGeneration"}},
+           {"model_type", "lfm2_audio"},
+           {"audio_token_id", 133},
+           {"codebooks", s.codebooks},
+           {"audio_vocab_size", s.audio_vocab},
+           {"tie_audio_embeddings", false},
+           {"hidden_size", lfm.at("hidden_size")},
+           {"vocab_size", lfm.at("vocab_size")},
+           {"bos_token_id", lfm.value("bos_token_id", 1)},
+           {"eos_token_id", lfm.value("eos_token_id", 7)},
+           {"pad_token_id", lfm.value("pad_token_id", 0)},
+           {"tie_word_embeddings", lfm.value("tie_word_embeddings", true)},
+           {"torch_dtype", text.value("torch_dtype", "bfloat16")},
+           {"lfm", lfm},
+           {"encoder", encoder},
+           {"preprocessor", preprocessor}};
+  if (random_audio_has_output(audio)) {
+    // Speech output: the depthformer, the special ids and the interleaved schedule (transformers'
+    // Lfm2AudioConfig defaults; the end-of-audio code is the last audio token).
+    out["depthformer"] = random_depthformer_config(audio);
+    out["audio_eos_token_id"] = s.audio_vocab - 1;
+    out["audio_start_token_id"] = 128;
+    out["text_end_token_id"] = 130;
+    out["interleaved_n_text"] = 6;
+    out["interleaved_n_audio"] = 12;
+  }
+  return out;
 }
 
 std::vector<ExpectedTensor> random_audio_tensors(const std::string& audio, int64_t text_hidden) {

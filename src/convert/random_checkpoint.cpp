@@ -12,6 +12,7 @@
 #include "core/output_file.h"
 #include "convert/quant.h"
 #include "convert/random_audio.h"
+#include "convert/random_audio_output.h"
 #include "formats/safetensors_writer.h"
 #include "model/vision_config.h"
 #include "model/weights.h"
@@ -236,6 +237,8 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
     for (ExpectedTensor& t : tensors)
       if (t.name.starts_with("model.")) t.name = "model.lfm." + t.name.substr(6);
     for (ExpectedTensor& t : random_audio_tensors(opt.audio, cfg.hidden_size)) tensors.push_back(std::move(t));
+    // Speech output (lfm2.5-audio, tiny): the depthformer here, the detokenizer in its sub-folder.
+    for (ExpectedTensor& t : random_audio_output_tensors(opt.audio, cfg.hidden_size)) tensors.push_back(std::move(t));
   }
   if (!opt.vision.empty()) {
     // LFM2-VL: the language model under transformers 5's names, then the vision tower and projector.
@@ -311,6 +314,7 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
   }
   w.finish();
   if (bar) std::fprintf(stderr, "\n");
+  if (!opt.audio.empty() && random_audio_has_output(opt.audio)) write_random_detokenizer(dir, opt);
 }
 
 void write_random_gguf(const std::string& path, const RandomCheckpointOptions& opt) {

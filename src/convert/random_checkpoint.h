@@ -58,9 +58,10 @@ struct RandomCheckpointOptions {
   // the "model." prefix.
   std::string retriever;
   // LFM2-Audio (convert/random_audio.h): a speech encoder of this shape ("lfm2-audio": the 1.5B
-  // models', "tiny") in front of the text shape. A folder in transformers' layout, or for a GGUF
-  // output llama.cpp's pair: the backbone at the path and the lfm2a mmproj at mmproj_path
-  // (default: mmproj-<file name> beside it).
+  // models', "lfm2.5-audio": the same with LFM2.5-Audio's speech output, "tiny": both, tiny) in
+  // front of the text shape. A folder in transformers' layout (speech output: the depthformer and
+  // audio_detokenizer/), or for a GGUF output llama.cpp's pair: the backbone at the path and the
+  // lfm2a mmproj at mmproj_path (default: mmproj-<file name> beside it).
   std::string audio;
   std::string mmproj_path;
 };

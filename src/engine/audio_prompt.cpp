@@ -1,11 +1,10 @@
 #include "engine/audio_prompt.h"
 
-#include <openssl/evp.h>
-
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "engine/content_hash.h"
 #include "model/audio_model.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -14,22 +13,15 @@ namespace lfm {
 
 namespace {
 
-// SHA-256 of a domain tag, the frame count and the features; its first 8 bytes. The tag keeps a
+// SHA-256 of a domain tag, the frame count and the features (content_hash.h). The tag keeps a
 // clip's hash apart from any image's (both key the same caches).
 uint64_t features_hash(int64_t frames, const std::vector<float>& features) {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  LFM_CHECK(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1, "audio: cannot start SHA-256");
+  ContentHash h("audio");
   static constexpr char kTag[] = "lfm-audio-features";
-  EVP_DigestUpdate(ctx, kTag, sizeof(kTag));
-  EVP_DigestUpdate(ctx, &frames, sizeof(frames));
-  EVP_DigestUpdate(ctx, features.data(), features.size() * sizeof(float));
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(ctx, digest, &n);
-  EVP_MD_CTX_free(ctx);
-  uint64_t h = 0;
-  std::memcpy(&h, digest, sizeof(h));
-  return h;
+  h.add(kTag, sizeof(kTag));
+  h.add(&frames, sizeof(frames));
+  h.add(std::span<const float>(features));
+  return h.finish();
 }
 
 }  // namespace

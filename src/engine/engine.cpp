@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 #include "engine/engine_active.h"
 #include "model/speech_out.h"
+#include "model/detokenizer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -59,6 +60,11 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
   if (opt.sample_candidates > 0) forward_->set_shortlist_size(opt.sample_candidates);
   if (model.speech_out()) depth_ = std::make_unique<DepthDecoder>(*model.speech_out(), backend);
+  // One waveform stream per running request; a stream's frames are bounded (its K/V is kept for
+  // every row: model/detokenizer.h), so a spoken reply is at most kMaxWaveformFrames long.
+  if (model.speech_out() && model.detokenizer())
+    detok_ = std::make_unique<DetokenizerStreams>(*model.detokenizer(), backend, opt.state.parallel,
+                                                  std::min<int64_t>(opt.state.ctx_size, kMaxWaveformFrames));
   eos_ids_ = model.config().eos_token_ids;
   if (tok_) {
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());
@@ -591,6 +597,22 @@ void Engine::finish(Active& a, FinishReason why, std::string error, std::string 
   close_draft(a);
   Event ev;
   ev.kind = Event::Kind::kDone;
+  // A waveform in progress: its tail comes with the end (only when the request ended normally).
+  if (a.speech && a.speech->detok_stream >= 0) {
+    try {
+      std::vector<float> tail = end_waveform(a);
+      if (why == FinishReason::kStop || why == FinishReason::kLength) {
+        a.usage.audio_seconds += static_cast<double>(tail.size()) / model_.detokenizer()->sample_rate();
+        ev.audio = std::move(tail);
+        ev.sample_rate = model_.detokenizer()->sample_rate();
+      }
+    } catch (...) {
+      if (why != FinishReason::kError) {
+        why = FinishReason::kError;
+        error = "engine: the waveform's end failed: " + exception_text(std::current_exception());
+      }
+    }
+  }
   ev.finish = why;
   ev.error = std::move(error);
   // The last text: finish() must push its DONE event whatever happens, so a failure here ends

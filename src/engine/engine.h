@@ -37,6 +37,7 @@ namespace lfm {
 
 class Tokenizer;
 class DepthDecoder;
+class DetokenizerStreams;
 namespace grammar {
 struct Grammar;
 class TokenVocabulary;
@@ -51,6 +52,10 @@ class EngineBusy : public Error {
 // The fewest prompt tokens a step takes next to decode tokens under itl_target_ms: the fixed
 // chunk the engine used before the target, so prefill never progresses more slowly than it did.
 inline constexpr int64_t kMinPromptTokens = 16;
+
+// The most audio frames one request's waveform may have (12.5 frames a second: 2 minutes): the
+// detokenizer keeps K/V for every row of a stream, so its pool is sized by this.
+inline constexpr int64_t kMaxWaveformFrames = 1500;
 
 struct EngineOptions {
   StatePlanOptions state;      // context size, parallel sequences, block size, cache type, memory
@@ -194,7 +199,9 @@ class Engine {
                    std::vector<int32_t>& keys, std::vector<int32_t>& ids, std::vector<float>& embeds) const;
   void speech_after_text(Active& a, int32_t token);
   void make_frames(const std::vector<Active*>& speakers, const std::vector<size_t>& items);
-  void deliver_frame(Active& a, std::span<const int32_t> codes);
+  Event deliver_frame(Active& a, std::span<const int32_t> codes);  // the frame's event, not yet pushed
+  // The waveform's last samples (the detokenizer's tail) and its stream closed; empty without one.
+  std::vector<float> end_waveform(Active& a);
   void finish(Active& a, FinishReason why, std::string error = {}, std::string text = {});
   void publish_stats();
 
@@ -229,6 +236,7 @@ class Engine {
   std::vector<std::vector<int32_t>> step_ids_;     // an item's ids with audio frames' keys made valid
   std::vector<std::vector<float>> step_embeds_;   // its audio frames' embedding rows
   std::unique_ptr<DepthDecoder> depth_;            // speech output's depth transformer (null: none)
+  std::unique_ptr<DetokenizerStreams> detok_;      // and its waveforms (null: no detokenizer)
   std::deque<std::unique_ptr<Active>> waiting_;   // arrival order
   StepOutput out_;
   EngineStats totals_;

@@ -21,6 +21,7 @@
 #include "engine/engine_active.h"
 #include "engine/media_keys.h"
 #include "model/speech_out.h"
+#include "model/detokenizer.h"
 
 namespace lfm {
 
@@ -76,11 +77,20 @@ void Engine::prepare_speech(Active& a) {
   LFM_CHECK(req.drafter == Drafter::kNone, "engine: speech output cannot be drafted (drafter ", drafter_name(req.drafter),
             ")");
   LFM_CHECK(!req.grammar, "engine: speech output cannot follow a grammar");
-  LFM_CHECK(!req.audio_out.waveform || req.audio_out.mode == AudioOutMode::kNone,
-            "engine: waveforms need the model's audio detokenizer, which this engine does not run yet: ask for codes "
-            "(AudioOutParams::waveform = false)");
+  LFM_CHECK(!req.audio_out.waveform || req.audio_out.mode == AudioOutMode::kNone || detok_,
+            "engine: the model has no audio detokenizer to make waveforms (an LFM2.5-Audio checkpoint's "
+            "audio_detokenizer/ folder, or the vocoder GGUF): ask for codes only (waveform off)");
+  // A waveform stream holds at most detok_'s frames: its request generates no more positions.
+  if (req.audio_out.waveform && detok_) a.limit = std::min(a.limit, a.n_prompt + detok_->max_frames());
   auto sp = std::make_unique<Active::Speech>();
   sp->left = sc.interleaved_text;
+  if (req.audio_out.audio_first) {
+    LFM_CHECK(req.audio_out.mode == AudioOutMode::kSequential && req.prompt.back() == sc.audio_start_id,
+              "engine: speaking from the first step needs sequential generation and a prompt ending with "
+              "<|audio_start|> (id ", sc.audio_start_id, "), got ", audio_out_mode_name(req.audio_out.mode),
+              " ending with id ", req.prompt.back());
+    sp->audio = true;
+  }
   sp->rng.seed(req.sampling.seed ? *req.sampling.seed ^ 0xA0D10C0DEull : std::random_device{}());
   if (a.prompt_keys.empty()) a.prompt_keys = req.prompt;
   const int64_t C = sc.codebooks;
@@ -175,13 +185,71 @@ void Engine::make_frames(const std::vector<Active*>& speakers, const std::vector
     for (Active* a : speakers) finish(*a, FinishReason::kError, why);
     return;
   }
+  // Each frame's event and state; then one detokenizer step for every waveform that grew.
+  std::vector<Event> events(static_cast<size_t>(n));
+  std::vector<bool> ok(static_cast<size_t>(n), false);
   for (int64_t i = 0; i < n; ++i) {
     Active& a = *speakers[static_cast<size_t>(i)];
-    guarded(a, "speech output", [&] { deliver_frame(a, std::span<const int32_t>(codes).subspan(i * C, C)); });
+    ok[static_cast<size_t>(i)] = guarded(a, "speech output", [&] {
+      events[static_cast<size_t>(i)] = deliver_frame(a, std::span<const int32_t>(codes).subspan(i * C, C));
+    });
+  }
+  std::vector<std::pair<int, std::span<const int32_t>>> pushes;
+  std::vector<int64_t> pushed_row;
+  for (int64_t i = 0; i < n; ++i) {
+    Active& a = *speakers[static_cast<size_t>(i)];
+    const Event& ev = events[static_cast<size_t>(i)];
+    if (!ok[static_cast<size_t>(i)] || !a.req.audio_out.waveform || ev.audio_end) continue;
+    if (a.speech->detok_stream < 0 && !guarded(a, "opening the waveform", [&] { a.speech->detok_stream = detok_->open(); }))
+      continue;
+    pushes.emplace_back(a.speech->detok_stream, std::span<const int32_t>(ev.audio_codes));
+    pushed_row.push_back(i);
+  }
+  if (!pushes.empty()) {
+    std::vector<std::vector<float>> samples;
+    try {
+      detok_->push(pushes, samples);
+      for (size_t k = 0; k < pushes.size(); ++k) events[static_cast<size_t>(pushed_row[k])].audio = std::move(samples[k]);
+    } catch (...) {
+      const std::string why = "engine: the waveform failed: " + exception_text(std::current_exception());
+      for (int64_t i : pushed_row) {
+        finish(*speakers[static_cast<size_t>(i)], FinishReason::kError, why);
+        ok[static_cast<size_t>(i)] = false;
+      }
+    }
+  }
+  const int rate = detok_ ? model_.detokenizer()->sample_rate() : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Active& a = *speakers[static_cast<size_t>(i)];
+    if (!ok[static_cast<size_t>(i)] || a.finished) continue;
+    Event& ev = events[static_cast<size_t>(i)];
+    guarded(a, "speech output", [&] {
+      // The end-of-audio frame ends this stretch of speech: the waveform's tail is final now.
+      if (ev.audio_end && a.speech->detok_stream >= 0) ev.audio = end_waveform(a);
+      if (!ev.audio.empty()) {
+        ev.sample_rate = rate;
+        if (a.usage.first_audio_seconds == 0) a.usage.first_audio_seconds = since(a.submitted);
+        a.usage.audio_seconds += static_cast<double>(ev.audio.size()) / rate;
+      }
+      a.stream->push(std::move(ev));
+      if (static_cast<int64_t>(a.tokens.size()) >= a.limit) finish(a, FinishReason::kLength);
+    });
   }
 }
 
-void Engine::deliver_frame(Active& a, std::span<const int32_t> codes) {
+std::vector<float> Engine::end_waveform(Active& a) {
+  const int stream = a.speech->detok_stream;
+  if (stream < 0) return {};
+  a.speech->detok_stream = -1;
+  struct Closer {
+    DetokenizerStreams& d;
+    int s;
+    ~Closer() { d.close(s); }
+  } closer{*detok_, stream};
+  return detok_->finish(stream);
+}
+
+Event Engine::deliver_frame(Active& a, std::span<const int32_t> codes) {
   const SpeechOutConfig& sc = model_.speech_out()->config();
   Active::Speech& sp = *a.speech;
   std::vector<int32_t> frame(codes.begin(), codes.end());
@@ -205,8 +273,7 @@ void Engine::deliver_frame(Active& a, std::span<const int32_t> codes) {
   ev.kind = Event::Kind::kAudio;
   ev.audio_codes = std::move(frame);
   ev.audio_end = end;
-  a.stream->push(std::move(ev));
-  if (static_cast<int64_t>(a.tokens.size()) >= a.limit) finish(a, FinishReason::kLength);
+  return ev;
 }
 
 }  // namespace lfm

@@ -1,12 +1,11 @@
 #include "engine/image_prompt.h"
 
-#include <openssl/evp.h>
-
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/json_guard.h"
+#include "engine/content_hash.h"
 #include "model/model.h"
 #include "model/vision_model.h"
 #include "tokenizer/tokenizer.h"
@@ -15,22 +14,15 @@ namespace lfm {
 
 namespace {
 
-// SHA-256 of every tile's grid and patch values; its first 8 bytes.
+// SHA-256 of every tile's grid and patch values (content_hash.h).
 uint64_t tiles_hash(const std::vector<ImageInput::Tile>& tiles) {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  LFM_CHECK(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1, "image: cannot start SHA-256");
+  ContentHash h("image");
   for (const ImageInput::Tile& t : tiles) {
     const int64_t grid[2] = {t.grid_h, t.grid_w};
-    EVP_DigestUpdate(ctx, grid, sizeof(grid));
-    EVP_DigestUpdate(ctx, t.patches.data(), t.patches.size() * sizeof(float));
+    h.add(grid, sizeof(grid));
+    h.add(std::span<const float>(t.patches));
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(ctx, digest, &n);
-  EVP_MD_CTX_free(ctx);
-  uint64_t h = 0;
-  std::memcpy(&h, digest, sizeof(h));
-  return h;
+  return h.finish();
 }
 
 }  // namespace

@@ -51,6 +51,9 @@ struct AudioOutParams {
   // Decode frames to a waveform (the model's detokenizer, streamed in Event::audio as frames
   // come); false: codes only (Event::audio_codes).
   bool waveform = true;
+  // Sequential only: the prompt ends with <|audio_start|> and the model speaks from its first
+  // step, exactly as if it had generated that token itself (TTS where the text must be spoken).
+  bool audio_first = false;
   void validate() const;  // throws lfm::Error naming the first bad field
 };
 

@@ -180,10 +180,12 @@ class Backend : public DeviceMemory {
 
   // Causal GQA attention over paged keys/values that kv_write has already stored.
   // q [T, n_heads, head_dim]; the query of row r sits at position p = pos0 + r - row0 of its run
-  // and sees that sequence's keys 0 .. p. Head h uses kv head h / (n_heads / kv_heads).
+  // and sees that sequence's keys 0 .. p, or with a sliding window w > 0 only keys j with
+  // p − w < j ≤ p (the last w positions; window 0: all of them). Keys older than the window stay
+  // in the paged cache, unread. Head h uses kv head h / (n_heads / kv_heads).
   // out [T, n_heads, head_dim].
   virtual void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads,
-                         float scale, float* out) = 0;
+                         float scale, float* out, int64_t window) = 0;
 
   // Depthwise causal conv over time with each sequence's rolling state (slot conv_slot of pool).
   // u [T, dim]; w [dim, kernel] (tap kernel-1 multiplies the newest step); bias [dim] or null;

@@ -20,7 +20,7 @@ class ReferenceBackend : public Backend {
                  const float* inv_freq) override;
   void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override;
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
-                 float* out) override;
+                 float* out, int64_t window) override;
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override;
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override;

@@ -32,10 +32,10 @@ const uint8_t* value_row(const KvPool& pool, std::span<const int32_t> blocks, in
 // float32 (out [head_dim]), or stored into it rounded to the pool's type (in [head_dim]).
 void load_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head, float* out);
 void store_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos, int64_t head, const float* in);
-// Query row i (of run `run`), head h of paged causal GQA attention; scores has room for
-// run.pos0 + i + 1 floats, kbuf for head_dim.
+// Query row i (of run `run`), head h of paged causal GQA attention (window > 0: only the last
+// `window` keys, Backend::attention); scores has room for run.pos0 + i + 1 floats, kbuf for head_dim.
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,
-                          int64_t n_heads, float scale, float* scores, float* kbuf, float* out);
+                          int64_t n_heads, float scale, int64_t window, float* scores, float* kbuf, float* out);
 // Arguments of Backend::short_conv that every backend checks first: the kernel matches the
 // pool's state rows, each run's conv slot is in the pool, and its checkpoints name snapshots of
 // the pool at positions inside the run, in order.

@@ -74,21 +74,23 @@ void store_key(const KvPool& pool, std::span<const int32_t> blocks, int64_t pos,
 }
 
 void paged_attention_head(const float* q, const KvPool& pool, const SeqRun& run, int64_t i, int64_t h,
-                          int64_t n_heads, float scale, float* scores, float* kbuf, float* out) {
+                          int64_t n_heads, float scale, int64_t window, float* scores, float* kbuf, float* out) {
   const int64_t hd = pool.head_dim;
   const int64_t kvh = h / (n_heads / pool.kv_heads);
   const int64_t row = run.row0 + i;
   const float* qi = q + (row * n_heads + h) * hd;
-  const int64_t n_keys = run.pos0 + i + 1;
+  const int64_t end = run.pos0 + i + 1;                             // keys [first, end)
+  const int64_t first = window > 0 ? std::max<int64_t>(0, end - window) : 0;  // sliding window: the last `window`
+  const int64_t n_keys = end - first;
   for (int64_t j = 0; j < n_keys; ++j) {
-    load_key(pool, run.blocks, j, kvh, kbuf);
+    load_key(pool, run.blocks, first + j, kvh, kbuf);
     scores[j] = dot(qi, kbuf, hd) * scale;
   }
   softmax(scores, n_keys);
   float* o = out + (row * n_heads + h) * hd;
   std::fill(o, o + hd, 0.0f);
   for (int64_t j = 0; j < n_keys; ++j) {
-    load_state_row(pool.type, value_row(pool, run.blocks, j, kvh), kbuf, hd);
+    load_state_row(pool.type, value_row(pool, run.blocks, first + j, kvh), kbuf, hd);
     const float p = scores[j];
     for (int64_t e = 0; e < hd; ++e) o[e] += p * kbuf[e];
   }
@@ -159,9 +161,10 @@ void ReferenceBackend::kv_write(const KvPool& pool, std::span<const SeqRun> runs
 }
 
 void ReferenceBackend::attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads,
-                                 float scale, float* out) {
+                                 float scale, float* out, int64_t window) {
   LFM_CHECK(pool.kv_heads > 0 && n_heads % pool.kv_heads == 0, "kernels: ", n_heads,
             " query heads cannot share ", pool.kv_heads, " kv heads");
+  LFM_CHECK(window >= 0, "kernels: attention window ", window, " is negative");
   int64_t max_keys = 0;
   for (const SeqRun& r : runs) {
     ref::check_run(r, pool.block_tokens, pool.n_blocks);
@@ -175,7 +178,7 @@ void ReferenceBackend::attention(const float* q, const KvPool& pool, std::span<c
       const int64_t row = task / n_heads;
       if (owner[row] < 0) continue;
       const SeqRun& r = runs[owner[row]];
-      ref::paged_attention_head(q, pool, r, row - r.row0, task % n_heads, n_heads, scale, scores.data(),
+      ref::paged_attention_head(q, pool, r, row - r.row0, task % n_heads, n_heads, scale, window, scores.data(),
                                 kbuf.data(), out);
     }
   });

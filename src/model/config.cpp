@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <utility>
@@ -120,8 +121,10 @@ std::vector<LayerKind> parse_layer_kinds(const json& j, int64_t n_layers, bool m
               " entries but num_hidden_layers is ", n_layers);
     for (const auto& t : *it) {
       LFM_CHECK(t.is_string(), "config: 'layer_types' entries must be strings, got ", json_excerpt(t));
-      // Anything other than "full_attention" is a conv layer (as transformers treats it).
-      kinds.push_back(t.get<std::string>() == "full_attention" ? LayerKind::Attention : LayerKind::Conv);
+      // "full_attention" and "sliding_attention" (parse_layer_windows) are attention layers;
+      // anything else is a conv layer (as transformers treats it).
+      const std::string type = t.get<std::string>();
+      kinds.push_back(type == "full_attention" || type == "sliding_attention" ? LayerKind::Attention : LayerKind::Conv);
     }
     return kinds;
   }
@@ -142,6 +145,23 @@ std::vector<LayerKind> parse_layer_kinds(const json& j, int64_t n_layers, bool m
   LFM_CHECK(!moe, "config: lfm2_moe requires 'layer_types'");
   // transformers' default: every layer is attention.
   return std::vector<LayerKind>(n_layers, LayerKind::Attention);
+}
+
+// ModelConfig::layer_window: `sliding_window` for the "sliding_attention" layers, 0 elsewhere;
+// empty when no layer is one (then `sliding_window` is not read).
+std::vector<int64_t> parse_layer_windows(const json& j, int64_t n_layers) {
+  const auto it = j.find("layer_types");
+  if (it == j.end() || !it->is_array()) return {};
+  std::vector<int64_t> windows(static_cast<size_t>(n_layers), 0);
+  bool any = false;
+  for (size_t i = 0; i < it->size() && i < windows.size(); ++i)
+    if ((*it)[i].is_string() && (*it)[i].get<std::string>() == "sliding_attention") windows[i] = 1, any = true;
+  if (!any) return {};
+  LFM_CHECK(j.contains("sliding_window") && !j["sliding_window"].is_null(),
+            "config: 'layer_types' has sliding_attention layers but no 'sliding_window' is given");
+  const int64_t w = get_bounded(j, "sliding_window", 0, 1, limits::kMaxPositions, true);
+  for (int64_t& v : windows) v *= w;
+  return windows;
 }
 
 double parse_rope_theta(const json& j) {
@@ -235,6 +255,7 @@ ModelConfig parse_model_config(const json& j) {
   c.rope_theta = parse_rope_theta(j);
   LFM_CHECK(c.rope_theta > 0, "config: rope theta must be positive, got ", c.rope_theta);
   c.layer_kinds = parse_layer_kinds(j, c.n_layers, moe);
+  c.layer_window = parse_layer_windows(j, c.n_layers);
 
   if (moe) {
     c.ffn_dim = get_int(j, "intermediate_size", 7168);
@@ -302,6 +323,11 @@ void check_config_limits(const ModelConfig& c, const std::string& origin) {
               sizes[i].first < 0 ? " is negative" : " exceeds lfm's limit of ", sizes[i].first < 0 ? "" : cat(maxima[i]));
   LFM_CHECK(static_cast<int64_t>(c.layer_kinds.size()) == c.n_layers, origin, ": ", c.layer_kinds.size(),
             " layer kinds for ", c.n_layers, " layers");
+  LFM_CHECK(c.layer_window.empty() || static_cast<int64_t>(c.layer_window.size()) == c.n_layers, origin, ": ",
+            c.layer_window.size(), " attention windows for ", c.n_layers, " layers");
+  for (int64_t w : c.layer_window)
+    LFM_CHECK(w >= 0 && w <= limits::kMaxPositions, origin, ": sliding window ", w, " is outside [0, ",
+              limits::kMaxPositions, "]");
   std::vector<int32_t> ids = c.eos_token_ids;
   ids.push_back(c.bos_token_id);
   ids.push_back(c.pad_token_id);
@@ -342,8 +368,10 @@ json ModelConfig::to_json() const {
   j["tie_word_embeddings"] = tie_embeddings;
   j["rope_theta"] = rope_theta;
   std::vector<std::string> kinds;
-  for (LayerKind k : layer_kinds) kinds.push_back(layer_kind_name(k));
+  for (size_t i = 0; i < layer_kinds.size(); ++i)
+    kinds.push_back(window(static_cast<int64_t>(i)) > 0 ? "sliding_attention" : layer_kind_name(layer_kinds[i]));
   j["layer_types"] = kinds;
+  if (!layer_window.empty()) j["sliding_window"] = *std::max_element(layer_window.begin(), layer_window.end());
   j["layer_pattern"] = layer_pattern();
   if (is_moe()) {
     j["num_experts"] = n_experts;

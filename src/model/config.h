@@ -36,6 +36,12 @@ struct ModelConfig {
   bool tie_embeddings = true;
   double rope_theta = 1e6;
   std::vector<LayerKind> layer_kinds;  // size L
+  // Sliding-window attention (transformers' "sliding_attention" layers, config.json
+  // `sliding_window`: LFM2.5-Audio's detokenizer): per layer, 0 for full causal attention (and for
+  // conv layers), else the window w: a query at position p sees keys p − w < j ≤ p
+  // (Backend::attention). Empty: no layer has one.
+  std::vector<int64_t> layer_window;
+  int64_t window(int64_t layer) const { return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)]; }
 
   // Dense FFN width F (after the auto-adjust rule for lfm2; as-is for lfm2_moe dense layers).
   int64_t ffn_dim = 0;

@@ -279,7 +279,7 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer) {
   float* att = scratch<float>(proj_buf_, T_ * H * hd);
   const KvPool pool = cache_.kv_pool(model_.state_slot(layer));
   be_.kv_write(pool, runs_, k, v);
-  be_.attention(q, pool, runs_, H, 1.0f / std::sqrt(static_cast<float>(hd)), att);
+  be_.attention(q, pool, runs_, H, 1.0f / std::sqrt(static_cast<float>(hd)), att, c.window(layer));
   observe(layer, ".self_attn.out_proj.input", att, T_, H * hd);
   be_.matmul(att, T_, aw.out, mix_);
 }

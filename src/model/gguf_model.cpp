@@ -3,6 +3,9 @@
 #include "core/error.h"
 #include "model/audio_model.h"
 #include "model/audio_mmproj.h"
+#include "model/speech_out.h"
+#include "model/vocoder_gguf.h"
+#include "model/detokenizer.h"
 #include "model/gguf_retrieval.h"
 #include "model/mmproj.h"
 #include "model/retrieval.h"
@@ -23,6 +26,17 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, const LoadOption
   auto model = std::make_unique<Model>(cfg, std::make_unique<gguf::GgufTensorSource>(file), options);
   if (head && options.pack)
     model->set_retrieval(std::make_shared<RetrievalHead>(std::move(*head), std::move(dense), cfg.hidden_size, options.backend));
+  if (!options.vocoder.empty() && options.pack) {
+    // LFM2.5-Audio's speech output: llama.cpp's vocoder GGUF (model/vocoder_gguf.h).
+    auto voc = std::make_shared<const gguf::GgufFile>(options.vocoder);
+    const SpeechOutConfig sc = speech_out_config_from_vocoder(*voc, cfg.hidden_size);
+    LFM_CHECK(sc.audio_start_id < cfg.vocab_size && sc.text_end_id < cfg.vocab_size, "vocoder: the audio start id ",
+              sc.audio_start_id, " and text end id ", sc.text_end_id, " must be in the vocabulary of ", cfg.vocab_size);
+    model->set_speech_out(std::make_shared<SpeechOutModel>(sc, vocoder_speech_out_source(voc), options.backend));
+    if (vocoder_has_detokenizer(*voc))
+      model->set_detokenizer(
+          Detokenizer::load_source(detokenizer_config_from_vocoder(*voc), vocoder_detokenizer_source(voc), options));
+  }
   if (!options.mmproj.empty() && options.pack) {
     auto mm = std::make_shared<const gguf::GgufFile>(options.mmproj);
     if (is_audio_mmproj(*mm)) {

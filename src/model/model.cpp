@@ -14,6 +14,7 @@
 #include "model/audio_config.h"
 #include "model/audio_model.h"
 #include "model/speech_out.h"
+#include "model/detokenizer.h"
 #include "model/gguf_model.h"
 #include "model/retrieval.h"
 #include "model/vision_config.h"
@@ -290,6 +291,9 @@ std::unique_ptr<Model> load_audio_folder(const std::string& path, const std::str
       }
       model->set_speech_out(std::make_shared<SpeechOutModel>(scfg, base, options.backend));
     }
+    // LFM2.5-Audio bundles its detokenizer (codes → waveform) in a subfolder.
+    const std::filesystem::path detok = std::filesystem::path(path) / "audio_detokenizer";
+    if (std::filesystem::exists(detok / "config.json")) model->set_detokenizer(Detokenizer::load(detok.string(), options));
   }
   return model;
 }
@@ -306,6 +310,8 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   }
   const std::string config_path = (fs::path(path) / "config.json").string();
   const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
+  LFM_CHECK(options.vocoder.empty(), "model: a vocoder file goes with a .gguf language model; the checkpoint folder '",
+            path, "' has its own speech output head");
   LFM_CHECK(options.mmproj.empty(), "model: an mmproj file goes with a .gguf language model; the checkpoint folder '",
             path, "' has its own vision tower");
   if (is_audio_config(j)) return load_audio_folder(path, config_path, j, options);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/ordered_json_parse.h"
+#include "engine/speech_prompt.h"
 #include "server/server_impl.h"
 
 namespace lfm::server {
@@ -126,6 +127,7 @@ namespace {
 // The label of a route for the request counter (unknown paths collapse into one label).
 std::string route_label(const std::string& path) {
   for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/rerank",
+                        "/v1/audio/speech", "/v1/audio/transcriptions", "/v1/audio/translations",
                         "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics"})
     if (path == r) return r;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -277,11 +279,17 @@ void Server::Impl::register_routes() {
   http.Post("/v1/audio/translations", served(true, [this](const httplib::Request& q, httplib::Response& r) {
     handle_transcription(q, r, true);
   }));
+  http.Post("/v1/audio/speech", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_speech(q, r); }));
   http.Post("/v1/embeddings", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_embeddings(q, r); }));
   http.Post("/v1/rerank", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_rerank(q, r); }));
   http.Post("/rerank", served(true, [this](const httplib::Request& q, httplib::Response& r) { handle_rerank(q, r); }));
   const auto model_object = [this](const std::string& id) {
-    return json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "lfm"}, {"max_model_len", engine_ ? engine_->ctx_size() : embedding_context()}};
+    json m{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "lfm"}, {"max_model_len", engine_ ? engine_->ctx_size() : embedding_context()}};
+    if (opt.speech_out) {  // a speech model: /v1/audio/speech's voices
+      m["voices"] = json::array();
+      for (const SpeechVoice& v : speech_voices()) m["voices"].push_back(v.id);
+    }
+    return m;
   };
   http.Get("/v1/models", served(true, [this, model_object](const httplib::Request&, httplib::Response& res) {
     res.set_content(json{{"object", "list"}, {"data", json::array({model_object(opt.model_name)})}}.dump(), "application/json");

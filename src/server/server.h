@@ -3,7 +3,7 @@
 // server whose streams each wait on their own engine event queue; Boost.Beast's async model
 // would add a dependency and code without serving this load better).
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, POST /v1/rerank
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/audio/speech (server/speech.h), POST /v1/embeddings, POST /v1/rerank
 // (and /rerank), GET /v1/models[/{id}], GET /health, POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API Inference
 // Extension's model-server metrics: lfm:num_requests_waiting and lfm:num_requests_running
 // gauges, lfm:kv_cache_usage_perc in 0..1). Errors use OpenAI's shape. With an API key, /v1/*,
@@ -28,6 +28,7 @@
 #include "server/chat_images.h"
 #include "server/chat_speech.h"
 #include "server/metrics.h"
+#include "server/speech_options.h"
 
 namespace httplib {
 class Server;
@@ -79,6 +80,11 @@ struct ServerOptions {
   // `no_audio` as the 400's message.
   std::shared_ptr<const AudioPromptSetup> audio_setup;
   std::string no_audio = "the model has no speech encoder: it does not take audio (serve an LFM2-Audio model)";
+  // Speech output (/v1/audio/speech, server/speech.h; LFM2.5-Audio): whether the model speaks
+  // (false: 400 with `no_speech` as the message) and one request's limits.
+  bool speech_out = false;
+  std::string no_speech = "the model does not speak: it has no audio output (serve an LFM2.5-Audio model)";
+  SpeechOptions speech;
   // /v1/rerank: the most documents one call may score (more is a 400 naming the limit).
   int64_t max_rerank_documents = 1000;
   // Why /v1/embeddings and /v1/rerank answer 400 when there is no embedding service.

@@ -62,6 +62,7 @@ struct Server::Impl {
   void handle_completion(const httplib::Request& req, httplib::Response& res);
   // /v1/audio/transcriptions, or /v1/audio/translations with `translate` (transcriptions.cpp).
   void handle_transcription(const httplib::Request& req, httplib::Response& res, bool translate);
+  void handle_speech(const httplib::Request& req, httplib::Response& res);  // /v1/audio/speech (speech.cpp)
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // embeddings.cpp
   void handle_rerank(const httplib::Request& req, httplib::Response& res);
   // Waits for an embedding call; cancels it (and throws) when the client leaves or the server drains.

@@ -322,20 +322,21 @@ class CudaBackend final : public Backend {
     }, dev_kv(pool), step_, k, v);
   }
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
-                 float* out) override {
+                 float* out, int64_t window) override {
     auto timer = time_op("attention");
     check_step(runs);
     LFM_CHECK(pool.kv_heads > 0 && n_heads % pool.kv_heads == 0, "cuda: ", n_heads, " query heads cannot share ",
               pool.kv_heads, " kv heads");
+    LFM_CHECK(window >= 0, "cuda: attention window ", window, " is negative");
     float* partial = nullptr;
     if (step_splits_ > 1) {  // rows of several splits leave (max, sum, acc) per split
       ensure_capacity(*this, partial_buf_, sizeof(float) * static_cast<size_t>(step_.n_rows * n_heads * step_splits_ * (pool.head_dim + 2)));
       partial = partial_buf_.as<float>();
     }
     enqueue("attention", [this](const float* q, const cuda::DevKv& kv, const cuda::DevStep& step, int64_t h, float scale,
-                                float* out, int64_t max_keys, float* partial) {
-      cuda::attention(q, kv, step, h, scale, out, max_keys, partial, stream_);
-    }, q, dev_kv(pool), step_, n_heads, scale, out, step_splits_ * cuda::kAttnSplitKeys, partial);
+                                float* out, int64_t max_keys, float* partial, int64_t window) {
+      cuda::attention(q, kv, step, h, scale, out, max_keys, partial, window, stream_);
+    }, q, dev_kv(pool), step_, n_heads, scale, out, step_splits_ * cuda::kAttnSplitKeys, partial, window);
   }
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override {

@@ -6,8 +6,10 @@
 // carries the online softmax of its query vectors (row, head) over groups of 32 keys, one key per
 // lane for the scores and two output dims per lane for the values. A row whose keys fit one split
 // writes its output; longer rows write (max, sum, acc) partials that a second kernel merges in
-// split order. A row's arithmetic depends only on its own number of keys: never on the tile, the
-// batch or the step.
+// split order. A row's arithmetic depends only on its own range of keys: never on the tile, the
+// batch or the step. A sliding window (window > 0) starts a row's keys at max(0, end − window):
+// the groups of 32 before it are skipped, the lanes before it masked, and only the splits that
+// hold some of its keys are written and merged (older keys stay in the cache, unread).
 #include <cmath>
 
 #include "kernels/cuda/block_reduce.cuh"
@@ -27,12 +29,16 @@ constexpr int kMaxVecPerWarp = kAttnTileRows * kMaxGroup / kWarps;
 
 __device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, MaxOp{}); }
 __device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
+// The first key a row whose keys end at `end` sees: end − window with a sliding window, else 0.
+__host__ __device__ __forceinline__ int64_t first_key(int64_t end, int64_t window) {
+  return window > 0 && end > window ? end - window : 0;
+}
 
 // D: output dims per lane (lane, lane + 32, ...), so head_dim ≤ 32·D.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* __restrict__ q, DevKv kv, DevStep step, int n_heads, float scale,
-                           float* __restrict__ out, float* __restrict__ partial, int max_splits) {
+                           float* __restrict__ out, float* __restrict__ partial, int max_splits, int64_t window) {
   const int HD = static_cast<int>(kv.head_dim);
   LFM_DYNAMIC_SHARED(float, smem);
   float* ks = smem;              // [HD][kChunk]
@@ -44,7 +50,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t key0 = static_cast<int64_t>(blockIdx.z) * kAttnSplitKeys;
   const int64_t first_keys = r.pos0 + (tile.row0 - r.row0) + 1;  // keys of the tile's first row
   const int64_t tile_keys = first_keys + tile.n_rows - 1;         // and of its last
-  if (key0 >= tile_keys) return;
+  const int64_t tile_lo = first_key(first_keys, window);  // the first row's first key
+  if (key0 >= tile_keys || key0 + kAttnSplitKeys <= tile_lo) return;
   const int64_t key_end = min(key0 + kAttnSplitKeys, tile_keys);
   const int nv = tile.n_rows * G;
   for (int i = threadIdx.x; i < nv * HD; i += kThreads) {
@@ -67,7 +74,9 @@ __global__ void __launch_bounds__(kThreads)
   // 8 positions of a dim (or 8 dims of a position) in one 16-byte load: runs of 8 positions never
   // cross a KV block when block_tokens is a multiple of 8 (chunks start at multiples of 64).
   const bool vec8 = bt % 8 == 0 && HD % 8 == 0;
-  for (int64_t c0 = key0; c0 < key_end; c0 += kChunk) {
+  // Chunks start at multiples of kChunk (key0 is one), from the one holding the tile's first key.
+  const int64_t chunk0 = tile_lo / kChunk * kChunk;
+  for (int64_t c0 = chunk0 > key0 ? chunk0 : key0; c0 < key_end; c0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed
     if (threadIdx.x < kChunk) {
       const int64_t pos = c0 + threadIdx.x;
@@ -118,14 +127,17 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kMaxVecPerWarp; ++i) {
       const int v = warp + kWarps * i;  // warp-uniform, as is everything a shuffle depends on
       if (v >= nv) break;
-      // The row's keys in this split: its own (causal) up to the split's end.
+      // The row's keys in this split: its own (causal) up to the split's end, from its window's
+      // first key on.
       const int64_t n_keys = min(first_keys + v / G, key_end);
+      const int64_t lo = first_key(first_keys + v / G, window);
       const float* qv = qs + v * HD;
 #pragma unroll
       for (int sub = 0; sub < kChunk / 32; ++sub) {
         const int64_t base = c0 + sub * 32;
         if (base >= n_keys) break;
-        const bool live = base + lane < n_keys;
+        if (base + 32 <= lo) continue;  // every lane before the window (a live lane remains otherwise)
+        const bool live = base + lane < n_keys && base + lane >= lo;
         float s = -INFINITY;
         if (live) {
           float dot = 0.0f;
@@ -156,9 +168,11 @@ __global__ void __launch_bounds__(kThreads)
     const int v = warp + kWarps * i;
     if (v >= nv) break;
     const int64_t n_keys = first_keys + v / G;
-    if (key0 >= n_keys) continue;
+    const int64_t lo = first_key(n_keys, window);
+    const int64_t first_split = lo / kAttnSplitKeys, last_split = (n_keys - 1) / kAttnSplitKeys;
+    if (blockIdx.z < first_split || blockIdx.z > last_split) continue;  // none of the row's keys here
     const int64_t row = tile.row0 + v / G, head = g * G + v % G;
-    if (n_keys <= kAttnSplitKeys) {
+    if (first_split == last_split) {
       float* o = out + (row * n_heads + head) * HD + lane;
 #pragma unroll
       for (int dd = 0; dd < D; ++dd)
@@ -175,15 +189,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // Rows of more than one split: their partials merged in split order.
 __global__ void attention_merge_kernel(DevStep step, int n_heads, int HD, const float* __restrict__ partial,
-                                       int max_splits, float* __restrict__ out) {
+                                       int max_splits, float* __restrict__ out, int64_t window) {
   const int64_t row = blockIdx.x, head = blockIdx.y;
   const int32_t ri = step.row_run[row];
   if (ri < 0) return;
   const DevRun r = step.runs[ri];
   const int64_t n_keys = r.pos0 + (row - r.row0) + 1;
-  if (n_keys <= kAttnSplitKeys) return;  // written by the split kernel
-  const int64_t splits = (n_keys + kAttnSplitKeys - 1) / kAttnSplitKeys;
-  const float* pp = partial + (row * n_heads + head) * max_splits * (HD + 2);
+  const int64_t lo = first_key(n_keys, window);
+  const int64_t first_split = lo / kAttnSplitKeys, last_split = (n_keys - 1) / kAttnSplitKeys;
+  if (first_split == last_split) return;  // written by the split kernel
+  const int64_t splits = last_split - first_split + 1;
+  const float* pp = partial + ((row * n_heads + head) * max_splits + first_split) * (HD + 2);
   for (int d = threadIdx.x; d < HD; d += blockDim.x) {
     float m = pp[0], l = pp[1], a = pp[2 + d];
     for (int64_t s = 1; s < splits; ++s) {
@@ -200,7 +216,7 @@ __global__ void attention_merge_kernel(DevStep step, int n_heads, int HD, const 
 
 template <int D>
 void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, float scale, float* out,
-            int64_t max_keys, float* partial, cudaStream_t s) {
+            int64_t max_keys, float* partial, int64_t window, cudaStream_t s) {
   const int G = n_heads / static_cast<int>(kv.kv_heads), HD = static_cast<int>(kv.head_dim);
   const int splits = static_cast<int>((max_keys + kAttnSplitKeys - 1) / kAttnSplitKeys);
   const size_t smem = sizeof(float) * (2 * HD * kChunk + kAttnTileRows * G * HD);
@@ -212,11 +228,12 @@ void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, f
     raised = true;
   }
   const dim3 grid(static_cast<unsigned>(step.n_tiles), static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits));
-  LFM_LAUNCH(grid, kThreads, smem, s, attention_split_kernel<D>)(q, kv, step, n_heads, scale, out, partial, splits);
+  LFM_LAUNCH(grid, kThreads, smem, s, attention_split_kernel<D>)(q, kv, step, n_heads, scale, out, partial, splits,
+                                                                window);
   LFM_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) {
     LFM_LAUNCH(dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), 32 * D, 0, s, attention_merge_kernel)(
-        step, n_heads, HD, partial, splits, out);
+        step, n_heads, HD, partial, splits, out, window);
     LFM_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -224,16 +241,16 @@ void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, f
 }  // namespace
 
 void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_heads, float scale, float* out,
-               int64_t max_keys, float* partial, cudaStream_t s) {
+               int64_t max_keys, float* partial, int64_t window, cudaStream_t s) {
   LFM_CHECK(n_heads % kv.kv_heads == 0 && n_heads / kv.kv_heads <= kMaxGroup, "cuda: attention supports up to ",
             kMaxGroup, " query heads per KV head, got ", n_heads, " over ", kv.kv_heads);
   if (step.n_rows == 0 || step.n_tiles == 0) return;
   const int h = static_cast<int>(n_heads);
   switch ((kv.head_dim + 31) / 32) {
-    case 1: return launch<1>(q, kv, step, h, scale, out, max_keys, partial, s);
-    case 2: return launch<2>(q, kv, step, h, scale, out, max_keys, partial, s);
-    case 3: return launch<3>(q, kv, step, h, scale, out, max_keys, partial, s);
-    case 4: return launch<4>(q, kv, step, h, scale, out, max_keys, partial, s);
+    case 1: return launch<1>(q, kv, step, h, scale, out, max_keys, partial, window, s);
+    case 2: return launch<2>(q, kv, step, h, scale, out, max_keys, partial, window, s);
+    case 3: return launch<3>(q, kv, step, h, scale, out, max_keys, partial, window, s);
+    case 4: return launch<4>(q, kv, step, h, scale, out, max_keys, partial, window, s);
     default: fail("cuda: attention supports head_dim up to 128, got ", kv.head_dim);
   }
 }
