@@ -1,8 +1,8 @@
 // `lfm chat --audio-out DIR` (spoken replies) on the tiny LFM2-Audio checkpoint with speech output
 // and the synthetic tokenizer (test::write_speech_model): each reply's frames are saved per turn,
 // and the second turn's prompt holds the first spoken reply as it was generated (the prefix cache
-// reuses it: the --stats line's cached tokens pass the first prompt). The checkpoint has no audio
-// detokenizer yet, so the replies are saved as codes (--no-waveform).
+// reuses it: the --stats line's cached tokens pass the first prompt); as WAV files (the checkpoint's
+// detokenizer) and, with --no-waveform, as codes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -45,6 +45,17 @@ TEST(ChatSpeechCli, SpokenTurnsAreSavedAndFedBack) {
       ASSERT_EQ(f.size(), 8u);
       for (const auto& c : f) EXPECT_TRUE(c.get<int>() >= 0 && c.get<int>() < 2049);
     }
+  }
+  // The waveforms: 16-bit mono WAV at 24 kHz, 1920 samples per frame.
+  const std::string wav_out = (dir / "wav").string();
+  const auto w = test::run_lfm("chat -m '" + model + "' --audio-out '" + wav_out + "' -n 30 --seed 4 --ctx-size 512",
+                               test::Stderr::kMerge, &input);
+  ASSERT_EQ(w.code, 0) << w.out;
+  for (int turn = 1; turn <= 2; ++turn) {
+    const std::string bytes = test::read_file(wav_out + "/turn-" + std::to_string(turn) + ".wav");
+    ASSERT_GT(bytes.size(), 44u) << w.out;
+    EXPECT_EQ(bytes.substr(0, 4), "RIFF");
+    EXPECT_EQ((bytes.size() - 44) / 2 % 1920, 0u) << bytes.size();
   }
   // A model that does not speak is refused before the conversation starts.
   const std::string text_model = (dir / "text").string();

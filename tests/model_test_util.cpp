@@ -136,6 +136,11 @@ void write_audio_model(const std::string& dir) { write_audio_model_from(dir, dat
 
 void write_speech_model(const std::string& dir) {
   write_audio_model_from(dir, data_dir() + "/audio/lfm2audio_tts_tiny");
+  // Its audio detokenizer (waveforms): tests/data/audio/detokenizer_tiny.
+  std::filesystem::create_directories(dir + "/audio_detokenizer");
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(data_dir() + "/audio/detokenizer_tiny/" + f, dir + "/audio_detokenizer/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
 }
 
 namespace {

@@ -3,14 +3,17 @@
 // (tests/data/audio/lfm2audio_tts_tiny with the synthetic tokenizer: test::write_speech_model):
 // the reply's audio object whole and streamed (the same reply for the same seed), a second turn
 // that refers to the first's audio id (its frames put back: the prefix cache reuses the spoken
-// turn), the official openai client, and every refusal a 400 naming its field.
-// The checkpoint has no audio detokenizer yet, so replies carry codes only and "data" is empty.
+// turn), the official openai client, and every refusal a 400 naming its field. The checkpoint's
+// detokenizer (tests/data/audio/detokenizer_tiny) makes the waveform: 1920 samples per frame, the
+// whole reply's WAV the same samples as the streamed pcm16 chunks.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/base64.h"
 #include "model_test_util.h"
 #include "server_test_util.h"
 #include "speech_test_util.h"
@@ -93,15 +96,28 @@ TEST_F(ServerSpeechChatTest, SpokenReplyWholeAndStreamedAgree) {
   EXPECT_EQ(id.rfind("audio_", 0), 0u) << id;
   EXPECT_GE(audio["expires_at"].get<int64_t>(), before + 3600);
   EXPECT_TRUE(audio["transcript"].is_string());
-  EXPECT_EQ(audio["data"], "");  // no detokenizer in the checkpoint: codes only
   // Interleaved: 6 text tokens, then 12 frames, … every step one of the 40.
   const int64_t frames = j["usage"]["completion_tokens_details"]["audio_tokens"];
   EXPECT_GT(frames, 0) << r->body;
   EXPECT_LE(frames, j["usage"]["completion_tokens"].get<int64_t>());
+  // The WAV: 16-bit mono at 24 kHz, 1920 samples per frame (the end-of-audio frame, if any, has none).
+  const auto wav = decode_base64(audio["data"].get<std::string>());
+  ASSERT_TRUE(wav && wav->size() > 44) << r->body;
+  const std::string w(wav->begin(), wav->end());
+  EXPECT_EQ(w.substr(0, 4), "RIFF");
+  EXPECT_EQ(w.substr(8, 4), "WAVE");
+  uint32_t rate = 0;
+  std::memcpy(&rate, w.data() + 24, 4);
+  EXPECT_EQ(rate, 24000u);
+  const std::string pcm = w.substr(44);
+  const int64_t samples = static_cast<int64_t>(pcm.size() / 2);
+  EXPECT_EQ(samples % 1920, 0);
+  EXPECT_LE(samples, 1920 * frames);
+  EXPECT_GE(samples, 1920 * (frames - 1));
 
   r = post(*speech_, spoken_body(json::array({user("Say something.")}), true));
   ASSERT_EQ(r->status, 200) << r->body;
-  std::string transcript, stream_id;
+  std::string transcript, stream_id, streamed_pcm;
   int64_t expires_at = 0;
   std::string finish;
   const auto cs = chunks(r->body);
@@ -115,11 +131,17 @@ TEST_F(ServerSpeechChatTest, SpokenReplyWholeAndStreamedAgree) {
       if (stream_id.empty()) stream_id = cid;
       EXPECT_EQ(cid, stream_id);
       if (d["audio"].contains("transcript")) transcript += d["audio"]["transcript"].get<std::string>();
+      if (d["audio"].contains("data")) {
+        const auto bytes = decode_base64(d["audio"]["data"].get<std::string>());
+        ASSERT_TRUE(bytes);
+        streamed_pcm.append(bytes->begin(), bytes->end());
+      }
       if (d["audio"].contains("expires_at")) expires_at = d["audio"]["expires_at"];
     }
     if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
   }
   EXPECT_EQ(transcript, audio["transcript"]);  // same seed, same reply
+  EXPECT_TRUE(streamed_pcm == pcm) << streamed_pcm.size() << " streamed bytes, " << pcm.size() << " in the WAV";
   EXPECT_NE(stream_id, id);
   EXPECT_GE(expires_at, before + 3600);
   EXPECT_EQ(finish, j["choices"][0]["finish_reason"]);
@@ -210,6 +232,8 @@ TEST_F(ServerSpeechChatTest, OfficialOpenAiClient) {
   EXPECT_EQ(a["id"].get<std::string>().rfind("audio_", 0), 0u) << r.out;
   EXPECT_TRUE(a["transcript"].is_string());
   EXPECT_EQ(j["stream"]["transcript"], a["transcript"]) << r.out;
+  EXPECT_FALSE(a["data"].get<std::string>().empty()) << r.out;
+  EXPECT_FALSE(j["stream"]["data"].get<std::string>().empty()) << r.out;
   EXPECT_GT(j["stream"]["expires_at"].get<int64_t>(), 0) << r.out;
   EXPECT_GT(j["second"]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
             j["whole"]["usage"]["prompt_tokens"].get<int64_t>())

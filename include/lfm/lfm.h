@@ -117,8 +117,8 @@ typedef struct lfm_model_info {
   int32_t audio_sample_rate;
   int32_t audio_max_seconds;
   /* [5] can_speak: the model has speech output (its depth transformer: lfm_prompt.audio_out);
-   * speech_waveform: it also turns frames into a waveform (its audio detokenizer; until the engine
-   * runs one, 0: events carry codes only); speech_sample_rate: the waveform's rate (24000 Hz, mono);
+   * speech_waveform: it also turns frames into a waveform (its audio detokenizer: an
+   * audio_detokenizer/ folder or the vocoder GGUF); speech_sample_rate: the waveform's rate (24000 Hz, mono);
    * speech_codebooks: the codes per audio frame;
    * speech_audio_vocab: codes are in [0, speech_audio_vocab) (the last is the end of audio). */
   int32_t can_speak;

@@ -22,8 +22,8 @@ def frames_of(codes):
 
 
 def write_speech_model(d):
-    """The TTS fixture with the synthetic tokenizer (tests/data/tokenizer) and LFM2-1.2B's chat
-    template: its embedding table widened to the tokenizer's vocabulary (the fixture's rows kept, the
+    """The TTS fixture with its audio detokenizer (tests/data/audio/detokenizer_tiny), the synthetic
+    tokenizer (tests/data/tokenizer) and LFM2-1.2B's chat template: its embedding table widened to the tokenizer's vocabulary (the fixture's rows kept, the
     rest pseudo-random), as tests/model_test_util.cpp's write_speech_model does it."""
     tok = json.loads((DATA / "tokenizer" / "tokenizer.json").read_text())
     vocab = 1 + max(max(tok["model"]["vocab"].values()), max(a["id"] for a in tok["added_tokens"]))
@@ -59,6 +59,9 @@ def write_speech_model(d):
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(DATA / "tokenizer" / f, d / f)
     shutil.copy(DATA / "assets" / "lfm2" / "LFM2-1.2B" / "chat_template.jinja", d / "chat_template.jinja")
+    (d / "audio_detokenizer").mkdir()
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(DATA / "audio" / "detokenizer_tiny" / f, d / "audio_detokenizer" / f)
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +128,20 @@ def test_speak_asks_with_the_tts_turn(speech_llm):
     else:
         with pytest.raises(lfm.LfmError, match="detokenizer"):
             speech_llm.speak("Hello there.", max_tokens=12)
+
+
+def test_streamed_waveform(speech_llm):
+    params = lfm.SamplingParams(max_tokens=30, seed=2, audio_out="interleaved")
+    s = speech_llm.stream(messages=[{"role": "user", "content": "Hi."}], sampling_params=params)
+    frames, ends, samples = 0, 0, 0
+    for ev in s:
+        if isinstance(ev, lfm.AudioEvent):
+            frames += bool(ev.codes)
+            ends += ev.end
+            samples += len(ev.samples)
+            assert not ev.samples or ev.sample_rate == 24000
+    assert frames > 0 and samples == 1920 * (frames - ends)
+    assert len(s.output.audio) == samples and s.output.sample_rate == 24000
 
 
 def test_interleaved_chat_gets_the_spoken_chat_prompt(speech_llm):

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "capi/capi_internal.h"
+#include "model/detokenizer.h"
 #include "model/speech_out.h"
 #include "chat/chat_template.h"
 #include "core/ordered_json_parse.h"
@@ -244,8 +245,8 @@ lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out) {
                                         : 0;
     if (const lfm::SpeechOutModel* so = s.model->speech_out()) {
       i.can_speak = 1;
-      i.speech_waveform = 0;  // the engine does not run the audio detokenizer yet (AudioOutParams::waveform)
-      i.speech_sample_rate = 24000;  // LFM2-Audio's detokenizer: 24 kHz mono
+      i.speech_waveform = s.model->detokenizer() != nullptr;
+      i.speech_sample_rate = s.model->detokenizer() ? s.model->detokenizer()->sample_rate() : 24000;
       i.speech_codebooks = static_cast<int32_t>(so->config().codebooks);
       i.speech_audio_vocab = static_cast<int32_t>(so->config().audio_vocab);
     }

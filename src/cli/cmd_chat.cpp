@@ -5,7 +5,8 @@
 //
 // --audio-out DIR (LFM2-Audio with speech output): replies are spoken — interleaved text and audio,
 // the spoken-chat system prompt in --voice unless -s gives one — each saved as DIR/turn-<n>.wav
-// (with --no-waveform: the frames' codes as DIR/turn-<n>.codes.json, [frames][codebooks]); each
+// (with --no-waveform, or a model without its audio detokenizer: the frames' codes as
+// DIR/turn-<n>.codes.json, [frames][codebooks]); each
 // spoken reply goes back into later prompts as it was generated, text ids and frames
 // (engine/spoken_turn.h), so the prefix cache reuses it.
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include "audio/audio_encode.h"
 #include "engine/speech_prompt.h"
 #include "engine/spoken_turn.h"
+#include "model/detokenizer.h"
 #include "model/speech_out.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -107,7 +109,6 @@ int run_chat(int argc, char** argv) {
                "With --audio-out: save each reply's codes (DIR/turn-<n>.codes.json) instead of its waveform");
   LFM_CLI_PARSE(app, argc, argv);
   const bool speak = !audio_out_dir.empty();
-  speech.waveform = !no_waveform;
   finish_sampling_options(sp, seed);
 
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
@@ -179,6 +180,10 @@ int run_chat(int argc, char** argv) {
     LFM_CHECK(audio_setup, "chat: --audio-out: spoken turns are put back where the audio placeholder stands: ", no_audio);
     LFM_CHECK(!grammar_args.given(), "chat: --audio-out: spoken replies cannot follow a grammar");
     LFM_CHECK(draft.kind() == Drafter::kNone, "chat: --audio-out: spoken replies cannot be drafted");
+    speech.waveform = !no_waveform && rt.model->detokenizer();
+    if (!no_waveform && !speech.waveform)
+      std::fprintf(stderr, "lfm chat: the model has no audio detokenizer (audio_detokenizer/ or the vocoder GGUF): "
+                           "replies are saved as codes (turn-<n>.codes.json)\n");
     std::filesystem::create_directories(audio_out_dir);
     nlohmann::ordered_json sys = nlohmann::ordered_json::array();
     add_spoken_chat_prompt(sys, voice);

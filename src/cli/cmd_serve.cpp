@@ -19,6 +19,7 @@
 #include "engine/image_prompt.h"
 #include "kernels/backend_factory.h"
 #include "model/model.h"
+#include "model/detokenizer.h"
 #include "model/speech_out.h"
 #include "model/state_plan.h"
 #include "server/server.h"
@@ -310,6 +311,10 @@ int run_serve(int argc, char** argv) {
     // Spoken chat needs the audio placeholder (spoken turns are put back where it stands).
     so.spoken_chat.codebooks = speech->config().codebooks;
     so.spoken_chat.audio_vocab = speech->config().audio_vocab;
+    if (const Detokenizer* detok = rt.model->detokenizer()) {
+      so.spoken_chat.waveform = true;
+      so.spoken_chat.sample_rate = detok->sample_rate();
+    }
     std::fprintf(stderr, "lfm serve: spoken chat (modalities audio): replies kept in %zu bytes for %lld s\n",
                  so.spoken_chat.store_bytes, static_cast<long long>(so.spoken_chat.store_seconds));
   }

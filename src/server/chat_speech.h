@@ -42,8 +42,8 @@ namespace lfm::server {
 
 struct SpokenChatOptions {
   // The model's speech output (0 codebooks: it does not speak) and whether its frames become a
-  // waveform (the model's detokenizer); without one the replies carry codes only and "data" is
-  // empty.
+  // waveform (the model's detokenizer); without one the replies are kept as codes (for later
+  // turns) and "data" is empty.
   int64_t codebooks = 0;
   int64_t audio_vocab = 0;
   bool waveform = false;
