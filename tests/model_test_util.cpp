@@ -1,4 +1,5 @@
 #include "model_test_util.h"
+#include "speech_test_util.h"
 
 #include <algorithm>
 #include <cstring>
@@ -127,9 +128,24 @@ void write_scripted_model(const std::string& dir, const std::vector<std::pair<in
   w.finish();
 }
 
-void write_audio_model(const std::string& dir) {
+namespace {
+void write_audio_model_from(const std::string& dir, const std::string& fixture);
+}
+
+void write_audio_model(const std::string& dir) { write_audio_model_from(dir, data_dir() + "/audio/lfm2audio_tiny_a"); }
+
+void write_speech_model(const std::string& dir) {
+  write_audio_model_from(dir, data_dir() + "/audio/lfm2audio_tts_tiny");
+  // Its audio detokenizer (waveforms): tests/data/audio/detokenizer_tiny.
+  std::filesystem::create_directories(dir + "/audio_detokenizer");
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(data_dir() + "/audio/detokenizer_tiny/" + f, dir + "/audio_detokenizer/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+}
+
+namespace {
+void write_audio_model_from(const std::string& dir, const std::string& fixture) {
   copy_text_files(dir);
-  const std::string fixture = data_dir() + "/audio/lfm2audio_tiny_a";
   nlohmann::json cfg = read_json(fixture + "/config.json");
   const nlohmann::json tok = read_json(dir + "/tokenizer.json");
   int64_t vocab = 0;
@@ -163,6 +179,7 @@ void write_audio_model(const std::string& dir) {
   }
   w.finish();
 }
+}  // namespace
 
 void write_text_model(const std::string& dir) {
   copy_text_files(dir);

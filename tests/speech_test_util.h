@@ -25,6 +25,12 @@
 
 namespace lfm::test {
 
+// write_audio_model's folder made from tests/data/audio/lfm2audio_tts_tiny: an LFM2-Audio model with
+// speech output (its depth transformer), its audio detokenizer (tests/data/audio/detokenizer_tiny
+// as audio_detokenizer/) and the synthetic tokenizer's vocabulary, for chat-level speech output
+// tests (the server, lfm chat). Defined in model_test_util.cpp beside write_audio_model.
+void write_speech_model(const std::string& dir);
+
 inline void write_speaking_model(const std::string& dir) {
   namespace fs = std::filesystem;
   write_text_model(dir);  // the tokenizer, its config and the template (config and weights replaced below)

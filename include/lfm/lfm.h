@@ -12,7 +12,8 @@
  *     covers but does not set): the structs end without padding (4-byte fields come in pairs),
  *     except lfm_model_options, whose last 4 bytes stay unused. Fields marked [2] came with API
  *     level 2 (LFM_API_VERSION 2), those marked [3] with level 3 (retrievers: lfm_embed, lfm_rerank),
- *     those marked [4] with level 4 (audio input: LFM2-Audio).
+ *     those marked [4] with level 4 (audio input: LFM2-Audio), those marked [5] with level 5
+ *     (speech output: LFM2-Audio).
  *   - Every function returns an lfm_status (LFM_OK is 0) and never aborts the process: a null
  *     handle or argument, bad JSON, a missing model, a request that cannot run are errors, and
  *     lfm_last_error() gives this thread's message for the last failing call.
@@ -43,7 +44,7 @@
 extern "C" {
 #endif
 
-#define LFM_API_VERSION 4 /* this header's API level (lfm_api_version() gives the library's) */
+#define LFM_API_VERSION 5 /* this header's API level (lfm_api_version() gives the library's) */
 
 typedef enum lfm_status {
   LFM_OK = 0,
@@ -115,6 +116,17 @@ typedef struct lfm_model_info {
   int32_t audio_token;
   int32_t audio_sample_rate;
   int32_t audio_max_seconds;
+  /* [5] can_speak: the model has speech output (its depth transformer: lfm_prompt.audio_out);
+   * speech_waveform: it also turns frames into a waveform (its audio detokenizer: an
+   * audio_detokenizer/ folder or the vocoder GGUF); speech_sample_rate: the waveform's rate (24000 Hz, mono);
+   * speech_codebooks: the codes per audio frame;
+   * speech_audio_vocab: codes are in [0, speech_audio_vocab) (the last is the end of audio). */
+  int32_t can_speak;
+  int32_t speech_waveform;
+  int32_t speech_sample_rate;
+  int32_t speech_codebooks;
+  int32_t speech_audio_vocab;
+  int32_t reserved5; /* 0 */
 } lfm_model_info;
 LFM_API lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out);
 
@@ -234,7 +246,8 @@ typedef enum lfm_drafter {
   LFM_DRAFTER_MODEL = 2  /* the engine's draft model (lfm_engine_options.draft_model) */
 } lfm_drafter;
 
-/* What to generate from: exactly one of prompt ids, prompt text, or chat messages. */
+/* What to generate from: exactly one of prompt ids, prompt text, chat messages or (level 5)
+ * speak_text. */
 typedef struct lfm_prompt {
   size_t struct_size;
   const int32_t* ids;        /* token ids (n_ids of them) */
@@ -286,7 +299,40 @@ typedef struct lfm_prompt {
   int32_t audio_pcm_channels;
   int32_t audio_pcm_rate;
   double max_audio_seconds;
+  /* [5] Speech output (a model with lfm_model_info.can_speak; else LFM_ERR_UNSUPPORTED):
+   * audio_out (lfm_audio_out) makes the reply speak: LFM_AUDIO_OUT_SEQUENTIAL (text until the model
+   * opens its audio, then frames until the end-of-audio frame, then text: TTS) or
+   * LFM_AUDIO_OUT_INTERLEAVED (text and audio alternate: spoken chat). Each frame comes as an
+   * LFM_EVENT_AUDIO event. Its codes are drawn with audio_temperature (0: greedy) over the
+   * audio_top_k best (0: all), seeded by the sampling's seed; audio_waveform nonzero: events also
+   * carry waveform samples (needs lfm_model_info.speech_waveform). Speech output cannot be drafted
+   * or follow a grammar (LFM_ERR_INVALID_ARGUMENT). */
+  int32_t audio_out;
+  float audio_temperature;
+  int32_t audio_top_k;
+  int32_t audio_waveform;
+  /* [5] Earlier spoken turns in an ids prompt: n_audio_frames runs of frames; run i is
+   * audio_frames_count[i] consecutive prompt positions from audio_frames_position[i] on, each taking
+   * a frame's codes from audio_frames_codes[i] ([count x speech_codebooks], row after row; read
+   * during the call only) instead of its id's embedding. In order, not overlapping, inside the prompt. */
+  size_t n_audio_frames;
+  const int64_t* audio_frames_position;
+  const int64_t* audio_frames_count;
+  const int32_t* const* audio_frames_codes;
+  /* [5] Text to speech: the prompt is the model's TTS turn for speak_text (instead of ids, text or
+   * messages) in `voice` ("us_male", "us_female", "uk_male", "uk_female"; NULL: "us_female"), and
+   * audio_out is LFM_AUDIO_OUT_SEQUENTIAL. With messages_json and LFM_AUDIO_OUT_INTERLEAVED, `voice`
+   * (NULL: "us_female") goes into the spoken-chat system message added when the conversation has
+   * none ("Respond with interleaved text and audio. Use the US female voice."). */
+  const char* speak_text;
+  const char* voice;
 } lfm_prompt;
+
+typedef enum lfm_audio_out {
+  LFM_AUDIO_OUT_NONE = 0,
+  LFM_AUDIO_OUT_SEQUENTIAL = 1,
+  LFM_AUDIO_OUT_INTERLEAVED = 2
+} lfm_audio_out;
 LFM_API lfm_status lfm_prompt_init(lfm_prompt* prompt);
 
 /* Queues a request; its events are read with lfm_request_next or lfm_request_run. `params` may
@@ -294,7 +340,8 @@ LFM_API lfm_status lfm_prompt_init(lfm_prompt* prompt);
 LFM_API lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, const lfm_sampling_params* params,
                                       lfm_request** out);
 
-typedef enum lfm_event_kind { LFM_EVENT_TOKEN = 1, LFM_EVENT_DONE = 2 } lfm_event_kind;
+/* LFM_EVENT_AUDIO [5]: one audio frame of a request with audio_out (between its token events). */
+typedef enum lfm_event_kind { LFM_EVENT_TOKEN = 1, LFM_EVENT_DONE = 2, LFM_EVENT_AUDIO = 3 } lfm_event_kind;
 typedef enum lfm_finish_reason {
   LFM_FINISH_NONE = 0,
   LFM_FINISH_STOP = 1,      /* end-of-sequence, a stop id or a stop string */
@@ -340,6 +387,19 @@ typedef struct lfm_event {
    * encode_seconds: the time the vision tower and speech encoder took (inside first_token_seconds). */
   int64_t audio_clips;
   double encode_seconds;
+  /* [5] LFM_EVENT_AUDIO: the frame's codes (n_audio_codes = speech_codebooks; audio_end nonzero for
+   * the end-of-audio frame, all its codes the end code) and the waveform samples that became final
+   * with it (mono float at sample_rate Hz; none without audio_waveform). LFM_EVENT_DONE may carry
+   * the waveform's last samples, and audio_frames (frames generated, the end-of-audio frame too) and
+   * audio_seconds (the waveform's duration). Valid as `text` is; token is -1. */
+  const int32_t* audio_codes;
+  size_t n_audio_codes;
+  const float* audio;
+  size_t n_audio;
+  int32_t audio_end;
+  int32_t sample_rate;
+  int64_t audio_frames;
+  double audio_seconds;
 } lfm_event;
 
 /* The next event: waits up to timeout_ms (-1: as long as it takes; 0: just looks). Returns

@@ -7,7 +7,8 @@
 
 liblfm.so is found through LFM_LIBRARY, else the checkout's build/liblfm.so, else the system's.
 """
-from .llm import (LLM, CompletionOutput, LfmError, RequestOutput, SamplingParams, Stream, TokenEvent)
+from .llm import (LLM, AudioEvent, CompletionOutput, LfmError, RequestOutput, SamplingParams, Stream, TokenEvent)
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Stream", "TokenEvent", "LfmError"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Stream", "TokenEvent", "AudioEvent",
+           "LfmError"]
 __version__ = "0.1.0"

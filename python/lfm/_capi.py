@@ -32,7 +32,10 @@ class ModelInfo(ctypes.Structure):
                 ("can_generate", ctypes.c_int32), ("retriever", ctypes.c_int32),
                 ("embedding_dim", ctypes.c_int64), ("embedding_max_tokens", ctypes.c_int64),
                 ("has_audio", ctypes.c_int32), ("audio_token", ctypes.c_int32),
-                ("audio_sample_rate", ctypes.c_int32), ("audio_max_seconds", ctypes.c_int32)]
+                ("audio_sample_rate", ctypes.c_int32), ("audio_max_seconds", ctypes.c_int32),
+                ("can_speak", ctypes.c_int32), ("speech_waveform", ctypes.c_int32),
+                ("speech_sample_rate", ctypes.c_int32), ("speech_codebooks", ctypes.c_int32),
+                ("speech_audio_vocab", ctypes.c_int32), ("reserved5", ctypes.c_int32)]
 
 
 class EngineOptions(ctypes.Structure):
@@ -72,7 +75,13 @@ class Prompt(ctypes.Structure):
                 ("audio_data", ctypes.POINTER(ctypes.c_void_p)), ("audio_sizes", ctypes.POINTER(ctypes.c_size_t)),
                 ("audio_pcm", ctypes.POINTER(c_float_p)), ("audio_pcm_frames", ctypes.POINTER(ctypes.c_size_t)),
                 ("audio_pcm_channels", ctypes.c_int32), ("audio_pcm_rate", ctypes.c_int32),
-                ("max_audio_seconds", ctypes.c_double)]
+                ("max_audio_seconds", ctypes.c_double),
+                ("audio_out", ctypes.c_int32), ("audio_temperature", ctypes.c_float),
+                ("audio_top_k", ctypes.c_int32), ("audio_waveform", ctypes.c_int32),
+                ("n_audio_frames", ctypes.c_size_t), ("audio_frames_position", ctypes.POINTER(ctypes.c_int64)),
+                ("audio_frames_count", ctypes.POINTER(ctypes.c_int64)),
+                ("audio_frames_codes", ctypes.POINTER(c_int32_p)),
+                ("speak_text", ctypes.c_char_p), ("voice", ctypes.c_char_p)]
 
 
 class Event(ctypes.Structure):
@@ -85,7 +94,11 @@ class Event(ctypes.Structure):
                 ("drafted_tokens", ctypes.c_int64), ("accepted_tokens", ctypes.c_int64), ("image_tiles", ctypes.c_int64),
                 ("message_json", ctypes.c_void_p), ("message_json_length", ctypes.c_size_t),
                 ("top_tokens", c_int32_p), ("top_logprobs", c_float_p), ("n_top", ctypes.c_size_t),
-                ("audio_clips", ctypes.c_int64), ("encode_seconds", ctypes.c_double)]
+                ("audio_clips", ctypes.c_int64), ("encode_seconds", ctypes.c_double),
+                ("audio_codes", c_int32_p), ("n_audio_codes", ctypes.c_size_t),
+                ("audio", c_float_p), ("n_audio", ctypes.c_size_t),
+                ("audio_end", ctypes.c_int32), ("sample_rate", ctypes.c_int32),
+                ("audio_frames", ctypes.c_int64), ("audio_seconds", ctypes.c_double)]
 
 
 class EmbedRequest(ctypes.Structure):
@@ -110,7 +123,8 @@ class RerankRequest(ctypes.Structure):
 
 
 OK, ERR_INVALID_ARGUMENT, ERR_LOAD, ERR_UNSUPPORTED, ERR_BUSY, ERR_TIMEOUT, ERR_END, ERR_BUFFER_TOO_SMALL, ERR_INTERNAL = range(9)
-EVENT_TOKEN, EVENT_DONE = 1, 2
+EVENT_TOKEN, EVENT_DONE, EVENT_AUDIO = 1, 2, 3
+AUDIO_OUT = {"none": 0, "sequential": 1, "interleaved": 2}
 FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "cancelled", 4: "error"}
 DRAFTERS = {"none": 0, "ngram": 1, "model": 2}
 INPUT_TYPES = {"none": 0, "query": 1, "document": 2}

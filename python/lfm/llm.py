@@ -79,7 +79,13 @@ class SamplingParams:
     (GBNF), `regex`; `schema_strict` (OpenAI's strict mode), `schema_whitespace` (allow whitespace in
     the JSON), `jump_forward` (draft the text the grammar forces). `logit_bias`: {token id: bias}.
     Speculative decoding: `drafter` "ngram" (prompt lookup) or "model" (the LLM's draft_model), at
-    most `max_drafts` tokens per step; greedy output is unchanged."""
+    most `max_drafts` tokens per step; greedy output is unchanged.
+
+    Speech output (LFM2-Audio, LLM.can_speak): `audio_out` "interleaved" (spoken chat: text and
+    audio alternate; a chat without a system message gets the spoken-chat one in `voice`) or
+    "sequential" (text, then the audio the model opens, then text); each frame's codes drawn with
+    `audio_temperature` (0: greedy) over the `audio_top_k` best (0: all); `audio_waveform`: frames
+    also become waveform samples (LLM.speech_waveform). Streams then yield AudioEvents too."""
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
@@ -102,6 +108,11 @@ class SamplingParams:
     logit_bias: Optional[Mapping[int, float]] = None
     drafter: Optional[str] = None
     max_drafts: int = 8
+    audio_out: Optional[str] = None
+    audio_temperature: float = 0.8
+    audio_top_k: int = 4
+    audio_waveform: bool = True
+    voice: Optional[str] = None
 
     def _to_c(self) -> tuple[_capi.SamplingParamsC, Any]:
         c = _capi.SamplingParamsC()
@@ -155,6 +166,11 @@ class CompletionOutput:
     # Chat requests: the reply parsed as lfm serve's /v1/chat/completions parses it: {"role",
     # "content", "reasoning_content" (when the model reasoned), "tool_calls" (when it called tools)}.
     message: Optional[dict[str, Any]] = None
+    # Speech output: the frames' codes ([codebooks] each, the end-of-audio frame too) and the
+    # waveform (mono float samples at sample_rate Hz; empty without one).
+    audio_codes: Optional[list[list[int]]] = None
+    audio: Optional[list[float]] = None
+    sample_rate: Optional[int] = None
 
     @property
     def cumulative_logprob(self) -> Optional[float]:
@@ -179,6 +195,17 @@ class TokenEvent:
     logprob: Optional[float]
 
 
+@dataclass
+class AudioEvent:
+    """One streamed audio frame (speech output): its codes ([codebooks]; empty when the event only
+    carries samples), whether it is the end-of-audio frame, and the waveform samples that became
+    final with it (mono float at sample_rate Hz; empty without a waveform)."""
+    codes: list[int]
+    end: bool
+    samples: list[float]
+    sample_rate: int
+
+
 PromptType = Union[str, Sequence[int], Mapping[str, Any]]
 
 
@@ -195,10 +222,14 @@ class Stream:
         self._ids: list[int] = []
         self._lps: list[float] = []
         self._tops: list[dict[int, float]] = []
+        self._codes: list[list[int]] = []
+        self._audio: list[float] = []
+        self._rate = 0
+        self._speaks = False
         self.output: Optional[CompletionOutput] = None
         self.usage: dict[str, float] = {}
 
-    def __iter__(self) -> Iterator[TokenEvent]:
+    def __iter__(self) -> Iterator[Union[TokenEvent, AudioEvent]]:
         lib = _library()
         ev = _capi.Event()
         ev.struct_size = ctypes.sizeof(ev)
@@ -208,6 +239,18 @@ class Stream:
             if status == _capi.ERR_TIMEOUT:
                 continue
             _check(status)
+            if ev.n_audio:
+                samples = ev.audio[:ev.n_audio]
+                self._audio += samples
+                self._rate = ev.sample_rate or self._rate
+            else:
+                samples = []
+            if ev.kind == _capi.EVENT_AUDIO:
+                codes = ev.audio_codes[:ev.n_audio_codes] if ev.n_audio_codes else []
+                if codes:
+                    self._codes.append(codes)
+                yield AudioEvent(codes, bool(ev.audio_end), samples, ev.sample_rate)
+                continue
             text = ctypes.string_at(ev.text, ev.text_length).decode("utf-8", "replace") if ev.text_length else ""
             self._text.append(text)
             if ev.kind == _capi.EVENT_TOKEN:
@@ -222,7 +265,8 @@ class Stream:
                           "cached_tokens": ev.cached_tokens, "first_token_seconds": ev.first_token_seconds,
                           "total_seconds": ev.total_seconds, "drafted_tokens": ev.drafted_tokens,
                           "accepted_tokens": ev.accepted_tokens, "image_tiles": ev.image_tiles,
-                          "audio_clips": ev.audio_clips, "encode_seconds": ev.encode_seconds}
+                          "audio_clips": ev.audio_clips, "encode_seconds": ev.encode_seconds,
+                          "audio_frames": ev.audio_frames, "audio_seconds": ev.audio_seconds}
             message = None
             if ev.message_json_length:
                 message = json.loads(ctypes.string_at(ev.message_json, ev.message_json_length).decode("utf-8", "replace"))
@@ -232,6 +276,9 @@ class Stream:
             self.output = CompletionOutput(self._index, "".join(self._text), self._ids,
                                            self._lps if self._want_logprobs else None, reason,
                                            (ev.stop or b"").decode() or None, self._tops or None, message)
+            if self._speaks:
+                self.output.audio_codes, self.output.audio = self._codes, self._audio
+                self.output.sample_rate = self._rate or None
         self.close()
 
     def result(self) -> CompletionOutput:
@@ -319,6 +366,12 @@ class LLM:
         self.has_audio = bool(info.has_audio)
         self.audio_token = info.audio_token if info.audio_token >= 0 else None
         self.audio_sample_rate = info.audio_sample_rate or None
+        # Speech output (LFM2-Audio with its depth transformer): codes per frame, their vocabulary,
+        # and whether frames become a waveform (its detokenizer), at speech_sample_rate Hz.
+        self.can_speak = bool(info.can_speak)
+        self.speech_waveform = bool(info.speech_waveform)
+        self.speech_sample_rate = info.speech_sample_rate or None
+        self.speech_codebooks = info.speech_codebooks
         self.can_generate = bool(info.can_generate)
         # "dense" (one vector per text, cosine), "colbert" (one per token, MaxSim) or None.
         self.retriever = _capi.RETRIEVERS.get(info.retriever)
@@ -400,6 +453,25 @@ class LLM:
         streams = [self._submit(None, messages, None, params, 0, None, None, [c]) for c in clips]
         texts = [self._finish(s, None).outputs[0].text.strip() for s in streams]
         return texts[0] if single else texts
+
+    def speak(self, text: str, voice: str = "us_female", *, audio_temperature: float = 0.8, audio_top_k: int = 64,
+              seed: Optional[int] = None, max_tokens: Optional[int] = None) -> tuple[list[float], int]:
+        """Text to speech with an LFM2-Audio model (the checkpoints' TTS turn, "Perform TTS. Use the
+        <voice> voice."): the waveform's mono float samples and their rate. voice: us_male,
+        us_female, uk_male or uk_female. Audio sampling as llama.cpp's runner does TTS (0.8, top 64);
+        text greedy. Needs a model whose frames become a waveform (LLM.speech_waveform)."""
+        out = self.speak_stream(text, voice, audio_temperature=audio_temperature, audio_top_k=audio_top_k,
+                                seed=seed, max_tokens=max_tokens).result()
+        return out.audio or [], out.sample_rate or (self.speech_sample_rate or 0)
+
+    def speak_stream(self, text: str, voice: str = "us_female", *, audio_temperature: float = 0.8,
+                     audio_top_k: int = 64, seed: Optional[int] = None, max_tokens: Optional[int] = None,
+                     waveform: bool = True) -> Stream:
+        """LLM.speak as a Stream: its AudioEvents as frames come (waveform=False: codes only)."""
+        params = SamplingParams(seed=seed, max_tokens=max_tokens, audio_out="sequential",
+                                audio_temperature=audio_temperature, audio_top_k=audio_top_k,
+                                audio_waveform=waveform, voice=voice)
+        return self._submit(None, None, None, params, 0, speak_text=text)
 
     # ---- retrievers -----------------------------------------------------------------------
 
@@ -494,7 +566,7 @@ class LLM:
 
     def _submit(self, prompt: PromptType, messages, tools, params: SamplingParams, index: int,
                 tool_choice: Optional[str] = None, images: Optional[Sequence[ImageType]] = None,
-                audio: Optional[Sequence[AudioType]] = None) -> Stream:
+                audio: Optional[Sequence[AudioType]] = None, speak_text: Optional[str] = None) -> Stream:
         if not self._engine:
             if self._model and self._no_engine is not None:
                 raise LfmError(self._no_engine.status, self._no_engine.message)
@@ -502,7 +574,9 @@ class LLM:
         p = _capi.Prompt()
         _check(_library().lfm_prompt_init(ctypes.byref(p)))
         keep: list[Any] = []
-        if messages is not None:
+        if speak_text is not None:
+            p.speak_text = _cstr("text", speak_text)
+        elif messages is not None:
             p.messages_json = json.dumps(list(messages)).encode()
             p.tools_json = json.dumps(list(tools)).encode() if tools else None
             p.tool_choice = _cstr("tool_choice", tool_choice) if tool_choice else None
@@ -524,10 +598,18 @@ class LLM:
             self._attach_images(p, list(images), keep)
         if audio:
             self._attach_audio(p, list(audio), keep)
+        if params.audio_out is not None:
+            p.audio_out = self._choice("audio_out", params.audio_out, _capi.AUDIO_OUT)
+            p.audio_temperature = params.audio_temperature
+            p.audio_top_k = _int("audio_top_k", params.audio_top_k, _INT32)
+            p.audio_waveform = int(params.audio_waveform)
+            p.voice = _cstr("voice", params.voice) if params.voice else None
         c, strings = params._to_c()
         handle = ctypes.c_void_p()
         _check(_library().lfm_request_submit(self._engine, ctypes.byref(p), ctypes.byref(c), ctypes.byref(handle)))
-        return Stream(handle, index, params.logprobs is not None)
+        s = Stream(handle, index, params.logprobs is not None)
+        s._speaks = params.audio_out not in (None, "none")
+        return s
 
     @staticmethod
     def _attach_images(p: _capi.Prompt, images: list[ImageType], keep: list[Any]) -> None:

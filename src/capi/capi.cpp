@@ -6,6 +6,8 @@
 #include <span>
 
 #include "capi/capi_internal.h"
+#include "model/detokenizer.h"
+#include "model/speech_out.h"
 #include "chat/chat_template.h"
 #include "core/ordered_json_parse.h"
 #include "engine/engine.h"
@@ -241,6 +243,13 @@ lfm_status lfm_model_get_info(const lfm_model* model, lfm_model_info* out) {
                                                                s.audio_setup->front_end.hop_length /
                                                                s.audio_setup->front_end.sample_rate)
                                         : 0;
+    if (const lfm::SpeechOutModel* so = s.model->speech_out()) {
+      i.can_speak = 1;
+      i.speech_waveform = s.model->detokenizer() != nullptr;
+      i.speech_sample_rate = s.model->detokenizer() ? s.model->detokenizer()->sample_rate() : 24000;
+      i.speech_codebooks = static_cast<int32_t>(so->config().codebooks);
+      i.speech_audio_vocab = static_cast<int32_t>(so->config().audio_vocab);
+    }
     i.can_generate = c.has_lm_head && !c.bidirectional;
     i.retriever = !s.model->retrieval() ? LFM_RETRIEVER_NONE
                   : s.model->retrieval()->config().colbert() ? LFM_RETRIEVER_COLBERT

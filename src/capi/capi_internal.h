@@ -193,6 +193,15 @@ std::vector<float> audio_from_part(const lfm_model_state& s, const nlohmann::ord
 // The longest clip accepted when the caller says 0.
 inline constexpr double kDefaultMaxAudioSeconds = 600;
 
+// Speech output (capi_speech.cpp, lfm_prompt [5]). Whether the prompt asks for any; the spoken-chat
+// system message of an interleaved chat (unless it has one); the TTS turn of speak_text; audio_out
+// and earlier frames onto the request (LFM_ERR_UNSUPPORTED for a model that does not speak,
+// LFM_ERR_INVALID_ARGUMENT naming a bad field).
+bool wants_speech(const lfm_prompt& p);
+void prepare_spoken_chat(const lfm_prompt& p, ChatTurnInput& in);
+ChatTurn speak_turn(const lfm_model_state& s, const lfm_prompt& p);
+void apply_speech(const lfm_model_state& s, const lfm_prompt& p, Request& r);
+
 // Structured output (capi_structured.cpp): the compiled grammar the params ask for, or null. With
 // `turn` (a chat request), strict tools and a required or named tool_choice constrain the tool
 // calls too (engine/tool_grammar.h).

@@ -38,8 +38,9 @@ lfm_event c_event(const lfm_request& r, std::vector<int32_t>& top_ids, std::vect
   lfm_event c{};
   c.struct_size = sizeof(c);
   const bool done = ev.kind == lfm::Event::Kind::kDone;
-  c.kind = done ? LFM_EVENT_DONE : LFM_EVENT_TOKEN;
-  c.token = done ? -1 : ev.token;
+  const bool audio = ev.kind == lfm::Event::Kind::kAudio;
+  c.kind = done ? LFM_EVENT_DONE : audio ? LFM_EVENT_AUDIO : LFM_EVENT_TOKEN;
+  c.token = done || audio ? -1 : ev.token;
   c.text = ev.text.c_str();
   c.text_length = ev.text.size();
   c.logprob = ev.logprob;
@@ -57,6 +58,14 @@ lfm_event c_event(const lfm_request& r, std::vector<int32_t>& top_ids, std::vect
   c.image_tiles = ev.usage.image_tiles;
   c.audio_clips = ev.usage.audio_clips;
   c.encode_seconds = ev.usage.encode_seconds;
+  c.audio_codes = ev.audio_codes.data();
+  c.n_audio_codes = ev.audio_codes.size();
+  c.audio = ev.audio.data();
+  c.n_audio = ev.audio.size();
+  c.audio_end = ev.audio_end ? 1 : 0;
+  c.sample_rate = ev.sample_rate;
+  c.audio_frames = ev.usage.audio_frames;
+  c.audio_seconds = ev.usage.audio_seconds;
   static const char kEmpty[] = "";
   c.message_json = done ? r.message_json.c_str() : kEmpty;
   c.message_json_length = done ? r.message_json.size() : 0;
@@ -172,8 +181,8 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     lfm_sampling_params sdef;
     lfm_sampling_params_init(&sdef);
     const lfm_sampling_params sp = capi::read_struct(params, sdef, "lfm_sampling_params");
-    const int given = (p.n_ids > 0) + (p.text != nullptr) + (p.messages_json != nullptr);
-    require(given == 1, "lfm_request_submit: the prompt needs exactly one of ids, text or messages_json");
+    const int given = (p.n_ids > 0) + (p.text != nullptr) + (p.messages_json != nullptr) + (p.speak_text != nullptr);
+    require(given == 1, "lfm_request_submit: the prompt needs exactly one of ids, text, messages_json or speak_text");
     require(p.ids != nullptr || p.n_ids == 0, "lfm_request_submit: ids is NULL");
     require(sp.stop != nullptr || sp.n_stop == 0, "lfm_request_submit: stop is NULL");
     require(!p.tool_choice || p.messages_json, "lfm_request_submit: tool_choice is for chat prompts (messages_json)");
@@ -191,10 +200,14 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     }
     if (p.messages_json) {
       chat = capi::chat_input(ms, p.messages_json, p.tools_json, p.tool_choice, &pending, &clips, p.max_audio_seconds);
+      capi::prepare_spoken_chat(p, *chat);
       turn = capi::chat_turn(ms, *chat, true);
       turn->apply(r);
       chat->images = {};  // laid out in the turn: the decoded pixels and samples are not needed any more
       chat->audios = {};
+    } else if (p.speak_text) {
+      require(pending.empty() && clips.empty(), "lfm_request_submit: speak_text takes no images or audio");
+      capi::speak_turn(ms, p).apply(r);
     } else {
       if (!pending.empty()) {
         const std::vector<image::Image> images = capi::decode_images(ms, std::move(pending));
@@ -218,6 +231,7 @@ lfm_status lfm_request_submit(lfm_engine* engine, const lfm_prompt* prompt, cons
     }
     if (!r.stop.empty()) capi::model_tokenizer(ms);  // stop strings are matched in text
     apply_drafter(r, sp, eng);
+    capi::apply_speech(ms, p, r);
     r.grammar = capi::request_grammar(*engine, sp, chat ? &*chat : nullptr);
     r.jump_forward = sp.no_jump_forward == 0;
     auto req = std::make_unique<lfm_request>();

@@ -2,10 +2,19 @@
 // generated through the engine. Each turn submits the whole rendered conversation; the engine's
 // prefix cache resumes it after the longest cached prefix (KV blocks plus the conv-state snapshot
 // at that point), so earlier turns are not recomputed.
+//
+// --audio-out DIR (LFM2-Audio with speech output): replies are spoken — interleaved text and audio,
+// the spoken-chat system prompt in --voice unless -s gives one — each saved as DIR/turn-<n>.wav
+// (with --no-waveform, or a model without its audio detokenizer: the frames' codes as
+// DIR/turn-<n>.codes.json, [frames][codebooks]); each
+// spoken reply goes back into later prompts as it was generated, text ids and frames
+// (engine/spoken_turn.h), so the prefix cache reuses it.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +30,11 @@
 #include "image/image.h"
 #include "model/model.h"
 #include "engine/chat_turn.h"
+#include "audio/audio_encode.h"
+#include "engine/speech_prompt.h"
+#include "engine/spoken_turn.h"
+#include "model/detokenizer.h"
+#include "model/speech_out.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace lfm::cli {
@@ -75,7 +89,26 @@ int run_chat(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   AudioArgs audio_args;
   add_audio_option(app, audio_args);
+  std::string audio_out_dir, voice_name = kDefaultVoice;
+  AudioOutParams speech;
+  speech.mode = AudioOutMode::kInterleaved;
+  speech.temperature = 0.8f;  // llama.cpp's runner for interleaved chat
+  speech.top_k = 4;
+  bool no_waveform = false;
+  app.add_option("--audio-out", audio_out_dir,
+                 "Spoken replies (LFM2-Audio with speech output): interleaved text and audio, each saved as "
+                 "DIR/turn-<n>.wav");
+  app.add_option("--voice", voice_name, "Voice of spoken replies: " + speech_voice_list())->capture_default_str();
+  app.add_option("--audio-temperature", speech.temperature, "Sampling temperature of the audio codes (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 100.0f));
+  app.add_option("--audio-top-k", speech.top_k, "Audio codes drawn from the k most likely (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-waveform", no_waveform,
+               "With --audio-out: save each reply's codes (DIR/turn-<n>.codes.json) instead of its waveform");
   LFM_CLI_PARSE(app, argc, argv);
+  const bool speak = !audio_out_dir.empty();
   finish_sampling_options(sp, seed);
 
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
@@ -140,6 +173,22 @@ int run_chat(int argc, char** argv) {
     pending_audio.push_back(read_audio_file(path, audio_setup->front_end.sample_rate, audio_args.max_seconds));
   };
   for (const std::string& f : audio_args.files) attach_audio(f);
+  const SpeechVoice& voice = parse_voice(voice_name);
+  if (speak) {
+    LFM_CHECK(rt.model->speech_out(), "chat: --audio-out: the model does not speak (it has no audio output head: an "
+                                      "LFM2-Audio model with its depth transformer)");
+    LFM_CHECK(audio_setup, "chat: --audio-out: spoken turns are put back where the audio placeholder stands: ", no_audio);
+    LFM_CHECK(!grammar_args.given(), "chat: --audio-out: spoken replies cannot follow a grammar");
+    LFM_CHECK(draft.kind() == Drafter::kNone, "chat: --audio-out: spoken replies cannot be drafted");
+    speech.waveform = !no_waveform && rt.model->detokenizer();
+    if (!no_waveform && !speech.waveform)
+      std::fprintf(stderr, "lfm chat: the model has no audio detokenizer (audio_detokenizer/ or the vocoder GGUF): "
+                           "replies are saved as codes (turn-<n>.codes.json)\n");
+    std::filesystem::create_directories(audio_out_dir);
+    nlohmann::ordered_json sys = nlohmann::ordered_json::array();
+    add_spoken_chat_prompt(sys, voice);
+    if (system_prompt.empty()) system_prompt = sys[0]["content"].get<std::string>();
+  }
   const ChatTurnBuilder turns(*tok, image_setup, audio_setup);
   EngineOptions eo = engine_options(state, *rt.model);
   apply_draft_options(draft, rt, load, eo);
@@ -153,6 +202,8 @@ int run_chat(int argc, char** argv) {
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
   std::vector<image::Image> images;  // the conversation's, in order: each turn re-sends them all
   std::vector<std::vector<float>> clips;  // likewise its audio clips
+  std::vector<std::shared_ptr<const SpokenReply>> spoken;  // its spoken replies, in order
+  int spoken_turn = 0;
   const bool tty = isatty(fileno(stdout));
 
   std::string line;
@@ -165,6 +216,7 @@ int run_chat(int argc, char** argv) {
       pending.clear();
       clips.clear();
       pending_audio.clear();
+      spoken.clear();
       continue;
     }
     if (line.rfind("/audio", 0) == 0 && (line.size() == 6 || line[6] == ' ')) {
@@ -215,6 +267,7 @@ int run_chat(int argc, char** argv) {
     req.max_drafts = draft.draft_max;
     req.grammar = reply_grammar;
     req.jump_forward = !grammar_args.no_jump_forward;
+    if (speak) req.audio_out = speech;
     std::shared_ptr<RequestStream> stream;
     ChatTurn turn;
     try {
@@ -226,6 +279,7 @@ int run_chat(int argc, char** argv) {
       in.parse_tool_calls_without_tools = true;  // tools may be described in the system prompt
       in.images = images;
       in.audios = clips;
+      in.spoken = spoken;
       turn = turns.build(in);
       turn.apply(req);
       const int64_t room = ctx - static_cast<int64_t>(req.prompt.size());
@@ -243,6 +297,11 @@ int run_chat(int argc, char** argv) {
 
     chat::StreamingOutputParser parser(turn.parser);
     std::string reply;
+    std::optional<SpokenReplyRecorder> recorder;
+    std::vector<float> samples;
+    int sample_rate = 24000;
+    if (speak)
+      recorder.emplace(rt.model->speech_out()->config().codebooks, rt.model->speech_out()->config().audio_vocab);
     auto show = [&](const std::vector<chat::StreamEvent>& events) {
       for (const auto& e : events) {
         if (e.kind == chat::StreamEvent::Kind::kContent) {
@@ -257,6 +316,10 @@ int run_chat(int argc, char** argv) {
     };
     Event ev;
     while (stream->next(ev)) {
+      if (recorder) recorder->add(ev);
+      samples.insert(samples.end(), ev.audio.begin(), ev.audio.end());
+      if (ev.sample_rate > 0) sample_rate = ev.sample_rate;
+      if (ev.kind == Event::Kind::kAudio) continue;
       reply += ev.text;
       show(parser.feed(ev.text));
       if (ev.kind != Event::Kind::kDone) continue;
@@ -276,7 +339,35 @@ int run_chat(int argc, char** argv) {
     }
     show(parser.finish());
     std::cout << "\n" << std::flush;
-    messages.push_back({{"role", "assistant"}, {"content", reply}});
+    if (!recorder) {
+      messages.push_back({{"role", "assistant"}, {"content", reply}});
+      continue;
+    }
+    // The spoken reply: saved, and kept to stand for this turn in later prompts.
+    SpokenReply r = recorder->take();
+    r.transcript = reply;
+    const std::string base = audio_out_dir + "/turn-" + std::to_string(++spoken_turn);
+    try {
+      if (speech.waveform) {
+        const std::string wav = audio::encode_audio(samples, sample_rate, audio::AudioFormat::kWav);
+        std::ofstream(base + ".wav", std::ios::binary).write(wav.data(), static_cast<std::streamsize>(wav.size()));
+        std::fprintf(stderr, "[%s.wav: %.2f s]\n", base.c_str(), static_cast<double>(samples.size()) / sample_rate);
+      } else {
+        nlohmann::json frames = nlohmann::json::array();
+        for (int64_t f = 0; f < r.frames(); ++f)
+          frames.push_back(std::vector<int32_t>(r.codes.begin() + f * r.codebooks, r.codes.begin() + (f + 1) * r.codebooks));
+        std::ofstream(base + ".codes.json") << frames.dump() << "\n";
+        std::fprintf(stderr, "[%s.codes.json: %lld frames]\n", base.c_str(), static_cast<long long>(r.frames()));
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+    if (r.ids.empty()) {  // nothing was generated (an error): the turn stays text
+      messages.push_back({{"role", "assistant"}, {"content", reply}});
+      continue;
+    }
+    spoken.push_back(std::make_shared<const SpokenReply>(std::move(r)));
+    messages.push_back({{"role", "assistant"}, {"content", nlohmann::ordered_json::array({{{"type", "spoken"}}})}});
   }
   return 0;
 }

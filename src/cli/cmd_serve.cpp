@@ -20,6 +20,8 @@
 #include "engine/speech_prompt.h"
 #include "kernels/backend_factory.h"
 #include "model/model.h"
+#include "model/detokenizer.h"
+#include "model/speech_out.h"
 #include "model/state_plan.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
@@ -118,6 +120,13 @@ int run_serve(int argc, char** argv) {
                  "MiB the compiled grammars kept for reuse may hold, their token masks included")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_option("--spoken-store-bytes", so.spoken_chat.store_bytes,
+                 "Memory for spoken chat replies kept by id for later turns (least recently used dropped first)")
+      ->capture_default_str();
+  app.add_option("--spoken-store-seconds", so.spoken_chat.store_seconds,
+                 "Seconds a spoken chat reply's id stays usable (its expires_at)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(30) * 86400));
   app.add_option("-t,--threads", threads, "Compute threads (0: all cores)")
       ->capture_default_str()
       ->check(non_negative_number());
@@ -307,6 +316,17 @@ int run_serve(int argc, char** argv) {
       std::fprintf(stderr, "lfm serve: speech: /v1/audio/speech, voices %s; inputs up to %zu characters, answers up to %.0f s\n",
                    speech_voice_list().c_str(), so.speech.max_input_chars, so.speech.max_audio_seconds);
     }
+  }
+  if (const SpeechOutModel* speech = rt.model->speech_out(); speech && so.audio_setup) {
+    // Spoken chat needs the audio placeholder (spoken turns are put back where it stands).
+    so.spoken_chat.codebooks = speech->config().codebooks;
+    so.spoken_chat.audio_vocab = speech->config().audio_vocab;
+    if (const Detokenizer* detok = rt.model->detokenizer()) {
+      so.spoken_chat.waveform = true;
+      so.spoken_chat.sample_rate = detok->sample_rate();
+    }
+    std::fprintf(stderr, "lfm serve: spoken chat (modalities audio): replies kept in %zu bytes for %lld s\n",
+                 so.spoken_chat.store_bytes, static_cast<long long>(so.spoken_chat.store_seconds));
   }
   server::Server srv(engine.get(), embeddings.get(), tok.get(), so);
   const int port = srv.bind();

@@ -27,6 +27,19 @@ const std::string kLfm2AudioChatTemplate =
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
+// Per audio or spoken content part of the conversation, in order: whether it is a spoken reply's.
+std::vector<bool> spoken_parts(const nlohmann::ordered_json& messages) {
+  std::vector<bool> out;
+  if (!messages.is_array()) return out;
+  for (const auto& m : messages) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    for (const auto& p : m["content"])
+      if (p.is_object() && p.contains("type") && (p["type"] == "audio" || p["type"] == "spoken"))
+        out.push_back(p["type"] == "spoken");
+  }
+  return out;
+}
+
 }  // namespace
 
 // Messages whose content lists an {"type": "audio"} part, with that content joined into one text:
@@ -39,14 +52,14 @@ nlohmann::ordered_json with_audio_placeholders(const nlohmann::ordered_json& mes
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     const auto& parts = m["content"];
     const bool has_audio = std::any_of(parts.begin(), parts.end(), [](const auto& p) {
-      return p.is_object() && p.contains("type") && p["type"] == "audio";
+      return p.is_object() && p.contains("type") && (p["type"] == "audio" || p["type"] == "spoken");
     });
     if (!has_audio) continue;
     std::string text;
     for (const auto& p : parts) {
       LFM_CHECK(p.is_object() && p.contains("type") && p["type"].is_string(), "chat: a content part has no type");
       const std::string type = p["type"].get<std::string>();
-      if (type == "audio") {
+      if (type == "audio" || type == "spoken") {
         text += placeholder;
       } else if (type == "text") {
         LFM_CHECK(p.contains("text") && p["text"].is_string(), "chat: a text part has no text");
@@ -113,17 +126,30 @@ ChatTurn ChatTurnBuilder::build(const ChatTurnInput& in) const {
       t.images = std::move(laid.images);
     }
   }
+  LFM_CHECK(audio_ || in.spoken.empty(), "chat: the conversation has ", in.spoken.size(),
+            " spoken replies but the model has no audio placeholder (spoken turns need an LFM2-Audio model)");
   if (audio_ && !in.audio_placeholders_only) {
+    // Spoken replies first (their placeholders become the replies' ids and frames), then the
+    // clips' placeholders are laid out, moving the frames after them.
+    const std::vector<bool> is_spoken = spoken_parts(in.messages);
     const size_t placeholders =
         static_cast<size_t>(std::count(t.prompt.begin(), t.prompt.end(), audio_->audio_token_id));
-    LFM_CHECK(placeholders == in.audios.size(), "chat: the rendered conversation has ", placeholders,
-              " audio placeholders (", audio_->placeholder_text, ") for ", in.audios.size(),
-              " audio clips; each audio part makes one, and the text may not contain the placeholder itself");
+    LFM_CHECK(placeholders == is_spoken.size(), "chat: the rendered conversation has ", placeholders,
+              " audio placeholders (", audio_->placeholder_text, ") for ", in.audios.size(), " audio clips and ",
+              in.spoken.size(), " spoken replies; each audio or spoken part makes one, and the text may not contain the "
+              "placeholder itself");
+    SpokenPrompt spoken = put_spoken_replies(t.prompt, audio_->audio_token_id, is_spoken, in.spoken, 0);
+    t.prompt = std::move(spoken.ids);
+    LFM_CHECK(spoken.kept.size() == in.audios.size(), "chat: the conversation has ", spoken.kept.size(),
+              " audio parts for ", in.audios.size(), " audio clips");
+    std::vector<int64_t> tokens;
     if (!in.audios.empty()) {
       AudioPrompt laid = expand_audio(t.prompt, in.audios, *audio_);
       t.prompt = std::move(laid.ids);
       t.audios = std::move(laid.audios);
+      for (const auto& a : t.audios) tokens.push_back(a->tokens);
     }
+    t.audio_frames = shift_frames(spoken, tokens);
   }
   t.stop_ids = stop_ids_;
   t.parser.parse_reasoning = true;
@@ -138,6 +164,7 @@ void ChatTurn::apply(Request& r) const {
   r.prompt = prompt;
   r.images = images;
   r.audios = audios;
+  r.audio_frames = audio_frames;
   r.stop_ids.insert(r.stop_ids.end(), stop_ids.begin(), stop_ids.end());
   r.show_special = show_special;
 }

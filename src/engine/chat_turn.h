@@ -17,6 +17,7 @@
 #include "engine/audio_prompt.h"
 #include "engine/image_prompt.h"
 #include "engine/request.h"
+#include "engine/spoken_turn.h"
 #include "image/image.h"
 
 namespace lfm {
@@ -44,6 +45,10 @@ struct ChatTurnInput {
   // Leave each audio part as the audio token once (no clips given, nothing laid out): what the C
   // API's lfm_chat_tokens returns.
   bool audio_placeholders_only = false;
+  // Spoken replies (LFM2-Audio speech output, engine/spoken_turn.h) of the conversation's
+  // {"type": "spoken"} content parts (assistant messages), in order: each is put back as it was
+  // generated, its frames going to Request::audio_frames.
+  std::vector<std::shared_ptr<const SpokenReply>> spoken;
 };
 
 struct ChatTurn {
@@ -60,13 +65,15 @@ struct ChatTurn {
   std::vector<std::shared_ptr<const ImageInput>> images;
   // The clips, their placeholders laid out (expand_audio), for Request::audios.
   std::vector<std::shared_ptr<const AudioInput>> audios;
+  // The spoken replies' frames at their positions in `prompt`, for Request::audio_frames.
+  std::vector<std::shared_ptr<const AudioOutFrames>> audio_frames;
 
-  // Sets the request's prompt, images and clips, adds the stop ids and sets show_special.
+  // Sets the request's prompt, images, clips and spoken frames, adds the stop ids and sets show_special.
   void apply(Request& r) const;
 };
 
-// Messages whose content lists an {"type": "audio"} part, with that content joined into one text:
-// each text part's text and, for each audio part, `placeholder` (transformers' Lfm2AudioProcessor
+// Messages whose content lists an {"type": "audio"} (or {"type": "spoken"}) part, with that
+// content joined into one text: each text part's text and, for each audio or spoken part, `placeholder` (transformers' Lfm2AudioProcessor
 // template renders the parts so, one after the other). Other messages are unchanged. Throws
 // lfm::Error for a message mixing audio with a part other than text.
 nlohmann::ordered_json with_audio_placeholders(const nlohmann::ordered_json& messages, const std::string& placeholder);

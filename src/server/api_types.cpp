@@ -296,6 +296,15 @@ ChatParams parse_chat_request(const json& body, int64_t vocab, const SamplingDef
     }
     ojson out = ojson::object();
     out["role"] = role == "developer" ? "system" : role;
+    if (role == "assistant" && m.contains("audio") && !m["audio"].is_null()) {
+      // OpenAI's reference to an earlier response's audio: the stored spoken reply stands for the
+      // whole turn, text included.
+      const json& a = m["audio"];
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_string() || a["id"].get_ref<const std::string&>().empty())
+        bad(p + ".audio.id", "must be a string (the id of an earlier response's audio)");
+      c.spoken.push_back({a["id"].get<std::string>(), p + ".audio.id"});
+      content = ojson::array({{{"type", "spoken"}}});
+    }
     if (content.is_array())
       out["content"] = std::move(content);
     else

@@ -60,6 +60,13 @@ struct ChatParams {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   std::vector<ImagePart> images;  // every image part, in the conversation's order
   std::vector<AudioPart> audios;  // every input_audio part, in the conversation's order
+  // Assistant messages' "audio": {"id": …} (an earlier spoken reply, chat_speech.h), in order: each
+  // such message's content is [{"type": "spoken"}] (its text is the stored reply's).
+  struct SpokenRef {
+    std::string id;
+    std::string param;  // "messages[2].audio.id"
+  };
+  std::vector<SpokenRef> spoken;
 };
 
 // One prompt of a completions request: text, or token ids.

@@ -114,6 +114,10 @@ std::vector<Generation> read_whole(const std::vector<std::shared_ptr<RequestStre
       gens[i].tokens.push_back(std::move(ev));
       return;
     }
+    if (ev.kind == Event::Kind::kAudio) {  // speech output: kept in order among the tokens
+      gens[i].tokens.push_back(std::move(ev));
+      return;
+    }
     timing[i].done(metrics, ev.usage);
     gens[i].done = std::move(ev);
     ended[i] = true;
@@ -173,6 +177,8 @@ Usage total_usage(const std::vector<Generation>& gens, int best_of) {
       u.cached_tokens += g.cached_tokens;
     }
     u.completion_tokens += g.completion_tokens;
+    u.audio_frames += g.audio_frames;
+    u.audio_seconds += g.audio_seconds;
   }
   return u;
 }

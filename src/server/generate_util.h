@@ -52,7 +52,7 @@ std::vector<std::shared_ptr<RequestStream>> submit_all(Engine& engine, std::vect
 
 // All events of one engine request, read whole.
 struct Generation {
-  std::vector<Event> tokens;
+  std::vector<Event> tokens;  // kToken events, and kAudio ones among them (speech output)
   Event done;
   double cumulative_logprob = 0;
 };

@@ -26,6 +26,7 @@
 #include "grammar/work_budget.h"
 #include "server/chat_audio.h"
 #include "server/chat_images.h"
+#include "server/chat_speech.h"
 #include "server/metrics.h"
 #include "server/speech_options.h"
 
@@ -90,6 +91,8 @@ struct ServerOptions {
   std::string no_embeddings =
       "this model generates text: /v1/embeddings and /v1/rerank need a retriever (LFM2.5-Embedding, a ColBERT "
       "model), or lfm serve --embeddings to embed with this model's hidden states";
+  // Spoken chat (chat completions with modalities audio, server/chat_speech.h; LFM2-Audio).
+  SpokenChatOptions spoken_chat;
 };
 
 class Server {

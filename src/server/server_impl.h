@@ -44,6 +44,7 @@ struct Server::Impl {
   std::unique_ptr<ChatTurnBuilder> chat;  // null without a tokenizer
   GrammarCache grammars{32, opt.grammar_cache_bytes};  // compiled structured-output grammars, by GBNF text
   MemoryBudget image_memory{opt.images.max_server_memory};  // all requests' images at once (chat_images.h)
+  SpokenReplyStore spoken_store{opt.spoken_chat.store_bytes, opt.spoken_chat.store_seconds};  // chat_speech.h
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
   std::atomic<bool> draining{false};
   std::atomic<bool> bound{false};
