@@ -125,6 +125,7 @@ int run_speak(int argc, char** argv) {
   if (format_name.empty()) format_name = out_path.empty() || out_path == "-" || ext.empty() ? "wav" : ext;
   const audio::AudioFormat format = audio::parse_audio_format(format_name);
   if (out_path.empty()) out_path = std::string("speech.") + audio::audio_file_extension(format);
+  if (audio.top_k < 0) audio.top_k = reply ? 4 : 64;
   audio.validate();
   finish_sampling_options(text, seed);
 
@@ -138,7 +139,6 @@ int run_speak(int argc, char** argv) {
   if (rt.model->audio()) setup = std::make_shared<const AudioPromptSetup>(audio_prompt_setup(*rt.model, tok.get()));
   ChatTurnBuilder chat(*tok, nullptr, setup);
   Request r = tts_request(chat, input, v, audio, text);
-  if (audio.top_k < 0) audio.top_k = reply ? 4 : 64;
   if (reply) {  // a spoken chat's answer to the text: interleaved text and audio
     ChatTurnInput in;
     in.messages = spoken_chat_messages(nlohmann::ordered_json::array({{{"role", "user"}, {"content", input}}}));

@@ -33,6 +33,8 @@ double since(std::chrono::steady_clock::time_point t) {
 
 // transformers' Lfm2AudioForConditionalGeneration._sample: the first best code when greedy
 // (temperature ≤ 0 or top_k 1), else softmax(logits / T) over the codes not below the k-th best.
+// Only codebook 0 may end the audio: the other codebooks choose among the real codes (transformers
+// would draw the end code there too and then refuse the frame in its detokenizer).
 int32_t draw_code(const float* logits, int64_t V, const AudioOutParams& p, std::mt19937_64& rng) {
   if (p.temperature <= 0.0f || p.top_k == 1)
     return static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
@@ -176,9 +178,11 @@ void Engine::make_frames(const std::vector<Active*>& speakers, const std::vector
   }
   std::vector<int32_t> codes(static_cast<size_t>(n * C));
   try {
-    depth_->run(hidden.data(), n, [&](int64_t row, int64_t, const float* logits) {
+    depth_->run(hidden.data(), n, [&](int64_t row, int64_t codebook, const float* logits) {
       Active& a = *speakers[static_cast<size_t>(row)];
-      return draw_code(logits, sc.audio_vocab, a.req.audio_out, a.speech->rng);
+      // The end code is the last of the vocabulary: codebooks after the first draw below it.
+      const int64_t choices = codebook == 0 || sc.audio_eos != sc.audio_vocab - 1 ? sc.audio_vocab : sc.audio_eos;
+      return draw_code(logits, choices, a.req.audio_out, a.speech->rng);
     }, codes.data());
   } catch (...) {
     const std::string why = "engine: speech output failed: " + exception_text(std::current_exception());
