@@ -382,15 +382,18 @@ TEST(CApiSampling, LogitBiasAndTopLogprobs) {
 // Fields added later start past the older sizeof: the structs end without tail padding that an
 // older caller's struct_size would cover unset (lfm_model_options keeps its 4 padding bytes unused).
 #define LFM_ENDS_AT(type, last, last_type) static_assert(offsetof(type, last) + sizeof(last_type) == sizeof(type))
-LFM_ENDS_AT(lfm_model_info, audio_max_seconds, int32_t);
+LFM_ENDS_AT(lfm_model_info, reserved5, int32_t);
+static_assert(offsetof(lfm_model_info, can_speak) == offsetof(lfm_model_info, audio_max_seconds) + sizeof(int32_t));
 static_assert(offsetof(lfm_model_info, has_audio) == offsetof(lfm_model_info, embedding_max_tokens) + sizeof(int64_t));
 static_assert(offsetof(lfm_model_info, can_generate) == offsetof(lfm_model_info, image_token) + sizeof(int32_t));
 LFM_ENDS_AT(lfm_engine_options, draft_tokens, int64_t);
 LFM_ENDS_AT(lfm_engine_stats, accepted_tokens, int64_t);
 LFM_ENDS_AT(lfm_sampling_params, top_logprobs, int64_t);
-LFM_ENDS_AT(lfm_prompt, max_audio_seconds, double);
+LFM_ENDS_AT(lfm_prompt, voice, const char*);
+static_assert(offsetof(lfm_prompt, audio_out) == offsetof(lfm_prompt, max_audio_seconds) + sizeof(double));
 static_assert(offsetof(lfm_prompt, n_audio) == offsetof(lfm_prompt, tool_choice) + sizeof(const char*));
-LFM_ENDS_AT(lfm_event, encode_seconds, double);
+LFM_ENDS_AT(lfm_event, audio_seconds, double);
+static_assert(offsetof(lfm_event, audio_codes) == offsetof(lfm_event, encode_seconds) + sizeof(double));
 static_assert(offsetof(lfm_event, audio_clips) == offsetof(lfm_event, n_top) + sizeof(size_t));
 LFM_ENDS_AT(lfm_embed_request, pooling, int32_t);
 LFM_ENDS_AT(lfm_embedding, normalized, int32_t);
