@@ -5,6 +5,10 @@
 // seed, the limits, and the official openai npm client.
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include <chrono>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <cstring>
@@ -163,7 +167,14 @@ TEST_F(SpeechE2E, LimitsAndBadFieldsAre400sAndTheServerGoesOn) {
   EXPECT_EQ(models["data"][0]["voices"], json({"us_male", "us_female", "uk_male", "uk_female"}));
   r = speak({{"response_format", "wav"}, {"instructions", "Whisper."}});
   EXPECT_EQ(r->status, 200);  // instructions are accepted and ignored
-  const std::string metrics = c.Get("/metrics")->body;
+  // The request is counted once its response has been sent, which may be just after the client has
+  // read it: wait for the count (bounded), do not race it.
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {
+    metrics = c.Get("/metrics")->body;
+    if (metrics.find("route=\"/v1/audio/speech\",status=\"200\"") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_NE(metrics.find("lfm:speech_audio_seconds_total"), std::string::npos);
   EXPECT_NE(metrics.find("route=\"/v1/audio/speech\",status=\"200\""), std::string::npos);
 }
