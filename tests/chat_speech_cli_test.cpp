@@ -7,7 +7,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include "std_regex.h"
 
 #include "model_test_util.h"
 #include "speech_test_util.h"
