@@ -1,9 +1,14 @@
-// lfm serve: the OpenAI-compatible HTTP server (src/server/). SIGINT / SIGTERM stop accepting,
-// let in-flight requests finish for --shutdown-grace seconds (then cancel them) and exit 0.
+// lfm serve: the OpenAI-compatible HTTP server (src/server/). It listens before the model is
+// loaded (/health 200, /ready 503, model routes 503 "loading"), so a Deployment's probes see a
+// live, unready pod; a load that fails still exits non-zero with its message. SIGTERM turns
+// /ready 503, keeps serving for --drain-delay seconds (the endpoint leaves the load balancers),
+// then refuses new requests, lets in-flight ones finish for --shutdown-grace seconds (then cancels
+// them) and exits 0. SIGINT (a terminal's Ctrl-C) skips the drain delay.
 #include <pthread.h>
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -102,9 +107,22 @@ int run_serve(int argc, char** argv) {
                  "Seconds a request's headers and body may take to arrive (slower clients are disconnected)")
       ->capture_default_str()
       ->check(positive_number());
-  app.add_option("--shutdown-grace", so.shutdown_grace_s, "Seconds in-flight requests get after SIGINT/SIGTERM")
+  app.add_option("--shutdown-grace", so.shutdown_grace_s,
+                 "Seconds in-flight requests get to finish once new ones are refused (after SIGINT, or SIGTERM's drain "
+                 "delay); then they are cancelled")
       ->capture_default_str()
       ->check(non_negative_number());
+  so.drain_delay_s = 5;
+  app.add_option("--drain-delay", so.drain_delay_s,
+                 "Seconds after SIGTERM during which /ready answers 503 but new requests are still served, so a load "
+                 "balancer (Kubernetes endpoints, the inference gateway) stops sending them before they would be "
+                 "refused; SIGINT skips it")
+      ->capture_default_str()
+      ->check(non_negative_number());
+  bool no_vllm_metrics = false;
+  app.add_flag("--no-vllm-metrics", no_vllm_metrics,
+               "Do not export the endpoint picker's gauges a second time under vLLM's names (vllm:num_requests_waiting, "
+               "vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:cache_config_info, …)");
   // Structured output's compile budget (grammar/work_budget.h), in friendlier units.
   uint64_t grammar_msteps = so.grammar_budget.steps / 1000000, grammar_mib = so.grammar_budget.bytes >> 20;
   size_t grammar_cache_mib = so.grammar_cache_bytes >> 20;
@@ -184,6 +202,7 @@ int run_serve(int argc, char** argv) {
   auto* max_body_opt = app.get_option("--max-body");
   LFM_CLI_PARSE(app, argc, argv);
   so.access_log = !no_access_log;
+  so.vllm_metric_aliases = !no_vllm_metrics;
   so.images.max_server_memory = parse_byte_size(image_memory);
   so.images.max_request_memory = parse_byte_size(request_image_memory);
   LFM_CHECK(so.images.max_request_memory > 0 && so.images.max_server_memory > 0,
@@ -214,13 +233,57 @@ int run_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
 
+  // What the model needs, declared before the server so that the server (whose handler threads
+  // use them) goes first when the scope ends.
+  Runtime rt;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ThreadPool> embed_pool;
+  std::unique_ptr<Backend> embed_backend;
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<EmbeddingService> embeddings;
+  // The listener starts before the model is loaded (a download or a large file can take minutes):
+  // liveness answers, readiness says "loading".
+  server::Server srv(so);
+  const int port = srv.bind();
+  std::printf("probes on http://%s:%d (/health, /ready), loading the model\n", so.host.c_str(), port);
+  std::fflush(stdout);
+  std::thread runner([&srv] { srv.run(); });
+  const double drain_delay = so.drain_delay_s;
+  std::thread([&srv, stop_signals, drain_delay] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!srv.model_loaded()) {
+      // Nothing is served yet and the load cannot be interrupted cleanly: leave now.
+      std::fprintf(stderr, "lfm serve: %s received while loading the model, exiting\n", name);
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    const double delay = sig == SIGINT ? 0.0 : drain_delay;
+    if (delay > 0)
+      std::fprintf(stderr, "lfm serve: %s received, /ready is 503; serving new requests for %.1f s more, then finishing "
+                   "in-flight requests\n", name, delay);
+    else
+      std::fprintf(stderr, "lfm serve: %s received, finishing in-flight requests\n", name);
+    srv.shutdown(delay);
+  }).detach();
+  // A load that fails (an exception out of here) closes the listener first: nothing was served.
+  struct StopOnFailedLoad {
+    server::Server& srv;
+    std::thread& runner;
+    ~StopOnFailedLoad() {
+      if (!runner.joinable()) return;
+      srv.shutdown(0);
+      runner.join();
+    }
+  } stop_on_failed_load{srv, runner};
   model = resolve_model_arg(model);  // after the name is taken from what the user wrote
   so.sampling_defaults = load_sampling_defaults(generation_config, model);
   if (!so.sampling_defaults.empty())
     std::fprintf(stderr, "lfm serve: sampling defaults from %s: %s (for fields a request leaves unset)\n",
                  so.sampling_defaults.source.c_str(), so.sampling_defaults.describe().c_str());
-  Runtime rt = open_runtime(model, threads, load, device);
-  std::unique_ptr<Tokenizer> tok;
+  rt = open_runtime(model, threads, load, device);
   try {
     tok = load_tokenizer(model);
   } catch (const Error& e) {
@@ -229,11 +292,6 @@ int run_serve(int argc, char** argv) {
   // A retriever serves /v1/embeddings and /v1/rerank only; a generative model serves them too
   // with --embeddings, from its hidden states, on a CPU backend of its own beside the engine's.
   const bool retriever = !rt.model->config().has_lm_head;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<ThreadPool> embed_pool;
-  std::unique_ptr<Backend> embed_backend;
-  std::unique_ptr<Embedder> embedder;
-  std::unique_ptr<EmbeddingService> embeddings;
   EmbedderOptions emb_opt;
   emb_opt.batch_tokens = embed.batch_tokens;
   if (!embed.pooling.empty()) emb_opt.pooling = parse_pooling(embed.pooling);
@@ -328,14 +386,6 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "lfm serve: spoken chat (modalities audio): replies kept in %zu bytes for %lld s\n",
                  so.spoken_chat.store_bytes, static_cast<long long>(so.spoken_chat.store_seconds));
   }
-  server::Server srv(engine.get(), embeddings.get(), tok.get(), so);
-  const int port = srv.bind();
-  std::thread([&srv, stop_signals] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    std::fprintf(stderr, "lfm serve: %s received, finishing in-flight requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    srv.shutdown();
-  }).detach();
   if (engine) {
     const auto c = engine->cache_options();
     std::fprintf(stderr, "lfm serve: %s on %s, %lld sequences x %lld tokens, %lld KV blocks of %lld (%s)\n",
@@ -349,9 +399,10 @@ int run_serve(int argc, char** argv) {
                  so.model_name.c_str(), embedder->colbert() ? "ColBERT, MaxSim" : "cosine",
                  pooling_name(embedder->config().pooling), static_cast<long long>(embedder->dim()),
                  static_cast<long long>(embedder->max_tokens()), static_cast<long long>(embed.batch_tokens));
+  srv.set_model(engine.get(), embeddings.get(), tok.get(), so);
   std::printf("listening on http://%s:%d\n", so.host.c_str(), port);
   std::fflush(stdout);
-  srv.run();
+  runner.join();
   std::fprintf(stderr, "lfm serve: stopped\n");
   return 0;
 }

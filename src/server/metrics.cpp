@@ -83,7 +83,7 @@ std::string Metrics::render(const std::vector<Gauge>& gauges) const {
   std::string out;
   for (const auto& g : gauges) {
     out += "# HELP " + g.name + " " + g.help + "\n# TYPE " + g.name + (g.counter ? " counter\n" : " gauge\n");
-    out += g.name + " " + num(g.value) + "\n";
+    out += g.name + (g.labels.empty() ? "" : "{" + g.labels + "}") + " " + num(g.value) + "\n";
   }
   for (const auto& [name, help] : help_) {
     out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";

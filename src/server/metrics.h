@@ -34,10 +34,13 @@ class Metrics {
   // Exposition text: `gauges` (name, help, value) read now, then the counters and histograms.
   // A value read now that only grows (the engine's own tally) is a counter: `counter` true and a
   // name ending in _total; each metric is exported once, under one type.
+  // `labels` ("a=\"x\",b=\"y\"", or empty) carries values a gauge states rather than measures
+  // (an info metric such as lfm:cache_config_info, value 1).
   struct Gauge {
     std::string name, help;
     double value;
     bool counter = false;
+    std::string labels = "";
   };
   std::string render(const std::vector<Gauge>& gauges) const;
   double counter(const std::string& name, const std::string& labels = "") const;

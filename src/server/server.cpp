@@ -8,6 +8,8 @@
 #include <new>
 #include <optional>
 
+#include "cache/state_cache.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/ordered_json_parse.h"
 #include "engine/speech_prompt.h"
@@ -128,13 +130,17 @@ namespace {
 std::string route_label(const std::string& path) {
   for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/rerank",
                         "/v1/audio/speech", "/v1/audio/transcriptions", "/v1/audio/translations",
-                        "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics"})
+                        "/v1/models", "/health", "/ready", "/tokenize", "/detokenize", "/metrics"})
     if (path == r) return r;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
 }
 
-bool needs_key(const std::string& path) { return path != "/health" && path != "/metrics"; }
+// The routes a probe or a scraper calls: open without a key, and answered while the model loads
+// and while the server drains.
+bool is_probe(const std::string& path) { return path == "/health" || path == "/ready" || path == "/metrics"; }
+
+bool needs_key(const std::string& path) { return !is_probe(path); }
 
 // RFC 9112 §6.3: a message whose length is ambiguous is refused, not guessed (a proxy in front
 // could read it the other way: request smuggling). Returns why, or "" when the framing is sound.
@@ -171,6 +177,32 @@ std::string loggable(const std::string& path) {
   return out;
 }
 
+// What the endpoint picker reads beyond the three load gauges (docs: deploy/kubernetes/README.md):
+// the KV cache's geometry as labels of an info gauge, as vLLM's vllm:cache_config_info gives it
+// (the Gateway API Inference Extension reads block_size and num_gpu_blocks from it; lfm's pool is
+// "GPU" blocks whatever the device), plus lfm's conv-state slots, which bound running requests.
+void add_cache_info(std::vector<Metrics::Gauge>& gauges, const StateCacheOptions& c, bool vllm_aliases) {
+  const std::string labels = "block_size=\"" + std::to_string(c.block_tokens) + "\",num_gpu_blocks=\"" +
+                             std::to_string(c.n_blocks) + "\",num_conv_slots=\"" + std::to_string(c.n_slots) +
+                             "\",cache_dtype=\"" + dtype_name(c.type) + "\",enable_prefix_caching=\"" +
+                             (c.prefix_cache ? "True" : "False") + "\"";
+  gauges.push_back({"lfm:cache_config_info", "KV cache geometry in its labels (block_size in tokens, num_gpu_blocks).", 1,
+                    false, labels});
+  if (vllm_aliases)
+    gauges.push_back({"vllm:cache_config_info", "Alias of lfm:cache_config_info under vLLM's name.", 1, false, labels});
+}
+
+// The picker's load gauges again under vLLM's names (the picker's defaults), from the lfm ones
+// at the front of `gauges`: waiting, running, KV usage. vllm:gpu_cache_usage_perc is the usage's
+// name before vLLM 0.10 (and older pickers' default).
+void add_vllm_aliases(std::vector<Metrics::Gauge>& gauges) {
+  const double waiting = gauges.at(0).value, running = gauges.at(1).value, usage = gauges.at(2).value;
+  gauges.push_back({"vllm:num_requests_waiting", "Alias of lfm:num_requests_waiting under vLLM's name.", waiting});
+  gauges.push_back({"vllm:num_requests_running", "Alias of lfm:num_requests_running under vLLM's name.", running});
+  gauges.push_back({"vllm:kv_cache_usage_perc", "Alias of lfm:kv_cache_usage_perc under vLLM's name.", usage});
+  gauges.push_back({"vllm:gpu_cache_usage_perc", "Alias of lfm:kv_cache_usage_perc under vLLM's older name.", usage});
+}
+
 bool same_secret(const std::string& given, const std::string& expected) {
   unsigned char diff = given.size() == expected.size() ? 0 : 1;
   for (size_t i = 0; i < expected.size(); ++i)
@@ -203,7 +235,16 @@ void Server::Impl::register_routes() {
       res.set_header("Connection", "close");  // the body's end is unknown: this connection is done
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (draining && req.path != "/metrics") {
+    // Until the model is loaded only a probe's GET without a body is let through (the model's
+    // fields, the body limit among them, are published with `loaded`: nothing reads them before).
+    const bool probe = is_probe(req.path) && req.method == "GET" && !req.has_header("Content-Length") &&
+                       !req.has_header("Transfer-Encoding");
+    if (!loaded.load(std::memory_order_acquire) && !probe) {
+      send_error(res, 503, "the model is loading", "", "model_loading");
+      res.set_header("Retry-After", "5");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (draining && !is_probe(req.path)) {
       send_error(res, 503, "the server is shutting down");
       res.set_header("Retry-After", "5");
       return httplib::Server::HandlerResponse::Handled;
@@ -302,8 +343,16 @@ void Server::Impl::register_routes() {
                      "model_not_found");
     res.set_content(model_object(id).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   }));
-  http.Get("/health", served(false, [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
+  // Liveness: 200 while the process serves (loading and draining included); the status says which.
+  http.Get("/health", served(false, [this](const httplib::Request&, httplib::Response& res) {
+    const char* status = !loaded.load() ? "loading" : stopping.load() ? "draining" : "ok";
+    res.set_content(json{{"status", status}}.dump(), "application/json");
+  }));
+  // Readiness: 200 only while the model is loaded and no shutdown has begun.
+  http.Get("/ready", served(false, [this](const httplib::Request&, httplib::Response& res) {
+    const bool up = loaded.load(), leaving = stopping.load();
+    res.status = up && !leaving ? 200 : 503;
+    res.set_content(json{{"status", !up ? "loading" : leaving ? "draining" : "ready"}}.dump(), "application/json");
   }));
   http.Post("/tokenize", served(true, [this](const httplib::Request& req, httplib::Response& res) {
     const auto body = parse_json_body(req);
@@ -328,7 +377,10 @@ void Server::Impl::register_routes() {
     res.set_content(json{{"content", text}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   }));
   http.Get("/metrics", served(false, [this](const httplib::Request&, httplib::Response& res) {
-    const EngineStats s = engine_ ? engine_->stats() : EngineStats{};
+    const bool up = loaded.load(std::memory_order_acquire);  // engine_ and embeddings_ are set with it
+    Engine* const eng = up ? engine_ : nullptr;
+    EmbeddingService* const emb = up ? embeddings_ : nullptr;
+    const EngineStats s = eng ? eng->stats() : EngineStats{};
     const double total = static_cast<double>(std::max<int64_t>(1, s.cache.blocks_total));
     std::vector<Metrics::Gauge> gauges = {
         {"lfm:num_requests_waiting", "Requests queued, not yet running (TotalQueuedRequests).",
@@ -350,8 +402,10 @@ void Server::Impl::register_routes() {
          "Connections closed because a request's headers and body did not arrive in time.",
          static_cast<double>(http.timeouts()), true},
     };
-    if (embeddings_) {
-      const EmbeddingServiceStats e = embeddings_->stats();
+    if (opt.vllm_metric_aliases) add_vllm_aliases(gauges);
+    if (eng) add_cache_info(gauges, eng->cache_options(), opt.vllm_metric_aliases);
+    if (emb) {
+      const EmbeddingServiceStats e = emb->stats();
       gauges.push_back({"lfm:embedding_calls_waiting", "Embedding and rerank calls queued, not yet running.",
                         static_cast<double>(e.calls_waiting)});
       gauges.push_back({"lfm:embedding_calls_running", "Embedding and rerank calls being encoded.",
@@ -375,13 +429,42 @@ Server::Server(Engine& engine, const Tokenizer* tokp, const ServerOptions& opt) 
 
 Server::Server(Engine* engine, EmbeddingService* embeddings, const Tokenizer* tokp, const ServerOptions& opt)
     : impl_(std::make_unique<Impl>(engine, embeddings, tokp, opt, metrics_)) {
-  if (!tokp) {
-    impl_->register_routes();
-    return;
-  }
-  impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp, opt.image_setup, opt.audio_setup);
+  if (tokp) impl_->chat = std::make_unique<ChatTurnBuilder>(*tokp, opt.image_setup, opt.audio_setup);
+  impl_->register_routes();
+  impl_->loaded.store(true, std::memory_order_release);
+}
+
+Server::Server(const ServerOptions& opt) : impl_(std::make_unique<Impl>(nullptr, nullptr, nullptr, opt, metrics_)) {
   impl_->register_routes();
 }
+
+void Server::set_model(Engine* engine, EmbeddingService* embeddings, const Tokenizer* tokp, const ServerOptions& with_model) {
+  Impl& im = *impl_;
+  LFM_CHECK(!im.loaded.load(), "serve: set_model() on a server that already has its model");
+  // Nothing but the probes runs until `loaded` is stored (the pre-routing handler refuses the
+  // rest before reading a body), so these plain writes race with no reader.
+  im.engine_ = engine;
+  im.embeddings_ = embeddings;
+  im.tok_ = tokp;
+  ServerOptions& o = im.opt;
+  o.sampling_defaults = with_model.sampling_defaults;
+  o.images = with_model.images;
+  o.image_setup = with_model.image_setup;
+  o.no_images = with_model.no_images;
+  o.audio = with_model.audio;
+  o.audio_setup = with_model.audio_setup;
+  o.no_audio = with_model.no_audio;
+  o.speech_out = with_model.speech_out;
+  o.no_speech = with_model.no_speech;
+  o.speech = with_model.speech;
+  o.spoken_chat = with_model.spoken_chat;
+  o.max_body_bytes = with_model.max_body_bytes;
+  im.http.set_payload_max_length(o.max_body_bytes);
+  if (tokp) im.chat = std::make_unique<ChatTurnBuilder>(*tokp, o.image_setup, o.audio_setup);
+  im.loaded.store(true, std::memory_order_release);
+}
+
+bool Server::model_loaded() const { return impl_->loaded.load(); }
 
 Server::~Server() {
   if (impl_->grace_thread.joinable()) impl_->grace_thread.join();
@@ -419,15 +502,29 @@ int Server::bind() {
 
 void Server::run() {
   LFM_CHECK(impl_->bound, "serve: bind() first");
-  impl_->http.listen_after_bind();  // returns after stop(), once every handler has finished
+  impl_->run_called = true;
+  if (!impl_->draining) impl_->http.listen_after_bind();  // returns after stop(), once every handler has finished
+  impl_->run_returned = true;
 }
 
-void Server::shutdown() {
+void Server::shutdown() { shutdown(impl_->opt.drain_delay_s); }
+
+void Server::shutdown(double drain_delay_s) {
   std::lock_guard lock(impl_->shutdown_mu);
-  if (impl_->draining.exchange(true)) return;
+  if (impl_->stopping.exchange(true)) return;  // /ready is 503 from here on
   Impl* im = impl_.get();
-  im->grace_thread = std::thread([im] {
-    // New requests already get 503 (draining). httplib's stop() would also cut streams that are
+  im->grace_thread = std::thread([im, drain_delay_s] {
+    // Without its model nothing is in flight and no balancer sends here (never ready): stop now.
+    if (!im->loaded.load()) {
+      im->draining = true;
+      im->stop_listening();
+      return;
+    }
+    // Still serving while the endpoint is taken out of the balancers' lists.
+    const auto serve_until = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, drain_delay_s));
+    while (std::chrono::steady_clock::now() < serve_until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    im->draining = true;
+    // New requests now get 503 (draining). httplib's stop() would also cut streams that are
     // running, so it waits until they are done, or until the grace period is over and what is
     // left has been cancelled (those streams end with an error event).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(im->opt.shutdown_grace_s);
@@ -443,7 +540,7 @@ void Server::shutdown() {
       while (!idle()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let handlers write their last frames
-    im->http.stop();
+    im->stop_listening();
   });
 }
 

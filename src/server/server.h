@@ -4,11 +4,19 @@
 // would add a dependency and code without serving this load better).
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/audio/speech (server/speech.h), POST /v1/embeddings, POST /v1/rerank
-// (and /rerank), GET /v1/models[/{id}], GET /health, POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API Inference
-// Extension's model-server metrics: lfm:num_requests_waiting and lfm:num_requests_running
-// gauges, lfm:kv_cache_usage_perc in 0..1). Errors use OpenAI's shape. With an API key, /v1/*,
-// /tokenize and /detokenize need `Authorization: Bearer KEY`; /health and /metrics stay open
-// for probes and scrapers.
+// (and /rerank), GET /v1/models[/{id}], GET /health, GET /ready, POST /tokenize, POST /detokenize, GET /metrics (Prometheus; the Gateway API
+// Inference Extension's model-server metrics: lfm:num_requests_waiting and lfm:num_requests_running
+// gauges, lfm:kv_cache_usage_perc in 0..1, lfm:cache_config_info's block_size and num_gpu_blocks
+// labels, and their vllm:* aliases; deploy/kubernetes/README.md has the table). Errors use OpenAI's
+// shape. With an API key, /v1/*, /tokenize and /detokenize need `Authorization: Bearer KEY`;
+// /health, /ready and /metrics stay open for probes and scrapers.
+//
+// Health (a Deployment's probes): /health is 200 while the process serves (liveness); /ready is
+// 200 only while the model is loaded and no shutdown has begun (readiness). A server built with
+// Server(opt) listens before its model is loaded: every other route answers 503 "loading" until
+// set_model(). shutdown() turns /ready 503 at once, keeps serving new requests for
+// drain_delay_s (the load balancer takes the endpoint out meanwhile), then refuses them (503) and
+// lets in-flight requests finish for shutdown_grace_s.
 #pragma once
 
 #include <atomic>
@@ -59,7 +67,14 @@ struct ServerOptions {
   int reading_threads = 32;         // more threads for connections whose request is still arriving
   double request_read_timeout_s = 30;  // a request's headers and body must arrive within this
   size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
-  double shutdown_grace_s = 30;     // in-flight requests get this long after SIGTERM
+  double shutdown_grace_s = 30;     // in-flight requests get this long after SIGTERM (after the drain delay)
+  // After shutdown(): seconds new requests are still served while /ready already answers 503, so
+  // that a load balancer (Kubernetes endpoints, the inference gateway's picker) stops sending
+  // them before they would be refused. 0: refuse at once.
+  double drain_delay_s = 0;
+  // Also export the picker's gauges under vLLM's names (vllm:num_requests_waiting, …), for an
+  // endpoint picker or dashboard that has no setting for another name.
+  bool vllm_metric_aliases = true;
   // Structured output: the work and memory one request's grammar compile may take (schema or
   // regex → GBNF → grammar; passing it is a 400 naming the field), and the bytes the compiled
   // grammars kept for reuse may hold (their masks included).
@@ -103,6 +118,15 @@ class Server {
   // Either may be null: a retriever has no engine (generation routes answer 400), a generative
   // model no embedding service unless asked for (embedding routes answer 400).
   Server(Engine* engine, EmbeddingService* embeddings, const Tokenizer* tok, const ServerOptions& opt);
+  // A server without its model yet: it can bind and run (the probes and /metrics answer, /ready is
+  // 503, every other route 503 "loading") until set_model().
+  explicit Server(const ServerOptions& opt);
+  // Serves the model from now on (once; the pointers must outlive the server). The fields of
+  // `with_model` that loading decides are taken (sampling defaults, images, audio, speech, spoken
+  // chat, the body limit); the rest keep the values given to the constructor.
+  void set_model(Engine* engine, EmbeddingService* embeddings, const Tokenizer* tok, const ServerOptions& with_model);
+  // Whether the model is loaded (set_model, or a constructor that took it).
+  bool model_loaded() const;
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -111,10 +135,12 @@ class Server {
   int bind();
   // Serves until shutdown() has drained it. Returns when no handler is running any more.
   void run();
-  // Refuses new requests (503), lets in-flight requests finish for up to the grace period,
-  // cancels what is left, then closes the listening socket so run() returns. Safe from any
-  // thread; returns at once.
+  // /ready turns 503 at once; new requests are still served for `drain_delay_s` (the options'
+  // when not given), then refused (503) while in-flight requests finish for up to the grace
+  // period; what is left is cancelled, then the listening socket closes so run() returns. Safe
+  // from any thread; returns at once; a second call does nothing.
   void shutdown();
+  void shutdown(double drain_delay_s);
 
   Metrics& metrics() { return metrics_; }
 

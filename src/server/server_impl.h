@@ -46,9 +46,19 @@ struct Server::Impl {
   MemoryBudget image_memory{opt.images.max_server_memory};  // all requests' images at once (chat_images.h)
   SpokenReplyStore spoken_store{opt.spoken_chat.store_bytes, opt.spoken_chat.store_seconds};  // chat_speech.h
   GuardedHttpServer http{opt.http_threads, opt.reading_threads};
-  std::atomic<bool> draining{false};
+  std::atomic<bool> loaded{false};    // the model is there (set_model); release/acquire publishes it
+  std::atomic<bool> stopping{false};  // shutdown() was called: /ready is 503
+  std::atomic<bool> draining{false};  // new requests are refused (after the drain delay)
   std::atomic<bool> bound{false};
+  std::atomic<bool> run_called{false}, run_returned{false};  // Server::run()'s progress (stop_listening)
   std::thread grace_thread;
+  // Closes the listening socket so run() returns; draining must already be set. Waits for a
+  // run() under way to have started listening (httplib's stop() before that is lost).
+  void stop_listening() {
+    while (run_called.load() && !run_returned.load() && !http.is_running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    http.stop();
+  }
   std::mutex shutdown_mu;
   const int64_t created = unix_seconds();  // the server's start (/v1/models)
 
