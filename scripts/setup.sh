@@ -15,6 +15,10 @@ for p in "${PKGS[@]}"; do
 done
 # Node.js + npm (test oracle for the tokenizer); any install that provides the commands will do.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# kubectl (tests/k8s_manifests_check.py renders deploy/kubernetes/): Debian's kubernetes-client,
+# unless a kubectl is already installed (another package's /usr/bin/kubectl would conflict).
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+dpkg-query -W -f='${Status}' python3-yaml 2>/dev/null | grep -q "install ok installed" || missing+=(python3-yaml)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
