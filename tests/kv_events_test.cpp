@@ -165,10 +165,14 @@ TEST(KvEventPublisher, PublishesOneBatchPerStepAndReplays) {
   ASSERT_EQ(first->parts.size(), 3u);
   EXPECT_EQ(first->parts[0], "kv@pod-1@tiny");
   ASSERT_EQ(first->parts[1].size(), 8u);
-  const int64_t seq0 = be64(first->parts[1]);
+  int64_t seq0 = be64(first->parts[1]);
   const uint64_t h56 = chain("", 2, {5, 6})[0];
   EXPECT_EQ(decode(first->parts[2]), (std::vector<std::string>{"BlockStored:" + std::to_string(h56),
                                                                 "BlockRemoved:" + std::to_string(h56)}));
+  while (auto late = recv_msg(sub, 200)) {  // a probe sent before the first one arrived
+    EXPECT_EQ(be64(late->parts[1]), seq0 + 1);
+    seq0 = be64(late->parts[1]);
+  }
 
   // One step: a chain of two blocks (the second's parent found by the cache's hash), a media
   // block and its descendant (left out), an eviction of the first block.

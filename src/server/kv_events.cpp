@@ -247,6 +247,11 @@ void KvEventPublisher::run() {
       todo.swap(queue_);
       stopping = stop_;
     }
+    // A ZeroMQ socket handles its peers' messages (here: subscriptions) only when its own thread
+    // calls into it; asking for its events makes it take them in before the batches go out.
+    int events = 0;
+    size_t events_size = sizeof(events);
+    zmq_getsockopt(pub_, ZMQ_EVENTS, &events, &events_size);
     for (const KvEventBatch& b : todo) {
       std::string payload = encode_kv_event_batch(b, opt_.block_tokens, opt_.medium);
       const uint64_t seq = next_seq_++;

@@ -57,11 +57,11 @@ def block_hashes(tokens, seed=""):
 # ---- the server ----
 
 class Server:
-    def __init__(self, tmp):
+    def __init__(self, tmp, events="tcp://127.0.0.1:*"):
         self.log = open(tmp / "serve.log", "w+")
         cmd = [os.environ.get("LFM_BIN", str(ROOT / "build" / "lfm")), "serve", "-m", str(MODEL), "--port", "0",
                "--host", "127.0.0.1", "--ctx-size", "128", "--parallel", "1", "--api-key", KEY, "--no-access-log",
-               "--kv-events", "tcp://127.0.0.1:*", "--kv-events-replay", "tcp://127.0.0.1:*",
+               "--kv-events", events, "--kv-events-replay", "tcp://127.0.0.1:*",
                "--kv-events-topic", TOPIC]
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.p.stdout.readline()
@@ -73,8 +73,8 @@ class Server:
         self.url = m.group(1)
         self.log.seek(0)
         text = self.log.read()
-        m = re.search(r"KV-cache events on (\S+) \(bound; topic \"([^\"]*)\", blocks of (\d+), medium (\w+)\), "
-                      r"replay on (\S+)", text)
+        m = re.search(r"KV-cache events on (\S+) \((?:bound|connected); topic \"([^\"]*)\", blocks of (\d+), "
+                      r"medium (\w+)\), replay on (\S+)", text)
         assert m, text
         self.pub, topic, block, self.medium, self.replay = m.group(1), m.group(2), int(m.group(3)), m.group(4), m.group(5)
         assert topic == TOPIC and block == BLOCK and self.medium == "CPU"
@@ -260,3 +260,24 @@ def test_events_reproduce_the_prefix_cache(served):
     settle(srv, index, sub)
     assert all(h in index.live for h in want)
     sub.close(0)
+
+
+def test_llm_d_arrangement_the_subscriber_binds_and_the_server_connects(tmp_path):
+    """llm-d's indexer binds its SUB socket; an endpoint without '*' makes lfm connect to it."""
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    port = sub.bind_to_random_port("tcp://127.0.0.1")
+    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
+    srv = Server(tmp_path, events=f"tcp://127.0.0.1:{port}")
+    try:
+        sub.poll(500)  # a bound SUB sends its subscription once its thread serves the new connection
+        prompt = [200 + (i * 11) % 90 for i in range(2 * BLOCK + 5)]
+        srv.complete(prompt)
+        index = Index()
+        receive(sub, index)
+        assert index.seqs and index.seqs[0] == 0
+        assert index.stored == block_hashes(prompt)
+    finally:
+        sub.close(0)
+        ctx.term()
+        srv.stop()
