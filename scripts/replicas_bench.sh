@@ -19,7 +19,7 @@
 #      USER_WORDS (8-14), REPLY_WORDS (8-14), SEED (1), MAX_TOKENS (8), THREADS (1 per replica), PARALLEL (2),
 #      CTX (1024; with PARALLEL 2: a 128-block KV pool per replica, less than the 8 system prompts'
 #      ~200 blocks, so a replica cannot hold everything),
-#      KV_MEMORY (overrides the pool size), PORT (18801..), EVENTS_PORT (18901..),
+#      KV_MEMORY (overrides the pool size), PORT (18801..), EVENTS_PORT (18901..), REPLAY_PORT (18951..),
 #      WORK (/tmp/lfm_replicas_bench), OUT (where the JSON records go; default WORK/results)
 # The defaults are the cheap run (~7 minutes on 2 shared cores). Scaled up (a few hundred
 # conversations; about an hour on 2 cores, minutes on a larger machine with THREADS raised):
@@ -30,7 +30,7 @@ LFM=build/lfm
 [ -x "$LFM" ] || { echo "replicas_bench: $LFM not found (build it: scripts/build.sh release lfm)" >&2; exit 1; }
 PY=/usr/bin/python3  # Debian's, with python3-zmq, python3-msgpack, python3-jinja2 (scripts/setup.sh)
 replicas=${REPLICAS:-4} policies=${POLICIES:-round-robin,least-queue,precise,precise-load} conc=${CONCURRENCY:-8}
-threads=${THREADS:-1} parallel=${PARALLEL:-2} ctx=${CTX:-1024} port=${PORT:-18801} eport=${EVENTS_PORT:-18901}
+threads=${THREADS:-1} parallel=${PARALLEL:-2} ctx=${CTX:-1024} port=${PORT:-18801} eport=${EVENTS_PORT:-18901} rport=${REPLAY_PORT:-18951}
 work=${WORK:-/tmp/lfm_replicas_bench}
 out=${OUT:-$work/results}
 mkdir -p "$work" "$out"
@@ -62,9 +62,10 @@ stop_all() {
   pids=()
 }
 trap stop_all EXIT
-urls=() events=()
+urls=() events=() replays=()
 for i in $(seq 0 $((replicas - 1))); do
   urls+=("http://127.0.0.1:$((port + i))") events+=("tcp://127.0.0.1:$((eport + i))")
+  replays+=("tcp://127.0.0.1:$((rport + i))")
 done
 join() { local IFS=,; echo "$*"; }
 
@@ -76,6 +77,7 @@ for policy in ${policies//,/ }; do
   for i in $(seq 0 $((replicas - 1))); do
     # bind (the * in the endpoint): the harness connects, as vLLM's publisher binds by default
     $LFM serve "${serve_args[@]}" --port $((port + i)) --kv-events "tcp://*:$((eport + i))" \
+      --kv-events-replay "tcp://*:$((rport + i))" \
       > "$work/replica$i.log" 2>&1 &
     pids+=($!)
   done
@@ -87,6 +89,7 @@ for policy in ${policies//,/ }; do
     echo "KV pool per replica: $(curl -s "${urls[0]}/metrics" | awk '/^lfm:kv_blocks_total/ {print $2}') blocks"
   echo "== $policy"
   $PY tools/bench/route_harness.py --replicas "$(join "${urls[@]}")" --events "$(join "${events[@]}")" \
+    --replay "$(join "${replays[@]}")" \
     --policy "$policy" --model-dir "$model_dir" --concurrency "$conc" --max-tokens "${MAX_TOKENS:-8}" \
     --token-cache "$work/tokens.json" --out "$out/$policy.json" "${trace_args[@]}"
   files+=("$out/$policy.json")

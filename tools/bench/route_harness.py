@@ -119,13 +119,14 @@ def tokenize_trace(trace, render, url, cache_path=None):
 # --- replicas: metrics and events ---------------------------------------------------------------
 
 class Replica:
-    def __init__(self, idx, url, events):
-        self.idx, self.url, self.events = idx, url, events
+    def __init__(self, idx, url, events, replay=""):
+        self.idx, self.url, self.events, self.replay = idx, url, events, replay
         self.waiting = self.running = 0.0
         self.kv_usage = 0.0
         self.inflight = 0   # this harness's requests not yet answered
         self.last_seq = None
         self.seq_gaps = 0
+        self.replayed = 0   # batches fetched from the replay socket after a gap
         self.batches = 0
 
 
@@ -155,8 +156,34 @@ def scrape_loop(replicas, period, stop):
         stop.wait(period)
 
 
+def fetch_replay(endpoint, start, stop_before, timeout_ms=2000):
+    """Batches start..stop_before-1 from a replica's replay ROUTER (docs/design/kv_events.md: send
+    the first sequence number wanted, 8 bytes big-endian; get [seq, payload] messages, oldest first,
+    then seq -1); returns [(seq, payload)], those the replica still buffers."""
+    import zmq
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    out = []
+    try:
+        s.send_multipart([b"", start.to_bytes(8, "big")])
+        while s.poll(timeout_ms):
+            frames = s.recv_multipart()
+            frames = frames[1:] if frames and frames[0] == b"" else frames
+            seq = int.from_bytes(frames[0], "big", signed=True)
+            if seq < 0:
+                break
+            if start <= seq < stop_before:
+                out.append((seq, frames[1]))
+    finally:
+        s.close()
+    return out
+
+
 def subscribe_loop(replicas, index, stop, ready):
-    """One SUB socket per replica (the replica is known by its socket); frames [topic, seq, payload]."""
+    """One SUB socket per replica (the replica is known by its socket); frames [topic, seq, payload].
+    A gap in a replica's sequence numbers is filled from its replay socket when it has one (the
+    first batch seen counts from 0: a subscriber that joined late replays what it missed)."""
     import msgpack  # Debian's python3-msgpack
     import zmq      # Debian's python3-zmq
     ctx = zmq.Context.instance()
@@ -168,6 +195,12 @@ def subscribe_loop(replicas, index, stop, ready):
         s.connect(r.events)
         poller.register(s, zmq.POLLIN)
         socks[s] = r
+
+    def apply(r, payload):
+        _, events = kv_index.decode_batch(msgpack.unpackb(payload, raw=False, strict_map_key=False))
+        index.apply(r.idx, events)
+        r.batches += 1
+
     ready.set()
     try:
         while not stop.is_set():
@@ -178,13 +211,16 @@ def subscribe_loop(replicas, index, stop, ready):
                     continue
                 payload = frames[-1]
                 if len(frames) >= 3 and len(frames[-2]) == 8:
-                    seq = int.from_bytes(frames[-2], "big", signed=True)
-                    if r.last_seq is not None and seq != r.last_seq + 1:
+                    seq = int.from_bytes(frames[-2], "big")
+                    expected = 0 if r.last_seq is None else r.last_seq + 1
+                    if seq > expected:
                         r.seq_gaps += 1
+                        if r.replay:
+                            for _, missed in fetch_replay(r.replay, expected, seq):
+                                apply(r, missed)
+                                r.replayed += 1
                     r.last_seq = seq
-                _, events = kv_index.decode_batch(msgpack.unpackb(payload, raw=False, strict_map_key=False))
-                index.apply(r.idx, events)
-                r.batches += 1
+                apply(r, payload)
     finally:
         for s in socks:
             s.close(linger=0)
@@ -279,7 +315,10 @@ def run(args):
     t_tok = time.perf_counter()
     tokens = tokenize_trace(trace, render, urls[0], args.token_cache)
     t_tok = time.perf_counter() - t_tok
-    replicas = [Replica(i, u, e) for i, u, e in zip(range(len(urls)), urls, events)]
+    replays = args.replay.split(",") if args.replay else [""] * len(urls)
+    if len(replays) != len(urls):
+        raise SystemExit("route_harness: --replay must list one endpoint per replica")
+    replicas = [Replica(i, u, e, p) for i, u, e, p in zip(range(len(urls)), urls, events, replays)]
     index = kv_index.PrefixIndex(len(replicas), args.block_size, args.hash_seed)
     stop, ready = threading.Event(), threading.Event()
     threads = [threading.Thread(target=subscribe_loop, args=(replicas, index, stop, ready), daemon=True),
@@ -345,7 +384,8 @@ def run(args):
         "index_over": sum(1 for r in records if r["predicted"] > r["cached"]),
         "index_under": sum(1 for r in records if r["predicted"] < r["cached"]),
         "events": dict(index.stats, batches=sum(r.batches for r in replicas),
-                       seq_gaps=sum(r.seq_gaps for r in replicas)),
+                       seq_gaps=sum(r.seq_gaps for r in replicas),
+                       replayed=sum(r.replayed for r in replicas)),
         "tokenize_s": t_tok,
     }
     if args.out:
@@ -383,6 +423,7 @@ def main():
     ap.add_argument("--table", nargs="+", metavar="JSON", help="print result files as a markdown table and exit")
     ap.add_argument("--replicas", help="comma-separated base URLs")
     ap.add_argument("--events", help="comma-separated ZeroMQ endpoints of the replicas' KV events, same order")
+    ap.add_argument("--replay", default="", help="comma-separated replay (ROUTER) endpoints, same order; optional")
     ap.add_argument("--policy", choices=POLICIES, default="precise")
     ap.add_argument("--model-dir", help="folder with the chat template and tokenizer_config.json")
     ap.add_argument("--model", default="", help="the requests' model field (default: none)")

@@ -137,7 +137,9 @@ def test_zmq_stream():
     ctx = zmq.Context.instance()
     pub = ctx.socket(zmq.PUB)
     port = pub.bind_to_random_port("tcp://127.0.0.1")
-    reps = [route_harness.Replica(0, "http://unused", f"tcp://127.0.0.1:{port}")]
+    router = ctx.socket(zmq.ROUTER)   # a replay server as docs/design/kv_events.md describes
+    rport = router.bind_to_random_port("tcp://127.0.0.1")
+    reps = [route_harness.Replica(0, "http://unused", f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{rport}")]
     idx = kv_index.PrefixIndex(1, 16)
     stop, ready = threading.Event(), threading.Event()
     t = threading.Thread(target=route_harness.subscribe_loop, args=(reps, idx, stop, ready), daemon=True)
@@ -146,23 +148,42 @@ def test_zmq_stream():
     time.sleep(0.3)
     toks = list(range(300, 348))
     h = kv_index.block_hashes(toks, 16)
+    other = list(range(900, 916))
+    ho = kv_index.block_hashes(other, 16)
+    sent = {0: batch([stored(h[:2], None, toks[:32])]), 1: batch([stored(h[2:], h[1], toks[32:])]),
+            2: batch([stored(ho, None, other)]), 3: batch([["BlockRemoved", [h[2]], None]])}
+    payloads = {k: msgpack.packb(v) for k, v in sent.items()}
+    replay_requests = []
 
-    def send(seq, events):
-        pub.send_multipart([b"kv@test@m", seq.to_bytes(8, "big"), msgpack.packb(batch(events))])
+    def serve_replay():
+        if not router.poll(5000):
+            return
+        ident, empty, start = router.recv_multipart()
+        first = int.from_bytes(start, "big")
+        replay_requests.append(first)
+        for k in sorted(payloads):
+            if k >= first:
+                router.send_multipart([ident, b"", k.to_bytes(8, "big"), payloads[k]])
+        router.send_multipart([ident, b"", (-1).to_bytes(8, "big", signed=True), b""])
 
-    send(0, [stored(h[:2], None, toks[:32])])
-    send(1, [stored(h[2:], h[1], toks[32:])])
-    send(3, [["BlockRemoved", [h[2]], None]])   # seq 2 missed
+    rt = threading.Thread(target=serve_replay, daemon=True)
+    rt.start()
+    for k in (0, 1, 3):   # seq 2 is lost on the PUB socket
+        pub.send_multipart([b"kv@test@m", k.to_bytes(8, "big"), payloads[k]])
     deadline = time.time() + 5
-    while reps[0].batches < 3 and time.time() < deadline:
+    while reps[0].batches < 4 and time.time() < deadline:
         time.sleep(0.02)
     stop.set()
     t.join(2)
+    rt.join(2)
     pub.close(linger=0)
-    check(reps[0].batches == 3, f"3 batches received over ZeroMQ, got {reps[0].batches}")
+    router.close(linger=0)
+    check(reps[0].batches == 4, f"3 batches received over ZeroMQ and 1 replayed, got {reps[0].batches}")
+    check(reps[0].seq_gaps == 1 and reps[0].replayed == 1 and replay_requests == [2],
+          f"the gap is asked for from seq 2 and filled ({reps[0].seq_gaps}, {reps[0].replayed}, {replay_requests})")
     check(idx.score(h) == [2], f"the stream leaves blocks 0-1, got {idx.score(h)}")
-    check(reps[0].seq_gaps == 1, "a missed sequence number is counted")
-    check(idx.stats["rule_mismatch"] == 0 and idx.stats["rule_checked"] == 3, f"stream hashes check ({idx.stats})")
+    check(idx.score(ho) == [1], "the replayed batch's block is indexed")
+    check(idx.stats["rule_mismatch"] == 0 and idx.stats["rule_checked"] == 4, f"stream hashes check ({idx.stats})")
 
 
 def main():
