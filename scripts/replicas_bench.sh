@@ -13,7 +13,7 @@
 #   MODEL_DIR holds the model's chat template and tokenizer_config.json (the harness renders and
 #   tokenizes prompts as the server does). Without arguments a random-weight LFM2-350M-shape Q4_0
 #   model with a full-vocabulary test tokenizer is made once under $WORK (BENCHMARKING ONLY).
-#   Uses build/lfm; builds nothing.
+#   Uses build/lfm (LFM=PATH: another binary); builds nothing.
 # env: REPLICAS (4), POLICIES (round-robin,least-queue,precise,precise-load), CONCURRENCY (8),
 #      CONVERSATIONS (24), SYSTEMS (8), ZIPF (0.5), TURNS (4-8), SYSTEM_WORDS (200-280: ~400 tokens),
 #      USER_WORDS (8-14), REPLY_WORDS (8-14), SEED (1), MAX_TOKENS (8), THREADS (1 per replica), PARALLEL (2),
@@ -26,7 +26,7 @@
 #   CONVERSATIONS=300 CONCURRENCY=16 scripts/replicas_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LFM=build/lfm
+LFM=${LFM:-build/lfm}  # the binary (default: this checkout's build)
 [ -x "$LFM" ] || { echo "replicas_bench: $LFM not found (build it: scripts/build.sh release lfm)" >&2; exit 1; }
 PY=/usr/bin/python3  # Debian's, with python3-zmq, python3-msgpack, python3-jinja2 (scripts/setup.sh)
 replicas=${REPLICAS:-4} policies=${POLICIES:-round-robin,least-queue,precise,precise-load} conc=${CONCURRENCY:-8}
