@@ -8,8 +8,8 @@ PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev
       libeigen3-dev  # the audio front end's FFT (src/audio/; Eigen's FFT module, header-only)
       libsndfile1-dev libsoxr-dev libvorbis-dev  # audio decoding, resampling (src/audio/audio_decode.h)
       python3 python3-jinja2 python3-jsonschema python3-pytest ccache
-      clang libclang-rt-14-dev  # clang + libFuzzer: scripts/fuzz.sh (the suite's fuzz smoke)
-      python3-zmq python3-msgpack)  # KV-event subscribers: scripts/replicas_bench.sh's router (tools/bench/route_harness.py)
+      libzmq3-dev libmsgpack-dev python3-zmq python3-msgpack  # KV-cache events (src/server/kv_events.h) and their test's decoder
+      clang libclang-rt-14-dev)  # clang + libFuzzer: scripts/fuzz.sh (the suite's fuzz smoke)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -153,7 +153,7 @@ void StateCache::release_block(int32_t b) {
   }
 }
 
-void StateCache::evict(int32_t b) {
+void StateCache::evict(int32_t b, bool announce) {
   Block& blk = blocks_[b];
   if (blk.in_lru) {
     lru_.erase(blk.lru);
@@ -165,12 +165,26 @@ void StateCache::evict(int32_t b) {
     blk.indexed = false;
     blk.tokens.clear();
     ++counters_.evicted_blocks;
+    if (announce && listener_) listener_->block_removed(blk.hash);
   }
   free_blocks_.push_back(b);
 }
 
 void StateCache::clear_prefix_cache() {
   while (!lru_.empty()) evict(lru_.front());
+}
+
+void StateCache::flush_prefix_cache() {
+  while (!lru_.empty()) evict(lru_.front(), /*announce=*/false);
+  // What is left indexed is held by open sequences: it stays theirs, unindexed, so it is freed
+  // (not cached) on release and no later sequence attaches it.
+  for (Block& blk : blocks_) {
+    if (!blk.indexed) continue;
+    blk.indexed = false;
+    blk.tokens.clear();
+  }
+  index_.clear();
+  if (listener_) listener_->all_cleared();
 }
 
 int64_t StateCache::blocks_needed(const Sequence& seq, int64_t n) const {
@@ -245,6 +259,7 @@ void StateCache::commit(Sequence& seq, std::span<const int32_t> tokens) {
     blk.hash = h;
     blk.tokens.assign(toks.begin(), toks.end());
     index_[h] = seq.blocks_[j];
+    if (listener_) listener_->block_stored(h, parent, std::span<const int32_t>(seq.tokens_.data(), static_cast<size_t>((j + 1) * B)));
   }
 }
 

@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/prefix_listener.h"
 #include "core/dtype.h"
 #include "kernels/device_memory.h"
 #include "kernels/state_pools.h"
@@ -128,8 +129,15 @@ class StateCache {
   // On an empty sequence: shares the cached blocks of that prefix and restores the conv state
   // saved at its end. Returns the tokens reused (also counted in stats).
   int64_t attach_prefix(Sequence& seq, std::span<const int32_t> tokens);
-  // Forgets every cached block that no sequence uses.
+  // Forgets every cached block that no sequence uses (each one announced as removed).
   void clear_prefix_cache();
+  // Forgets every block of the prefix cache, also those open sequences hold (they stay theirs,
+  // no longer reusable, and go to the free pool when released): the cache is empty after it, and
+  // the listener hears all_cleared once.
+  void flush_prefix_cache();
+  // Tells `listener` (null: nobody) about the prefix cache's changes from now on; it must outlive
+  // the cache or be replaced first.
+  void set_listener(PrefixCacheListener* listener) { listener_ = listener; }
 
   // ---- one step ----
   // Blocks a sequence still needs to hold n more tokens, and blocks that can be had now (free or
@@ -168,7 +176,7 @@ class StateCache {
 
   int32_t take_block();           // a free block, evicting the oldest cached one if needed
   void release_block(int32_t b);  // drops one reference
-  void evict(int32_t b);
+  void evict(int32_t b, bool announce = true);  // announce: tell the listener
   // Cached blocks matching `tokens` block by block, at most max_blocks.
   std::vector<int32_t> match(std::span<const int32_t> tokens, int64_t max_blocks) const;
   void zero_slot(int32_t slot);
@@ -189,6 +197,7 @@ class StateCache {
   std::vector<int32_t> free_slots_;
   std::vector<std::unique_ptr<Sequence>> open_;
   StateCacheStats counters_;
+  PrefixCacheListener* listener_ = nullptr;
 };
 
 // Chain hash of a block: its parent's hash (0 for the first block) and its tokens.

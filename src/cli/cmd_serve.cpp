@@ -23,6 +23,7 @@
 #include "model/detokenizer.h"
 #include "model/speech_out.h"
 #include "model/state_plan.h"
+#include "server/kv_events.h"
 #include "server/server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -175,6 +176,20 @@ int run_serve(int argc, char** argv) {
                  "Longest /v1/audio/speech answer in seconds of audio; the speech stops there")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
+  server::KvEventsOptions kv_events;
+  app.add_option("--kv-events", kv_events.endpoint,
+                 "Publish the prefix cache's changes as vLLM's KV-cache events (msgpack over a ZeroMQ PUB socket) on "
+                 "this endpoint: bound when it holds * (tcp://*:5557), else connected (tcp://indexer:5557, as llm-d's "
+                 "indexer wants); docs/design/kv_events.md");
+  app.add_option("--kv-events-replay", kv_events.replay_endpoint,
+                 "Also answer replay requests (the first sequence number wanted) on this ROUTER endpoint, bound");
+  app.add_option("--kv-events-topic", kv_events.topic,
+                 "The events' topic frame (llm-d reads kv@<pod-id>@<model-name>; default: empty, as vLLM)");
+  app.add_option("--kv-events-hash-seed", kv_events.hash_seed,
+                 "Seed of the block hashes (vLLM's PYTHONHASHSEED, llm-d's hashSeed; default: empty, llm-d's default)");
+  app.add_option("--kv-events-buffer", kv_events.buffer_batches, "Event batches kept for replay")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
   int malloc_arenas = AllocatorSettings().max_arenas;
   app.add_option("--malloc-arenas", malloc_arenas,
                  "glibc malloc arenas the server's threads share (fewer: less memory kept after large requests; "
@@ -229,6 +244,7 @@ int run_serve(int argc, char** argv) {
   // A retriever serves /v1/embeddings and /v1/rerank only; a generative model serves them too
   // with --embeddings, from its hidden states, on a CPU backend of its own beside the engine's.
   const bool retriever = !rt.model->config().has_lm_head;
+  std::unique_ptr<server::KvEventPublisher> kv_publisher;  // outlives the engine that calls it
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ThreadPool> embed_pool;
   std::unique_ptr<Backend> embed_backend;
@@ -238,6 +254,7 @@ int run_serve(int argc, char** argv) {
   emb_opt.batch_tokens = embed.batch_tokens;
   if (!embed.pooling.empty()) emb_opt.pooling = parse_pooling(embed.pooling);
   if (retriever) {
+    LFM_CHECK(kv_events.endpoint.empty(), "serve: --kv-events needs a generative model (a retriever has no KV cache)");
     embedder = std::make_unique<Embedder>(*rt.model, tok.get(), *rt.backend, emb_opt);
   } else {
     EngineOptions eo = engine_options(state, *rt.model);
@@ -245,6 +262,18 @@ int run_serve(int argc, char** argv) {
     // Room for drafts whenever a drafter is available to requests: ngram always is.
     if (eo.state.draft_tokens == 0) eo.state.draft_tokens = draft.draft_max;
     apply_draft_options(draft, rt, load, eo);
+    if (!kv_events.endpoint.empty()) {
+      LFM_CHECK(eo.state.prefix_cache, "serve: --kv-events announces the prefix cache, which is off (--no-prefix-cache)");
+      kv_events.block_tokens = eo.state.block_tokens;
+      kv_events.medium = rt.backend->host_memory() ? "CPU" : "GPU";
+      kv_publisher = std::make_unique<server::KvEventPublisher>(kv_events);
+      eo.cache_listener = kv_publisher.get();
+      const bool bound = !kv_publisher->pub_bound().empty();
+      std::fprintf(stderr, "lfm serve: KV-cache events on %s (%s; topic \"%s\", blocks of %lld, medium %s)%s%s\n",
+                   bound ? kv_publisher->pub_bound().c_str() : kv_events.endpoint.c_str(), bound ? "bound" : "connected",
+                   kv_events.topic.c_str(), static_cast<long long>(kv_events.block_tokens), kv_events.medium.c_str(),
+                   kv_events.replay_endpoint.empty() ? "" : ", replay on ", kv_publisher->replay_bound().c_str());
+    }
     engine = std::make_unique<Engine>(*rt.model, *rt.backend, tok.get(), eo, rt.draft.get());
     if (embed.enabled) {
       LFM_CHECK(rt.backend->host_memory(), "serve: --embeddings on a generative model runs on the CPU; drop --device ",

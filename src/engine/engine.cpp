@@ -57,6 +57,7 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
   cache_ = make_state_cache(model, opt.state, backend);
+  cache_->set_listener(opt.cache_listener);
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
   if (opt.sample_candidates > 0) forward_->set_shortlist_size(opt.sample_candidates);
   if (model.speech_out()) depth_ = std::make_unique<DepthDecoder>(*model.speech_out(), backend);
@@ -242,11 +243,13 @@ void Engine::loop() {
     {
       std::unique_lock lock(wake_->mu);
       wake_->cv.wait(lock, [&] {
-        return wake_->stop || wake_->signal || !inbox_.empty() || !running_.empty() || !waiting_.empty();
+        return wake_->stop || wake_->signal || !inbox_.empty() || !running_.empty() || !waiting_.empty() ||
+               resets_asked_ > resets_done_;
       });
       if (wake_->stop) break;
       wake_->signal = false;
     }
+    reset_if_asked();
     batch.clear();
     counts.clear();
     try {
@@ -254,7 +257,13 @@ void Engine::loop() {
     } catch (...) {
       recover(batch, std::current_exception());
     }
+    if (opt_.cache_listener) opt_.cache_listener->step_end();
   }
+  {
+    std::lock_guard lock(wake_->mu);
+    resets_done_ = resets_asked_;  // waiters see the engine stopping (reset_prefix_cache throws)
+  }
+  wake_->cv.notify_all();
   // Shutting down: everything still known ends as cancelled.
   admit_submissions();
   for (auto& a : running_) finish(*a, FinishReason::kCancelled);
@@ -262,6 +271,35 @@ void Engine::loop() {
   running_.clear();
   waiting_.clear();
   publish_stats();
+}
+
+void Engine::reset_prefix_cache() {
+  uint64_t ticket = 0;
+  {
+    std::unique_lock lock(wake_->mu);
+    LFM_CHECK(!wake_->stop, "engine: stopping, the prefix cache is not reset");
+    ticket = ++resets_asked_;
+  }
+  wake_->cv.notify_all();
+  std::unique_lock lock(wake_->mu);
+  wake_->cv.wait(lock, [&] { return resets_done_ >= ticket || wake_->stop; });
+  LFM_CHECK(resets_done_ >= ticket && !wake_->stop, "engine: stopped before the prefix cache was reset");
+}
+
+void Engine::reset_if_asked() {
+  uint64_t asked = 0;
+  {
+    std::lock_guard lock(wake_->mu);
+    if (resets_asked_ == resets_done_) return;
+    asked = resets_asked_;
+  }
+  cache_->flush_prefix_cache();  // between steps: no step's run refers to an indexed block
+  publish_stats();
+  {
+    std::lock_guard lock(wake_->mu);
+    resets_done_ = asked;
+  }
+  wake_->cv.notify_all();
 }
 
 void Engine::schedule(std::vector<Active*>& batch, std::vector<int64_t>& counts) {

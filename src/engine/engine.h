@@ -83,6 +83,10 @@ struct EngineOptions {
   // on ids past them fetches the whole row. Fewer: less to transfer, more whole rows; 0: every
   // request that is not plain greedy takes its whole row.
   int64_t sample_candidates = Forward::kShortlist;
+  // Told of the prefix cache's changes on the scheduler thread, and of every scheduler pass's
+  // end (a batching point): `lfm serve --kv-events` (server/kv_events.h). Null: nobody. It must
+  // outlive the engine.
+  PrefixCacheListener* cache_listener = nullptr;
 };
 
 struct EngineStats {
@@ -124,12 +128,16 @@ class Engine {
   std::shared_ptr<const grammar::TokenGrammar> compile_grammar(std::shared_ptr<const grammar::Grammar> g) const;
   // Blocks until nothing is running or waiting (for tests and benchmarks).
   void wait_idle();
+  // Forgets the whole prefix cache (StateCache::flush_prefix_cache: also blocks running requests
+  // hold, which they keep using) between two steps; returns once done. Thread-safe.
+  void reset_prefix_cache();
 
  private:
   struct Active;  // one request inside the scheduler
   struct Wakeup;
 
   void loop();
+  void reset_if_asked();  // the prefix cache flush reset_prefix_cache asked for, if any
   // One pass of the scheduler: admission, planning, images, drafts, the step and its tokens.
   void schedule(std::vector<Active*>& batch, std::vector<int64_t>& counts);
   // The last resort when an exception escaped a pass (no request's own guard caught it): the
@@ -222,6 +230,7 @@ class Engine {
 
   std::shared_ptr<Wakeup> wake_;
   std::deque<std::unique_ptr<Active>> inbox_;  // guarded by wake_->mu
+  uint64_t resets_asked_ = 0, resets_done_ = 0;  // reset_prefix_cache calls; guarded by wake_->mu
   std::atomic<uint64_t> next_id_{1};
 
   // Scheduler-thread state.

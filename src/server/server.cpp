@@ -305,6 +305,11 @@ void Server::Impl::register_routes() {
   http.Get("/health", served(false, [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   }));
+  // vLLM's route: forgets the whole prefix cache (its KV-cache events announce AllBlocksCleared).
+  http.Post("/reset_prefix_cache", served(true, [this](const httplib::Request&, httplib::Response& res) {
+    engine().reset_prefix_cache();
+    res.set_content(R"({"status":"ok"})", "application/json");
+  }));
   http.Post("/tokenize", served(true, [this](const httplib::Request& req, httplib::Response& res) {
     const auto body = parse_json_body(req);
     const char* key = body.contains("content") ? "content" : "prompt";
