@@ -409,9 +409,10 @@ def table(paths):
                    f"{100 * r['index_exact'] / max(1, r['requests']):.0f}% |")
     base = next((r for r in rows if r["policy"] == "round-robin"), None)
     if base:
+        out.append("")
         for r in rows:
             if r is not base and r["prefill_tokens"]:
-                out.append(f"\n{r['policy']}: {base['prefill_tokens'] / r['prefill_tokens']:.1f}x fewer prefill "
+                out.append(f"- {r['policy']}: {base['prefill_tokens'] / r['prefill_tokens']:.1f}x fewer prefill "
                            f"tokens than round-robin, TTFT p50 {base['ttft_p50_ms'] / max(1e-9, r['ttft_p50_ms']):.1f}x "
                            "lower")
     return "\n".join(out)
