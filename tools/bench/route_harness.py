@@ -29,6 +29,7 @@ Per run it writes a JSON record (--out); --table FILE... prints the records as a
     python3 tools/bench/route_harness.py --self-test
 """
 import argparse
+import hashlib
 import http.client
 import json
 import os
@@ -99,7 +100,6 @@ def tokenize_trace(trace, render, url, cache_path=None):
     """Token ids of every request's rendered prompt: {(conv, turn): [ids]} (the template writes the
     BOS itself, so add_special is off, as the server's chat path encodes)."""
     key = json.dumps([trace["systems"], [c["turns"] for c in trace["conversations"]]])
-    import hashlib
     digest = hashlib.sha256(key.encode()).hexdigest()
     if cache_path and os.path.exists(cache_path):
         saved = json.load(open(cache_path))
