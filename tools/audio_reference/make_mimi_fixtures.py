@@ -41,6 +41,9 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "audio", "mimi_tiny"))
 ap.add_argument("--hf-ref", default=os.path.join(REPO, "..", "shared", "tools", "hf_reference"))
+ap.add_argument("--print-real-names", action="store_true",
+                help="print the real kyutai/mimi decoder tensors (transformers name, moshi name, shape) as a Markdown "
+                     "table and exit (docs/design/mimi_decoder_research.md)")
 ARGS = ap.parse_args()
 if not os.path.isdir(ARGS.hf_ref) and os.path.isdir("/work/shared/tools/hf_reference"):  # a git worktree elsewhere
     ARGS.hf_ref = "/work/shared/tools/hf_reference"
@@ -281,6 +284,10 @@ def _write(folder, rel, a, dtype):
     return {"file": rel, "dtype": dtype, "shape": list(a.shape), "sha256": hashlib.sha256(b).hexdigest()}
 
 
+def f32_of(folder, desc):
+    return np.fromfile(os.path.join(folder, desc["file"]), "<f4").reshape(desc["shape"])
+
+
 def sha256_file(p):
     with open(p, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -342,11 +349,64 @@ def make_codes(frames, seed):
     return codes
 
 
+def framewise_v520(model, codes, window):
+    """transformers v5.2.0's own incremental decode: one frame per MimiModel.decode call with a DynamicCache passed
+    as decoder_past_key_values (the only state v5.2.0's decode carries). Returns (transformer rows, waveform)."""
+    from transformers.cache_utils import DynamicCache
+    saved = modeling_mimi.create_causal_mask
+    if window:
+        modeling_mimi.create_causal_mask = masking_utils.create_sliding_window_causal_mask
+    rows, wav = [], []
+    hook = model.decoder_transformer.register_forward_hook(lambda m, a, o: rows.append(o[0][0].detach().clone()))
+    try:
+        cache = DynamicCache(config=model.config)
+        x = torch.from_numpy(codes.T[None].astype(np.int64))
+        with torch.no_grad():
+            for f in range(codes.shape[0]):
+                o = model.decode(x[:, :, f:f + 1], decoder_past_key_values=cache, return_dict=True)
+                cache = o.decoder_past_key_values
+                wav.append(o.audio_values[0, 0])
+    finally:
+        hook.remove()
+        modeling_mimi.create_causal_mask = saved
+    return torch.cat(rows), torch.cat(wav)
+
+
+def print_real_names():
+    """The real model's decoder tensors: MimiConfig defaults are kyutai/mimi's config.json values (frame_rate 12.5
+    given explicitly as that file does; num_quantizers 32, the default, is absent from that file)."""
+    cfg = MimiConfig(frame_rate=12.5)
+    cfg._attn_implementation = "eager"
+    model = MimiModel(cfg)
+    moshi = to_moshi_state(model, cfg)
+    inv = {}
+    for k in model.state_dict():
+        if ".self_attn.q_proj." in k or ".self_attn.k_proj." in k or ".self_attn.v_proj." in k:
+            inv.setdefault(hf_to_moshi_name(model, k.rsplit(".", 2)[0] + ".in_proj_weight"), []).append(k)
+        else:
+            inv.setdefault(hf_to_moshi_name(model, k), []).append(k)
+    print("| moshi name (tokenizer-e351c8d8-checkpoint125.safetensors) | shape | transformers name (kyutai/mimi) |")
+    print("|---|---|---|")
+    for mk in sorted(moshi):
+        if mk.startswith(("encoder.", "encoder_transformer.", "downsample.")) or ".input_proj." in mk:
+            continue
+        print(f"| `{mk}` | {list(moshi[mk].shape)} | " + ", ".join(f"`{h}` {list(model.state_dict()[h].shape)}"
+                                                             for h in inv[mk]) + " |")
+    print(f"\n{len(moshi)} tensors in all ({sum(v.numel() for v in moshi.values())} values); encoder side omitted")
+
+
 def main():
+    if ARGS.print_real_names:
+        print_real_names()
+        return
     out = ARGS.out
-    if os.path.isdir(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
+    for name in ("config.json", "model.safetensors", "moshi_format.safetensors", "reference.json", "outputs"):
+        p = os.path.join(out, name)  # README.md (hand-written) stays
+        if os.path.isdir(p):
+            shutil.rmtree(p)
+        elif os.path.exists(p):
+            os.remove(p)
+    os.makedirs(out, exist_ok=True)
     torch.manual_seed(SEED)
     cfg = build_config()
     assert cfg.frame_rate == 12.5 and cfg.encodec_frame_rate == 25, (cfg.frame_rate, cfg.encodec_frame_rate)
@@ -416,6 +476,14 @@ def main():
             if variant == "decode_v520":
                 cap_v520_wav = wav
             entry[variant] = v
+        # v5.2.0's incremental decode (recorded, not a reference): its upsample and SEANet decoder keep no state
+        # between calls, so frame-by-frame decoding is not the whole-clip decode
+        for variant, window in (("decode_v520", False), ("decode_window", True)):
+            rows, wav = framewise_v520(model, codes, window)
+            ref_rows = torch.from_numpy(f32_of(out, entry[variant]["transformer"]))
+            ref_wav = torch.from_numpy(f32_of(out, entry[variant]["waveform"]))
+            entry[variant]["v520_framewise_decode_max_abs_diff"] = {
+                "transformer": float((rows - ref_rows).abs().max()), "waveform": float((wav - ref_wav).abs().max())}
         if 2 * frames <= cfg.sliding_window:
             assert not entry["window_changes_output"], name
         else:
