@@ -52,6 +52,25 @@ struct MimiState {
   std::vector<std::vector<float>> tr_tail;       // per SEANet transposed conv, [tail, out] partial sums
 };
 
+// Rows of every stream of a step, one after another: n[i] rows of `width` values for stream i.
+struct MimiRows {
+  std::vector<float> v;
+  std::vector<int64_t> n;
+  int64_t width = 0;
+  int64_t total() const {
+    int64_t t = 0;
+    for (int64_t k : n) t += k;
+    return t;
+  }
+};
+
+// A caller's buffers for its steps, reused so that a stream's steps allocate (and fault in) their
+// megabytes of activations once, not per step.
+struct MimiScratch {
+  MimiRows x, u, a, b, c;
+  std::vector<float> col, prod, ext, acc, sem, ac, tmp, h, q, k, v, att, o, mid, keys, values, w;
+};
+
 struct MimiDecoder::Impl {
   MimiConfig cfg;
   std::deque<std::vector<float>> store;  // the matrices' float32 values (views point into them)
@@ -83,7 +102,7 @@ struct MimiDecoder::Impl {
   };
   // One batched step of several streams (rows of every stream in each matmul; a row's values do
   // not depend on the others on a bitwise batch-invariant backend).
-  void step(Backend& be, std::span<const Item> items, Trace* trace) const;
+  void step(Backend& be, std::span<const Item> items, MimiScratch& scratch, Trace* trace) const;
 };
 
 }  // namespace lfm

@@ -18,17 +18,7 @@ namespace lfm {
 
 namespace {
 
-// Rows of every stream, one after another: n[i] rows of `width` values for stream i.
-struct Rows {
-  std::vector<float> v;
-  std::vector<int64_t> n;
-  int64_t width = 0;
-  int64_t total() const {
-    int64_t t = 0;
-    for (int64_t k : n) t += k;
-    return t;
-  }
-};
+using Rows = MimiRows;
 
 // torch's nn.ELU (alpha 1): x for x > 0, e^x − 1 otherwise.
 void elu(std::vector<float>& x) {
@@ -38,7 +28,7 @@ void elu(std::vector<float>& x) {
 // y = causal conv(x): im2col rows [T, kernel · in] from (each stream's carried context ‖ its rows),
 // one matmul for every stream, + bias. The context becomes the last context() inputs.
 void conv(Backend& be, const MimiConv& c, std::span<std::vector<float>* const> ctx, const Rows& x, Rows& y,
-          std::vector<float>& col) {
+          std::vector<float>& col, std::vector<float>& ext) {
   const int64_t total = x.total(), ctxn = c.context(), in = c.in;
   y.n = x.n;
   y.width = c.out;
@@ -48,7 +38,6 @@ void conv(Backend& be, const MimiConv& c, std::span<std::vector<float>* const> c
     be.matmul(src, total, c.w, y.v.data());
   } else {
     col.resize(static_cast<size_t>(total * c.kernel * in));
-    std::vector<float> ext;
     int64_t row = 0;
     for (size_t i = 0; i < x.n.size(); ++i) {
       const int64_t n = x.n[i];
@@ -74,7 +63,7 @@ void conv(Backend& be, const MimiConv& c, std::span<std::vector<float>* const> c
 // upsample) overlap-added onto each stream's carried partial sums in ascending input order; the
 // first n · stride rows are final (+ bias), the next kernel − stride are carried.
 void conv_tr(Backend& be, const MimiConvTr& c, std::span<std::vector<float>* const> tails, const Rows& x, Rows& y,
-             std::vector<float>& prod) {
+             std::vector<float>& prod, std::vector<float>& acc) {
   const int64_t total = x.total(), K = c.kernel, s = c.stride, out = c.out, tail = c.tail();
   if (!c.depthwise) {
     prod.resize(static_cast<size_t>(total * K * out));
@@ -83,7 +72,6 @@ void conv_tr(Backend& be, const MimiConvTr& c, std::span<std::vector<float>* con
   y.n.resize(x.n.size());
   y.width = out;
   y.v.resize(static_cast<size_t>(total * s * out));
-  std::vector<float> acc;
   int64_t row = 0;
   float* dst = y.v.data();
   for (size_t i = 0; i < x.n.size(); ++i) {
@@ -116,10 +104,10 @@ void conv_tr(Backend& be, const MimiConvTr& c, std::span<std::vector<float>* con
 // window (keys at positions p − window < j ≤ p; window 0: all). q [R, H, hd]; k, v [R, KV, hd];
 // out [R, H, hd]. Each stream's kept keys become the last window − 1 rows.
 void attention(const MimiConfig& cfg, int64_t window, const std::vector<MimiState*>& states, const std::vector<int64_t>& n,
-               size_t layer, const float* q, const float* k, const float* v, float* out) {
+               size_t layer, const float* q, const float* k, const float* v, float* out, MimiScratch& s) {
   const int64_t H = cfg.num_attention_heads, KV = cfg.num_key_value_heads, hd = cfg.head_dim, kw = KV * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> keys, values, w;
+  std::vector<float>&keys = s.keys, &values = s.values, &w = s.w;
   int64_t row = 0;
   for (size_t i = 0; i < states.size(); ++i) {
     MimiState& st = *states[i];
@@ -165,16 +153,19 @@ void attention(const MimiConfig& cfg, int64_t window, const std::vector<MimiStat
 
 }  // namespace
 
-void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, Trace* trace) const {
-  const int64_t d = cfg.hidden_size, cd = cfg.codebook_dim, C = cfg.codebook_size;
-  Rows x;
+void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, MimiScratch& sc, Trace* trace) const {
+  const int64_t d = cfg.hidden_size, cd = cfg.codebook_dim;
+  Rows& x = sc.x;
+  x.n.clear();
   x.width = d;
   for (const Item& it : items) x.n.push_back(static_cast<int64_t>(it.codes.size()) / kCodebooks);
   const int64_t frames = x.total();
 
   // Quantizer: codebook 0's row through the semantic projection, the sum of codebooks 1..7's rows
   // (added in codebook order, as the residual quantizer's decode) through the acoustic one.
-  std::vector<float> sem(static_cast<size_t>(frames * cd)), ac(static_cast<size_t>(frames * cd));
+  std::vector<float>&sem = sc.sem, &ac = sc.ac;
+  sem.resize(static_cast<size_t>(frames * cd));
+  ac.resize(static_cast<size_t>(frames * cd));
   int64_t f = 0;
   for (const Item& it : items)
     for (size_t r = 0; r < it.codes.size(); r += kCodebooks, ++f) {
@@ -188,14 +179,14 @@ void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, Trace* tr
         for (int64_t e = 0; e < cd; ++e) a[e] += rc[e];
       }
     }
-  (void)C;
   if (trace) {
     trace->semantic.insert(trace->semantic.end(), sem.begin(), sem.end());
     trace->acoustic.insert(trace->acoustic.end(), ac.begin(), ac.end());
     trace->seanet.resize(trs.size() + 1);
   }
   x.v.resize(static_cast<size_t>(frames * d));
-  std::vector<float> tmp(static_cast<size_t>(frames * d));
+  std::vector<float>& tmp = sc.tmp;
+  tmp.resize(static_cast<size_t>(frames * d));
   be.matmul(sem.data(), frames, semantic_proj, x.v.data());
   be.matmul(ac.data(), frames, acoustic_proj, tmp.data());
   be.add(x.v.data(), tmp.data(), frames * d);
@@ -208,9 +199,8 @@ void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, Trace* tr
     states.push_back(it.state);
     tails.push_back(&it.state->up_tail);
   }
-  Rows u;
-  std::vector<float> scratch;
-  conv_tr(be, upsample, tails, x, u, scratch);
+  Rows& u = sc.u;
+  conv_tr(be, upsample, tails, x, u, sc.prod, sc.acc);
   if (trace) trace->upsampled.insert(trace->upsampled.end(), u.v.begin(), u.v.end());
 
   // The decoder transformer over u's rows [R, d].
@@ -221,9 +211,14 @@ void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, Trace* tr
     for (size_t i = 0; i < items.size(); ++i)
       for (int64_t k = 0; k < u.n[i]; ++k) pos[static_cast<size_t>(r++)] = states[i]->position + k;
   }
-  std::vector<float> h(static_cast<size_t>(R * d)), q(static_cast<size_t>(R * H * hd)), kk(static_cast<size_t>(R * KV * hd)),
-      vv(static_cast<size_t>(R * KV * hd)), att(static_cast<size_t>(R * H * hd)), o(static_cast<size_t>(R * d)),
-      mid(static_cast<size_t>(R * cfg.intermediate_size));
+  std::vector<float>&h = sc.h, &q = sc.q, &kk = sc.k, &vv = sc.v, &att = sc.att, &o = sc.o, &mid = sc.mid;
+  h.resize(static_cast<size_t>(R * d));
+  q.resize(static_cast<size_t>(R * H * hd));
+  kk.resize(static_cast<size_t>(R * KV * hd));
+  vv.resize(static_cast<size_t>(R * KV * hd));
+  att.resize(static_cast<size_t>(R * H * hd));
+  o.resize(static_cast<size_t>(R * d));
+  mid.resize(static_cast<size_t>(R * cfg.intermediate_size));
   const float eps = static_cast<float>(cfg.norm_eps);
   for (size_t l = 0; l < layers.size(); ++l) {
     const MimiLayer& L = layers[l];
@@ -233,7 +228,7 @@ void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, Trace* tr
     be.matmul(h.data(), R, L.v, vv.data());
     be.rope_neox(q.data(), R, H, hd, pos.data(), inv_freq.ptr());
     be.rope_neox(kk.data(), R, KV, hd, pos.data(), inv_freq.ptr());
-    attention(cfg, cfg.sliding_window, states, u.n, l, q.data(), kk.data(), vv.data(), att.data());
+    attention(cfg, cfg.sliding_window, states, u.n, l, q.data(), kk.data(), vv.data(), att.data(), sc);
     be.matmul(att.data(), R, L.o, o.data());
     be.mul_rows(o.data(), d, L.attn_scale.ptr(), 0, R, d, o.data(), d);
     be.add(u.v.data(), o.data(), R * d);
@@ -254,33 +249,32 @@ void MimiDecoder::Impl::step(Backend& be, std::span<const Item> items, Trace* tr
     for (MimiState* s : states) c.push_back(&s->conv_ctx[which]);
     return c;
   };
-  Rows a, b;
-  std::vector<float> col;
-  conv(be, convs[ci], ctx_of(ci), u, a, col);
+  Rows &a = sc.a, &b = sc.b, &c1 = sc.c;
+  std::vector<float>&col = sc.col, &ext = sc.ext;
+  conv(be, convs[ci], ctx_of(ci), u, a, col, ext);
   ++ci;
   if (trace) trace->seanet[0].insert(trace->seanet[0].end(), a.v.begin(), a.v.end());
   for (size_t r = 0; r < trs.size(); ++r) {
     elu(a.v);
     std::vector<std::vector<float>*> tt;
     for (MimiState* s : states) tt.push_back(&s->tr_tail[ti]);
-    conv_tr(be, trs[ti], tt, a, b, scratch);
+    conv_tr(be, trs[ti], tt, a, b, sc.prod, sc.acc);
     ++ti;
     std::swap(a, b);
     for (int64_t j = 0; j < cfg.num_residual_layers; ++j) {
       b = a;  // the residual block's input, kept for its sum
       elu(b.v);
-      Rows c1;
-      conv(be, convs[ci], ctx_of(ci), b, c1, col);
+      conv(be, convs[ci], ctx_of(ci), b, c1, col, ext);
       ++ci;
       elu(c1.v);
-      conv(be, convs[ci], ctx_of(ci), c1, b, col);
+      conv(be, convs[ci], ctx_of(ci), c1, b, col, ext);
       ++ci;
       be.add(a.v.data(), b.v.data(), static_cast<int64_t>(a.v.size()));
     }
     if (trace) trace->seanet[r + 1].insert(trace->seanet[r + 1].end(), a.v.begin(), a.v.end());
   }
   elu(a.v);
-  conv(be, convs[ci], ctx_of(ci), a, b, col);
+  conv(be, convs[ci], ctx_of(ci), a, b, col, ext);
   const float* s = b.v.data();
   for (size_t i = 0; i < items.size(); ++i) {
     items[i].samples->insert(items[i].samples->end(), s, s + b.n[i]);

@@ -54,7 +54,7 @@ class MimiStreams : public WaveformStreams {
       const auto& [id, codes] = new_frames[i];
       if (!codes.empty()) items.push_back({&streams_[static_cast<size_t>(id)].state, codes, &samples_out[i]});
     }
-    if (!items.empty()) m_.step(be_, items, nullptr);
+    if (!items.empty()) m_.step(be_, items, scratch_, nullptr);
   }
 
   // Every sample is final once its frame is pushed (every layer is causal): nothing is held back.
@@ -85,6 +85,7 @@ class MimiStreams : public WaveformStreams {
   Backend& be_;
   int64_t max_frames_;
   std::vector<Stream> streams_;
+  MimiScratch scratch_;
 };
 
 }  // namespace
@@ -117,11 +118,12 @@ std::vector<float> MimiDecoder::decode(Backend& be, std::span<const int32_t> cod
   std::vector<float> samples;
   samples.reserve(static_cast<size_t>(frames * samples_per_frame()));
   MimiState state = m.new_state();
+  MimiScratch scratch;
   for (int64_t f = 0; f < frames; f += kStepFrames) {
     const int64_t n = std::min(kStepFrames, frames - f);
     const Impl::Item item{&state, codes.subspan(static_cast<size_t>(f * kCodebooks), static_cast<size_t>(n * kCodebooks)),
                           &samples};
-    m.step(run, std::span<const Impl::Item>(&item, 1), trace);
+    m.step(run, std::span<const Impl::Item>(&item, 1), scratch, trace);
   }
   return samples;
 }
