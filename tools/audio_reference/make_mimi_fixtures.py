@@ -10,8 +10,9 @@ LiquidAI/LFM2-Audio-1.5B needs for its speech output (issue 59), made by transfo
   1 semantic + 9 acoustic codebooks of dimension 6 (decode uses the FIRST 8, as LFM2-Audio does), the upsample
   ConvTranspose1d channel-wise (upsample_groups = hidden_size, as the real 512/512), a 2-layer decoder transformer
   with a small sliding_window (5 positions; the decoder transformer runs at 25 Hz, 2 positions per frame), and the
-  real kyutai/mimi values of every other switch (causal convs, constant pad, trim_right_ratio 1, compress 2, residual kernel 3,
-  dilation growth 2, kernel 7, last kernel 3, LayerNorm eps 1e-5, GELU, RoPE theta 10000, no attention bias).
+  real kyutai/mimi values of every other switch (causal convs, constant pad, trim_right_ratio 1, compress 2,
+  residual kernel 3, dilation growth 2, kernel 7, last kernel 3, LayerNorm eps 1e-5, GELU, RoPE theta 10000, no
+  attention bias).
 - The same weights are also written under the ORIGINAL moshi checkpoint names (the layout of LFM2-Audio-1.5B's
   tokenizer-e351c8d8-checkpoint125.safetensors): transformers' convert_mimi_checkpoint_to_pytorch.py mapping reversed,
   including its q/k row permutation ("permute for sliced rotary") undone and q/k/v fused back into in_proj_weight.
