@@ -187,7 +187,8 @@ class Decoder:
         self.W = W
         self.emb = []
         for k in range(N_CODEBOOKS):
-            p = ("quantizer.rvq_first.vq.layers.0" if k == 0 else f"quantizer.rvq_rest.vq.layers.{k - 1}") + "._codebook"
+            rvq = "quantizer.rvq_first.vq.layers.0" if k == 0 else f"quantizer.rvq_rest.vq.layers.{k - 1}"
+            p = rvq + "._codebook"
             self.emb.append(W[p + ".embedding_sum"] / np.maximum(W[p + ".cluster_usage"], EPS_CODEBOOK)[:, None])
         self.up = ConvTr(W["upsample.convtr.convtr.convtr.weight"], None, 2, depthwise=True)
         n_layers = len({k.split(".")[3] for k in W if k.startswith("decoder_transformer.transformer.layers.")})

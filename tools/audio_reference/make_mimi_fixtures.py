@@ -7,11 +7,12 @@ LiquidAI/LFM2-Audio-1.5B needs for its speech output (issue 59), made by transfo
 
 - A tiny random `MimiModel` (save_pretrained, reloaded with from_pretrained and checked bit for bit) with every decoder
   path live: the real upsampling_ratios [8, 6, 5, 4], 24 kHz, 12.5 Hz frames (1920 samples), codebook_size 2048,
-  1 semantic + 9 acoustic codebooks of dimension 6 (decode uses the FIRST 8, as LFM2-Audio does), the upsample ConvTranspose1d
-  channel-wise (upsample_groups = hidden_size, as the real 512/512), a 2-layer decoder transformer with a small
-  sliding_window (5 positions; the decoder transformer runs at 25 Hz, 2 positions per frame), and the real kyutai/mimi
-  values of every other switch (causal convs, constant pad, trim_right_ratio 1, compress 2, residual kernel 3,
-  dilation growth 2, kernel 7, last kernel 3, LayerNorm eps 1e-5, GELU, RoPE theta 10000, no attention bias).
+  1 semantic + 9 acoustic codebooks of dimension 6 (decode uses the FIRST 8, as LFM2-Audio does), the upsample
+  ConvTranspose1d channel-wise (upsample_groups = hidden_size, as the real 512/512), a 2-layer decoder transformer
+  with a small sliding_window (5 positions; the decoder transformer runs at 25 Hz, 2 positions per frame), and the
+  real kyutai/mimi values of every other switch (causal convs, constant pad, trim_right_ratio 1, compress 2,
+  residual kernel 3, dilation growth 2, kernel 7, last kernel 3, LayerNorm eps 1e-5, GELU, RoPE theta 10000, no
+  attention bias).
 - The same weights are also written under the ORIGINAL moshi checkpoint names (the layout of LFM2-Audio-1.5B's
   tokenizer-e351c8d8-checkpoint125.safetensors): transformers' convert_mimi_checkpoint_to_pytorch.py mapping reversed,
   including its q/k row permutation ("permute for sliced rotary") undone and q/k/v fused back into in_proj_weight.
@@ -113,10 +114,11 @@ def build_config():
 
 
 def randomize(model, seed):
-    """Seeded weights that keep every activation O(0.1-1): conv / linear weights N(0, g^2 / fan_in) (g: 1 for plain
-    linears and the quantizer's 1x1 convs, CONV_GAIN for the other convs), biases N(0, 0.05^2), LayerNorm gains U(0.6, 1.4) and biases
-    N(0, 0.05^2), layer scales U(0.1, 0.6) (the real ones are learnt, not 0.01), codebooks: usage U(0.5, 3) except
-    TINY_USAGE_CODES (usage 1e-7 .. 3e-6, below the clamp epsilon), embed_sum = usage * N(0, EMBED_STD^2) per row."""
+    """Seeded weights that keep every activation O(0.1-1): conv / linear weights N(0, g^2 / fan_in) (g = 1 for the
+    linears, the quantizer's 1x1 convs and the upsample, CONV_GAIN for the SEANet convs), biases N(0, 0.05^2),
+    LayerNorm gains U(0.6, 1.4) and biases N(0, 0.05^2), layer scales U(0.1, 0.6) (the real ones are learnt, not
+    0.01), codebooks: usage U(0.5, 3) except TINY_USAGE_CODES (usage 1e-7 .. 3e-6, below the clamp epsilon),
+    embed_sum = usage * N(0, EMBED_STD^2) per row."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -445,6 +447,7 @@ def main():
         entry = {"name": name, "frames": frames, "positions_25hz": 2 * frames,
                  "samples": frames * SAMPLES_PER_FRAME,
                  "codes": write_i32(out, f"outputs/{name}.codes.i32", codes)}
+        wavs = {}
         for variant, window in (("decode_v520", False), ("decode_window", True)):
             cap.got = {}
             wav = decode(model, codes, window)
@@ -470,11 +473,10 @@ def main():
                         k[len("decoder_layer_"):]: write_f32(out, f"outputs/{name}.{variant}.{k}.f32", t.numpy())
                         for k, t in sorted(got.items(), key=lambda kv: kv[0]) if k.startswith("decoder_layer_")}
             else:
-                same = torch.equal(wav, cap_v520_wav)
+                same = torch.equal(wav, wavs["decode_v520"])
                 entry["window_changes_output"] = not same
-                entry["max_abs_diff_window_vs_v520"] = float((wav - cap_v520_wav).abs().max())
-            if variant == "decode_v520":
-                cap_v520_wav = wav
+                entry["max_abs_diff_window_vs_v520"] = float((wav - wavs["decode_v520"]).abs().max())
+            wavs[variant] = wav
             entry[variant] = v
         # v5.2.0's incremental decode (recorded, not a reference): its upsample and SEANet decoder keep no state
         # between calls, so frame-by-frame decoding is not the whole-clip decode
@@ -511,7 +513,8 @@ def main():
                          "last 2 outputs trimmed) [2*frames, 32]",
             "transformer": "decoder_transformer last_hidden_state [2*frames, 32] (per variant)",
             "decoder_layers": "SEANet decoder: output of decoder.layers[i] for every MimiConv1d / MimiResnetBlock "
-                              "but the last (= the waveform) (keys = i), [T_i, C_i], clip_1 and clip_7 only, decode_v520 variant only",
+                              "but the last (= the waveform) (keys = i), [T_i, C_i], clip_1 and clip_7 only, "
+                              "decode_v520 variant only",
             "waveform": "MimiModel.decode(...).audio_values[0, 0] [frames*1920] (per variant)"},
         "variants": {
             "decode_v520": "transformers v5.2.0 MimiModel.decode as is: its decoder transformer mask is "
