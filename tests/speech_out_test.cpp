@@ -18,6 +18,7 @@
 #include "engine/media_keys.h"
 #include "kernels/cpu_backend.h"
 #include "model/detokenizer.h"
+#include "model/mimi.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/speech_out.h"
@@ -325,14 +326,11 @@ std::string speaking_folder(const test::TempDir& dir) {
   return out.string();
 }
 
-TEST(SpeechOutWaveform, StreamedWaveformsAreTheDetokenizersWholeOnes) {
-  test::TempDir dir("lfm_speech_wave");
-  ThreadPool pool(2);
-  auto backend = make_cpu_backend(pool);
-  auto model = load_model(speaking_folder(dir));
-  ASSERT_NE(model->detokenizer(), nullptr);
+// The engine's streamed waveforms of three generations are the model's waveform decoder's
+// decode() of each stretch of frames, bit for bit.
+void expect_streamed_waveforms_are_whole_ones(const Model& model, Backend& backend) {
   const json ref = test::read_json(tts_dir() + "/reference.json");
-  Engine engine(*model, *backend, nullptr, engine_options(true));
+  Engine engine(model, backend, nullptr, engine_options(true));
   std::vector<std::pair<Scenario, std::shared_ptr<RequestStream>>> streams;
   for (const char* name : {"seq_a", "inter_b", "inter_b2"}) {
     Scenario s = scenario(name, ref["generate"][name]);
@@ -352,7 +350,7 @@ TEST(SpeechOutWaveform, StreamedWaveformsAreTheDetokenizersWholeOnes) {
     std::vector<int32_t> stretch;
     auto flush = [&] {
       if (stretch.empty()) return;
-      const std::vector<float> w = model->detokenizer()->decode(*backend, stretch);
+      const std::vector<float> w = model.detokenizer()->decode(backend, stretch);
       want.insert(want.end(), w.begin(), w.end());
       stretch.clear();
     };
@@ -364,9 +362,46 @@ TEST(SpeechOutWaveform, StreamedWaveformsAreTheDetokenizersWholeOnes) {
       stretch.insert(stretch.end(), f.begin(), f.end());
     }
     flush();
+    ASSERT_FALSE(want.empty()) << s.name;
     ASSERT_EQ(got.audio.size(), want.size()) << s.name;
     EXPECT_EQ(got.audio, want) << s.name << ": the streamed samples are not the whole waveform's bits";
     EXPECT_NEAR(got.usage.audio_seconds, static_cast<double>(want.size()) / 24000.0, 1e-9);
+  }
+}
+
+TEST(SpeechOutWaveform, StreamedWaveformsAreTheDetokenizersWholeOnes) {
+  test::TempDir dir("lfm_speech_wave");
+  ThreadPool pool(2);
+  auto backend = make_cpu_backend(pool);
+  auto model = load_model(speaking_folder(dir));
+  ASSERT_NE(dynamic_cast<const Detokenizer*>(model->detokenizer()), nullptr);
+  expect_streamed_waveforms_are_whole_ones(*model, *backend);
+}
+
+// LFM2-Audio-1.5B's case: no audio_detokenizer/, Kyutai's Mimi decodes the frames (here the tiny
+// transformers-layout Mimi of tests/data/audio/mimi_tiny given as LoadOptions::vocoder).
+TEST(SpeechOutWaveform, StreamedMimiWaveformsAreItsWholeOnes) {
+  namespace fs = std::filesystem;
+  test::TempDir dir("lfm_speech_mimi");
+  const fs::path out = fs::path(dir.str()) / "tts";
+  fs::create_directories(out);
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+    fs::copy_file(fs::path(tts_dir()) / f, out / f);
+  ThreadPool pool(2);
+  auto backend = make_cpu_backend(pool);
+  EXPECT_EQ(load_model(out.string())->detokenizer(), nullptr);  // codes only without one
+  LoadOptions lo;
+  lo.vocoder = test::data_dir() + "/audio/mimi_tiny";
+  auto model = load_model(out.string(), lo);
+  ASSERT_NE(dynamic_cast<const MimiDecoder*>(model->detokenizer()), nullptr);
+  expect_streamed_waveforms_are_whole_ones(*model, *backend);
+  // A vocoder that is no Mimi is refused for a checkpoint folder, naming it.
+  lo.vocoder = (out / "config.json").string();
+  try {
+    load_model(out.string(), lo);
+    ADD_FAILURE() << "a config.json was taken as a Mimi";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is neither for the checkpoint folder"), std::string::npos) << e.what();
   }
 }
 

@@ -25,7 +25,7 @@
 #include "engine/speech_prompt.h"
 #include "kernels/backend_factory.h"
 #include "model/model.h"
-#include "model/detokenizer.h"
+#include "model/waveform_decoder.h"
 #include "model/speech_out.h"
 #include "model/state_plan.h"
 #include "server/kv_events.h"
@@ -408,7 +408,7 @@ int run_serve(int argc, char** argv) {
     // Spoken chat needs the audio placeholder (spoken turns are put back where it stands).
     so.spoken_chat.codebooks = speech->config().codebooks;
     so.spoken_chat.audio_vocab = speech->config().audio_vocab;
-    if (const Detokenizer* detok = rt.model->detokenizer()) {
+    if (const WaveformDecoder* detok = rt.model->detokenizer()) {
       so.spoken_chat.waveform = true;
       so.spoken_chat.sample_rate = detok->sample_rate();
     }

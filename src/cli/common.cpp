@@ -93,8 +93,9 @@ void add_load_options(CLI::App& app, LoadOptions& load) {
       ->check(CLI::ExistingFile);
   app.add_option("--vocoder", load.vocoder,
                  "LFM2.5-Audio speech output (depth transformer and detokenizer) as llama.cpp's vocoder GGUF, beside a "
-                 ".gguf language model (lfm convert writes it as vocoder-<name>.gguf)")
-      ->check(CLI::ExistingFile);
+                 ".gguf language model (lfm convert writes it as vocoder-<name>.gguf); or, with an LFM2-Audio checkpoint "
+                 "folder, Kyutai's Mimi decoder (transformers' kyutai/mimi folder or moshi's .safetensors file)")
+      ->check(CLI::ExistingPath);
 }
 
 void add_schedule_options(CLI::App& app, StateArgs& a) {

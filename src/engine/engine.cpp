@@ -3,7 +3,7 @@
 #include "engine/engine.h"
 #include "engine/engine_active.h"
 #include "model/speech_out.h"
-#include "model/detokenizer.h"
+#include "model/waveform_decoder.h"
 
 #include <algorithm>
 #include <chrono>
@@ -64,8 +64,8 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
   // One waveform stream per running request; a stream's frames are bounded (its K/V is kept for
   // every row: model/detokenizer.h), so a spoken reply is at most kMaxWaveformFrames long.
   if (model.speech_out() && model.detokenizer())
-    detok_ = std::make_unique<DetokenizerStreams>(*model.detokenizer(), backend, opt.state.parallel,
-                                                  std::min<int64_t>(opt.state.ctx_size, kMaxWaveformFrames));
+    detok_ = model.detokenizer()->streams(backend, opt.state.parallel,
+                                          std::min<int64_t>(opt.state.ctx_size, kMaxWaveformFrames));
   eos_ids_ = model.config().eos_token_ids;
   if (tok_) {
     if (tok_->eos_id() >= 0) eos_ids_.push_back(tok_->eos_id());

@@ -37,7 +37,7 @@ namespace lfm {
 
 class Tokenizer;
 class DepthDecoder;
-class DetokenizerStreams;
+class WaveformStreams;
 namespace grammar {
 struct Grammar;
 class TokenVocabulary;
@@ -245,7 +245,7 @@ class Engine {
   std::vector<std::vector<int32_t>> step_ids_;     // an item's ids with audio frames' keys made valid
   std::vector<std::vector<float>> step_embeds_;   // its audio frames' embedding rows
   std::unique_ptr<DepthDecoder> depth_;            // speech output's depth transformer (null: none)
-  std::unique_ptr<DetokenizerStreams> detok_;      // and its waveforms (null: no detokenizer)
+  std::unique_ptr<WaveformStreams> detok_;         // and its waveforms (null: no detokenizer)
   std::deque<std::unique_ptr<Active>> waiting_;   // arrival order
   StepOutput out_;
   EngineStats totals_;

@@ -21,7 +21,7 @@
 #include "engine/engine_active.h"
 #include "engine/media_keys.h"
 #include "model/speech_out.h"
-#include "model/detokenizer.h"
+#include "model/waveform_decoder.h"
 
 namespace lfm {
 
@@ -246,7 +246,7 @@ std::vector<float> Engine::end_waveform(Active& a) {
   if (stream < 0) return {};
   a.speech->detok_stream = -1;
   struct Closer {
-    DetokenizerStreams& d;
+    WaveformStreams& d;
     int s;
     ~Closer() { d.close(s); }
   } closer{*detok_, stream};

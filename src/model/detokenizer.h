@@ -24,10 +24,11 @@
 #include "formats/tensor_source.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/waveform_decoder.h"
 
 namespace lfm {
 
-class Detokenizer {
+class Detokenizer : public WaveformDecoder {
  public:
   static constexpr int64_t kCodebooks = 8, kCodes = 2048, kUpsample = 6, kSpectrumWidth = 1282;
 
@@ -40,13 +41,13 @@ class Detokenizer {
   // and the stack's config (e.g. llama.cpp's vocoder GGUF: model/vocoder_gguf.h).
   static std::unique_ptr<Detokenizer> load_source(ModelConfig cfg, std::shared_ptr<const TensorSource> source,
                                                   const LoadOptions& options = {});
-  ~Detokenizer();
+  ~Detokenizer() override;
 
-  int sample_rate() const { return 24000; }
-  int64_t samples_per_frame() const;  // 1920
+  int sample_rate() const override { return 24000; }
+  int64_t samples_per_frame() const override;  // 1920
   const ModelConfig& config() const;
   // Most frames one sequence may have (the stack's positions: 6 per frame).
-  int64_t max_frames() const;
+  int64_t max_frames() const override;
 
   // Intermediate results of decode(), for tests: the upsampled rows [6 · frames, d] (the
   // stack's input), the final normed hidden rows [6 · frames, d], lin's output [6 · frames, 1282].
@@ -55,7 +56,12 @@ class Detokenizer {
   };
   // codes [frames, 8] frame-major, each in [0, 2048) → samples [frames · 1920]. Throws lfm::Error
   // naming the offending value (a code out of range, a length not a multiple of 8, too many frames).
-  std::vector<float> decode(Backend& be, std::span<const int32_t> codes, Trace* trace = nullptr) const;
+  std::vector<float> decode(Backend& be, std::span<const int32_t> codes, Trace* trace) const;
+  std::vector<float> decode(Backend& be, std::span<const int32_t> codes) const override {
+    return decode(be, codes, nullptr);
+  }
+  // A DetokenizerStreams.
+  std::unique_ptr<WaveformStreams> streams(Backend& be, int64_t max_streams, int64_t max_frames) const override;
 
  private:
   friend class DetokenizerStreams;
@@ -66,28 +72,28 @@ class Detokenizer {
 
 // Batched streaming on one backend: up to max_streams streams, each fed frames as they are
 // generated; one push() is one Forward step for every stream in it.
-class DetokenizerStreams {
+class DetokenizerStreams : public WaveformStreams {
  public:
   // max_frames: the most frames one stream may take in all (each stream keeps K/V for every row:
   // keys older than the attention window stay in its paged cache, unread; the pool is sized for
   // max_streams × max_frames).
   DetokenizerStreams(const Detokenizer& detokenizer, Backend& be, int64_t max_streams, int64_t max_frames = 1500);
-  ~DetokenizerStreams();
+  ~DetokenizerStreams() override;
 
   // A new stream's id; throws lfm::Error when max_streams are open.
-  int open();
+  int open() override;
   // Frees the stream (finished or not). An unknown id is an error.
-  void close(int stream);
+  void close(int stream) override;
   // One batched step: new_frames[i] = (stream, codes [n, 8] frame-major) (a stream at most once;
   // n may be 0); samples_out[i] gets the samples of that stream that are final now (1920 per
   // frame, the first 480 held back until finish). Everything is checked before any work: codes
   // in range, lengths, open and unfinished streams, max_frames.
   void push(std::span<const std::pair<int, std::span<const int32_t>>> new_frames,
-            std::vector<std::vector<float>>& samples_out);
+            std::vector<std::vector<float>>& samples_out) override;
   // The stream's last samples (its end makes them final); push is refused afterwards.
-  std::vector<float> finish(int stream);
-  int64_t max_frames() const { return max_frames_; }
-  int64_t open_streams() const;
+  std::vector<float> finish(int stream) override;
+  int64_t max_frames() const override { return max_frames_; }
+  int64_t open_streams() const override;
 
  private:
   struct Stream;

@@ -36,6 +36,10 @@ DetokenizerStreams::DetokenizerStreams(const Detokenizer& detokenizer, Backend& 
   state_->streams.resize(static_cast<size_t>(max_streams));
 }
 
+std::unique_ptr<WaveformStreams> Detokenizer::streams(Backend& be, int64_t max_streams, int64_t max_frames) const {
+  return std::make_unique<DetokenizerStreams>(*this, be, max_streams, max_frames);
+}
+
 DetokenizerStreams::~DetokenizerStreams() {
   for (Stream& s : state_->streams)
     if (s.open) state_->cache->close(s.seq);

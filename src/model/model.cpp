@@ -16,6 +16,7 @@
 #include "model/speech_out.h"
 #include "model/detokenizer.h"
 #include "model/gguf_model.h"
+#include "model/mimi.h"
 #include "model/retrieval.h"
 #include "model/vision_config.h"
 #include "model/vision_model.h"
@@ -291,9 +292,17 @@ std::unique_ptr<Model> load_audio_folder(const std::string& path, const std::str
       }
       model->set_speech_out(std::make_shared<SpeechOutModel>(scfg, base, options.backend));
     }
-    // LFM2.5-Audio bundles its detokenizer (codes → waveform) in a subfolder.
+    // Codes → waveform: a Mimi named by LoadOptions::vocoder; else LFM2.5-Audio's detokenizer
+    // subfolder; else (LFM2-Audio-1.5B) Kyutai's Mimi in moshi's layout beside the weights.
     const std::filesystem::path detok = std::filesystem::path(path) / "audio_detokenizer";
-    if (std::filesystem::exists(detok / "config.json")) model->set_detokenizer(Detokenizer::load(detok.string(), options));
+    if (!options.vocoder.empty()) {
+      model->set_detokenizer(MimiDecoder::load(options.vocoder, options));
+    } else if (std::filesystem::exists(detok / "config.json")) {
+      model->set_detokenizer(Detokenizer::load(detok.string(), options));
+    } else if (speaks) {
+      if (const std::string mimi = MimiDecoder::find_in_folder(path); !mimi.empty())
+        model->set_detokenizer(MimiDecoder::load(mimi, options));
+    }
   }
   return model;
 }
@@ -310,8 +319,10 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   }
   const std::string config_path = (fs::path(path) / "config.json").string();
   const nlohmann::json j = parse_json(read_text_file(config_path, "config:"), cat("config: '", config_path, "'"));
-  LFM_CHECK(options.vocoder.empty(), "model: a vocoder file goes with a .gguf language model; the checkpoint folder '",
-            path, "' has its own speech output head");
+  LFM_CHECK(options.vocoder.empty() || (is_audio_config(j) && MimiDecoder::is_mimi_file(options.vocoder)),
+            "model: a vocoder file goes with a .gguf language model, or a Mimi (transformers' folder or a .safetensors "
+            "file) with an LFM2-Audio checkpoint folder; '", options.vocoder, "' is neither for the checkpoint folder '",
+            path, "'");
   LFM_CHECK(options.mmproj.empty(), "model: an mmproj file goes with a .gguf language model; the checkpoint folder '",
             path, "' has its own vision tower");
   if (is_audio_config(j)) return load_audio_folder(path, config_path, j, options);

@@ -21,7 +21,7 @@ class RetrievalHead;
 class VisionModel;
 class AudioModel;
 class SpeechOutModel;
-class Detokenizer;
+class WaveformDecoder;
 
 struct LoadOptions {
   // Let the backend prepare the weights it computes with (Backend::prepare_weights: the CPU
@@ -45,7 +45,8 @@ struct LoadOptions {
   // loaded beside a .gguf language model (a checkpoint folder carries its own).
   std::string mmproj{};
   // LFM2.5-Audio's speech output from llama.cpp's vocoder GGUF (model/vocoder_gguf.h), beside a
-  // .gguf language model (a checkpoint folder carries its own).
+  // .gguf language model (a checkpoint folder carries its own); or, with an LFM2-Audio checkpoint
+  // folder, Kyutai's Mimi decoder to use (model/mimi.h: a transformers folder or a .safetensors file).
   std::string vocoder{};
 };
 
@@ -96,9 +97,10 @@ class Model {
   // LFM2-Audio's speech output head (model/speech_out.h; null for a model that cannot speak).
   const SpeechOutModel* speech_out() const { return speech_out_.get(); }
   void set_speech_out(std::shared_ptr<const SpeechOutModel> s) { speech_out_ = std::move(s); }
-  // LFM2.5-Audio's detokenizer (codes → waveform, model/detokenizer.h; null: none loaded).
-  const Detokenizer* detokenizer() const { return detokenizer_.get(); }
-  void set_detokenizer(std::shared_ptr<const Detokenizer> d) { detokenizer_ = std::move(d); }
+  // Speech output's codes → waveform decoder (model/waveform_decoder.h: LFM2.5-Audio's
+  // detokenizer or Kyutai's Mimi decoder; null: none loaded).
+  const WaveformDecoder* detokenizer() const { return detokenizer_.get(); }
+  void set_detokenizer(std::shared_ptr<const WaveformDecoder> d) { detokenizer_ = std::move(d); }
   // A retriever's pooling / Dense head (model/retrieval.h; null for a generative model or a base
   // model without sentence-transformers files).
   const RetrievalHead* retrieval() const { return retrieval_.get(); }
@@ -119,7 +121,7 @@ class Model {
   std::shared_ptr<const VisionModel> vision_;
   std::shared_ptr<const AudioModel> audio_;
   std::shared_ptr<const SpeechOutModel> speech_out_;
-  std::shared_ptr<const Detokenizer> detokenizer_;
+  std::shared_ptr<const WaveformDecoder> detokenizer_;
   std::shared_ptr<const RetrievalHead> retrieval_;
   const Backend* prepared_for_ = nullptr;
   bool bf16_activations_ = false;
