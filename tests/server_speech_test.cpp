@@ -101,6 +101,22 @@ TEST(SpeechRequestParse, BadFieldsAreRefusedByName) {
   EXPECT_EQ(refusal(ojson::array()).status, 400);
 }
 
+// speak_now: read as a boolean where the server knows the model's <|audio_start|>, else refused.
+TEST(SpeechRequestParse, SpeakNowNeedsABooleanAndTheAudioStartId) {
+  SpeechOptions opt;
+  opt.audio_start_id = 128;
+  EXPECT_FALSE(parse_speech_request(body(), opt).speak_now);
+  EXPECT_TRUE(parse_speech_request(body({{"speak_now", true}}), opt).speak_now);
+  EXPECT_FALSE(parse_speech_request(body({{"speak_now", false}}), opt).speak_now);
+  const ApiError not_bool = refusal(body({{"speak_now", 1}}), opt);
+  EXPECT_EQ(not_bool.status, 400);
+  EXPECT_EQ(not_bool.param, "speak_now");
+  const ApiError unknown = refusal(body({{"speak_now", true}}));  // audio_start_id -1
+  EXPECT_EQ(unknown.param, "speak_now");
+  EXPECT_NE(std::string(unknown.what()).find("<|audio_start|>"), std::string::npos) << unknown.what();
+  EXPECT_FALSE(parse_speech_request(body({{"speak_now", false}}), {}).speak_now);
+}
+
 TEST(SpeechRequestParse, InputLengthIsCountedInCharacters) {
   SpeechOptions opt;
   opt.max_input_chars = 5;

@@ -129,6 +129,23 @@ TEST_F(SpeechE2E, ServerSentEventsCarryTheSameBytes) {
             done["usage"]["input_tokens"].get<int64_t>() + done["usage"]["output_tokens"].get<int64_t>());
 }
 
+// "speak_now" is the server's --speak-now: the turn opens with <|audio_start|>; the same samples as
+// the CLI's for the same seed.
+TEST_F(SpeechE2E, SpeakNowIsTheClisSpeakNow) {
+  const std::string out = (*dir_ / "cli_now.wav").string();
+  const auto r = test::run_command(std::string(LFM_BINARY) + " speak -m '" + model_ + "' --voice uk_male --seed 5 " +
+                                   "--ctx-size 512 --max-audio-seconds 1 --speak-now -o '" + out + "' Hello there. 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto server = speak({{"response_format", "wav"}, {"speak_now", true}});
+  ASSERT_EQ(server->status, 200) << server->body;
+  const auto now = decode(server->body).samples;
+  EXPECT_FALSE(now.empty());
+  EXPECT_EQ(decode(test::read_file(out)).samples, now);
+  const auto bad = speak({{"speak_now", "yes"}});
+  ASSERT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("speak_now"), std::string::npos) << bad->body;
+}
+
 TEST_F(SpeechE2E, TheCliSpeaksTheSameAsTheServer) {
   const std::string out = (*dir_ / "cli.wav").string();
   const auto r = test::run_command(std::string(LFM_BINARY) + " speak -m '" + model_ + "' --voice 'UK male' --seed 5 " +

@@ -400,6 +400,7 @@ int run_serve(int argc, char** argv) {
       so.no_speech = "the model speaks but no tokenizer was found: the TTS prompt cannot be written";
     } else {
       so.speech_out = true;
+      so.speech.audio_start_id = rt.model->speech_out()->config().audio_start_id;
       std::fprintf(stderr, "lfm serve: speech: /v1/audio/speech, voices %s; inputs up to %zu characters, answers up to %.0f s\n",
                    speech_voice_list().c_str(), so.speech.max_input_chars, so.speech.max_audio_seconds);
     }

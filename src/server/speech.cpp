@@ -29,7 +29,7 @@ namespace {
 
 const std::set<std::string> kKnownFields = {"model",       "input",        "voice", "response_format", "speed",
                                             "instructions", "stream_format", "temperature", "top_k",
-                                            "audio_temperature", "audio_top_k", "seed"};
+                                            "audio_temperature", "audio_top_k", "seed", "speak_now"};
 
 const ojson* field(const ojson& body, const char* name) {
   const auto it = body.find(name);
@@ -118,6 +118,12 @@ SpeechRequest parse_speech_request(const ojson& body, const SpeechOptions& opt) 
     if (!s->is_number_integer()) throw ApiError(400, "'seed' must be an integer", "seed");
     p.text.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
   }
+  if (const ojson* s = field(body, "speak_now")) {
+    if (!s->is_boolean()) throw ApiError(400, "'speak_now' must be true or false", "speak_now");
+    p.speak_now = s->get<bool>();
+    if (p.speak_now && opt.audio_start_id < 0)
+      throw ApiError(400, "'speak_now' needs the model's <|audio_start|> id, which this server does not know", "speak_now");
+  }
   return p;
 }
 
@@ -204,6 +210,10 @@ void Server::Impl::handle_speech(const httplib::Request& req, httplib::Response&
     r = tts_request(*chat, p.input, *p.voice, p.audio, p.text);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "input");
+  }
+  if (p.speak_now) {  // as lfm speak --speak-now: the turn opens with <|audio_start|>
+    r.prompt.push_back(opt.speech.audio_start_id);
+    r.audio_out.audio_first = true;
   }
   apply_max_tokens(r, std::nullopt, engine().ctx_size(), "input");
   std::vector<Request> reqs;

@@ -11,7 +11,8 @@
 // ("audio", the default: the file's bytes as chunks while the model speaks; "sse": events
 // speech.audio.delta {"audio": base64 of the next bytes} and speech.audio.done {"usage"}).
 // Ours: temperature and top_k of the text tokens, audio_temperature and audio_top_k of the audio
-// codes, seed. The waveform is encoded as it streams (audio/audio_encode.h): a streamed wav has
+// codes, seed, speak_now (true: the answer opens with <|audio_start|>, so the model speaks from its
+// first step, as `lfm speak --speak-now`). The waveform is encoded as it streams (audio/audio_encode.h): a streamed wav has
 // the unknown-length header (sizes 0xFFFFFFFF), a streamed mp3 is constant bit rate.
 #pragma once
 
@@ -35,6 +36,7 @@ struct SpeechRequest {
   bool sse = false;       // stream_format "sse"
   SamplingParams text;    // temperature, top_k, seed
   AudioOutParams audio;   // audio_temperature, audio_top_k (mode set by tts_request)
+  bool speak_now = false; // the turn opens with <|audio_start|> (AudioOutParams::audio_first)
 };
 
 // Every field checked, before any work (the input's length in characters first of all); throws

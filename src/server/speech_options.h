@@ -12,6 +12,8 @@ struct SpeechOptions {
   // The audio codes' sampling when a request does not say (lfm speak's defaults).
   float audio_temperature = 0.8f;  // llama.cpp's liquid-audio runner's TTS sampling
   int audio_top_k = 64;
+  // The model's <|audio_start|> id, for "speak_now" (-1: unknown, the field is refused).
+  int audio_start_id = -1;
 };
 
 }  // namespace lfm::server
