@@ -253,15 +253,24 @@ void KvEventPublisher::run() {
     size_t events_size = sizeof(events);
     zmq_getsockopt(pub_, ZMQ_EVENTS, &events, &events_size);
     for (const KvEventBatch& b : todo) {
-      std::string payload = encode_kv_event_batch(b, opt_.block_tokens, opt_.medium);
-      const uint64_t seq = next_seq_++;
-      const std::string seq8 = seq_bytes(static_cast<int64_t>(seq));
-      send_frames(pub_, {&opt_.topic, &seq8, &payload});  // a PUB socket drops at its HWM, never blocks
-      sent_.emplace_back(seq, std::move(payload));
-      if (static_cast<int64_t>(sent_.size()) > opt_.buffer_batches) sent_.pop_front();
+      try {
+        std::string payload = encode_kv_event_batch(b, opt_.block_tokens, opt_.medium);
+        const uint64_t seq = next_seq_++;
+        const std::string seq8 = seq_bytes(static_cast<int64_t>(seq));
+        send_frames(pub_, {&opt_.topic, &seq8, &payload});  // a PUB socket drops at its HWM, never blocks
+        sent_.emplace_back(seq, std::move(payload));
+        if (static_cast<int64_t>(sent_.size()) > opt_.buffer_batches) sent_.pop_front();
+        count(&KvEventsStats::batches_sent);
+      } catch (...) {  // out of memory: this batch is lost (counted), the server goes on
+        count(&KvEventsStats::batches_dropped);
+      }
     }
-    if (!todo.empty()) count(&KvEventsStats::batches_sent, todo.size());
-    if (replay_) serve_replays();
+    if (replay_) {
+      try {
+        serve_replays();
+      } catch (...) {  // out of memory while copying a request's frames: that request goes unanswered
+      }
+    }
     if (stopping) break;
   }
 }
