@@ -82,8 +82,8 @@ for policy in ${policies//,/ }; do
     pids+=($!)
   done
   for i in $(seq 0 $((replicas - 1))); do
-    for _ in $(seq 600); do curl -sf "${urls[$i]}/health" >/dev/null && break; sleep 0.2; done
-    curl -sf "${urls[$i]}/health" >/dev/null || { echo "replica $i did not start" >&2; cat "$work/replica$i.log" >&2; exit 1; }
+    for _ in $(seq 600); do curl -sf "${urls[$i]}/ready" >/dev/null && break; sleep 0.2; done
+    curl -sf "${urls[$i]}/ready" >/dev/null || { echo "replica $i did not start" >&2; cat "$work/replica$i.log" >&2; exit 1; }
   done
   [ "$policy" = "${policies%%,*}" ] &&
     echo "KV pool per replica: $(curl -s "${urls[0]}/metrics" | awk '/^lfm:kv_blocks_total/ {print $2}') blocks"

@@ -64,7 +64,9 @@ class Server:
                "--kv-events", events, "--kv-events-replay", "tcp://127.0.0.1:*",
                "--kv-events-topic", TOPIC]
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        line = self.p.stdout.readline()
+        line = self.p.stdout.readline()  # "probes on …" while the model loads, then "listening on …"
+        while line.startswith("probes on "):
+            line = self.p.stdout.readline()
         m = re.search(r"listening on (http://\S+)", line)
         if not m:
             self.p.kill()
