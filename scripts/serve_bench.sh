@@ -25,7 +25,17 @@ args=(--concurrency "$conc" --prompt "$prompt" --max-tokens "$max_tokens" --requ
 log=$(mktemp)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -f "$log"' EXIT
-wait_up() { for _ in $(seq 600); do curl -sf "$1/health" >/dev/null && return 0; sleep 0.2; done; echo "server did not start" >&2; cat "$log" >&2; exit 1; }
+# Up = lfm's /ready is 200 (its /health answers while the model loads); llama-server has no /ready (404):
+# its /health is 200 once loaded.
+wait_up() {
+  for _ in $(seq 600); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "$1/ready")
+    [ "$code" = 200 ] && return 0
+    [ "$code" = 404 ] && curl -sf "$1/health" >/dev/null && return 0
+    sleep 0.2
+  done
+  echo "server did not start" >&2; cat "$log" >&2; exit 1
+}
 
 echo "== lfm serve ($model)"
 build/lfm serve -m "$model" --port "$port" --parallel "$parallel" --ctx-size "$ctx" -t "$threads" "$@" > "$log" 2>&1 &

@@ -8,7 +8,7 @@ percentiles (ms), and the request count; --out also writes it to a file.
 
     python3 tools/bench/serve_load.py URL [--concurrency 64] [--requests 192] [--prompt 128 | LO-HI]
                                       [--max-tokens 64] [--vocab 32000] [--seed 1] [--out FILE]
-                                      [--wait SECONDS (for /health first)]
+                                      [--wait SECONDS (for /ready first)]
 
 One server-sent event per generated token is assumed (lfm serve sends one per token, text or
 not). The same load as tools/server-tests/load.mjs's bench mode, without its llama-server options.
@@ -70,17 +70,25 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000, help="prompt ids are drawn below this")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out")
-    ap.add_argument("--wait", type=float, default=0, help="seconds to wait for the server's /health first")
+    ap.add_argument("--wait", type=float, default=0, help="seconds to wait for the server to be ready (/ready, or /health where there is none)")
     args = ap.parse_args()
 
     u = urllib.parse.urlparse(args.url)
     deadline = time.monotonic() + args.wait
     while True:
         try:
+            # lfm: /ready is 200 once the model is loaded (/health answers while it loads);
+            # llama-server has no /ready (404) and its /health is 200 once loaded.
             conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
+            conn.request("GET", "/ready")
+            r = conn.getresponse()
+            r.read()
+            if r.status == 200:
                 break
+            if r.status == 404:
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    break
         except OSError:
             pass
         if time.monotonic() > deadline:
