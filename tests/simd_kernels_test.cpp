@@ -58,8 +58,11 @@ Weight make_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
 
 // The same weight with a packed copy attached, as the model prepares it at load: 16-row panels
 // for the integer kernels, column pairs for BF16.
-PackedLayout test_layout(DType dt) { return dt == DType::BF16 ? PackedLayout::kPairs16 : PackedLayout::kRows16; }
-bool test_packable(DType dt) { return dt == DType::BF16 || rows16_packable(dt); }
+// F16 in column pairs too (the AMX kernel splits each value into bf16 hi + lo).
+PackedLayout test_layout(DType dt) {
+  return dt == DType::BF16 || dt == DType::F16 ? PackedLayout::kPairs16 : PackedLayout::kRows16;
+}
+bool test_packable(DType dt) { return dt == DType::BF16 || dt == DType::F16 || rows16_packable(dt); }
 Weight make_packed_weight(DType dt, int64_t out, int64_t in, uint64_t seed) {
   Weight w = make_weight(dt, out, in, seed);
   w.packed = pack_weight(test_layout(dt), w.view);
@@ -164,6 +167,7 @@ TEST_P(SimdKernelsTest, SharedInputMatmulsEqualSeparateOnes) {
            {{DType::Q4_0, DType::Q4_0, DType::Q4_0}, true, DType::F32},
            {{DType::Q4_K, DType::Q6_K}, true, DType::F32},
            {{DType::BF16, DType::BF16}, true, DType::F32},
+           {{DType::F16, DType::F16, DType::BF16}, true, DType::F32},
            {{DType::BF16, DType::BF16, DType::BF16}, true, DType::BF16},
            {{DType::Q8_0, DType::Q8_0}, true, DType::F32},
            {{DType::F32, DType::F16}, false, DType::F32}}) {
@@ -201,6 +205,7 @@ TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
            {{DType::Q4_K, DType::Q6_K, DType::Q4_K}, true, DType::F32},
            {{DType::Q5_K, DType::Q5_K}, true, DType::F32},
            {{DType::BF16, DType::BF16, DType::BF16}, true, DType::F32},
+           {{DType::F16, DType::BF16, DType::F16}, true, DType::F32},
            {{DType::BF16, DType::BF16}, true, DType::BF16},
            {{DType::Q8_0, DType::Q8_0, DType::Q8_0}, true, DType::F32},
            {{DType::F32, DType::F16}, false, DType::F32}}) {
@@ -233,11 +238,23 @@ TEST_P(SimdKernelsTest, MatmulJobsEqualSeparateMatmuls) {
 }
 
 TEST_P(SimdKernelsTest, DecodersAreBitExact) {
-  // x = the identity: y[t, j] = w[j, t] exactly (one non-zero lane, the rest sum zeros).
+  // x = the identity: y[t, j] = w[j, t] exactly (one non-zero lane, the rest sum zeros). Also
+  // for the column-pair copies of F16 and BF16 (on AMX, F16's hi + lo split must give w back).
+  for (const bool packed : {false, true})
   for (DType dt : kTypes) {
     if (integer_path(GetParam(), dt)) continue;  // multiplies quantized activations: no decode step
-    const int64_t K = dtype_traits(dt).block_elems == 1 ? 72 : 256, out = 5;
-    const Weight w = make_weight(dt, out, K, 31);
+    if (packed && dt != DType::F16 && dt != DType::BF16) continue;
+    const int64_t K = dtype_traits(dt).block_elems == 1 ? (packed ? 96 : 72) : 256, out = packed ? 21 : 5;
+    Weight w = make_weight(dt, out, K, 31);
+    if (packed && dt == DType::F16) {  // the values a split could get wrong: subnormals, ±0, the extremes
+      const uint16_t special[] = {0x0001, 0x03FF, 0x0200, 0x8000, 0x0000, 0x7BFF, 0xFBFF, 0x0400, 0x3C01, 0x8007, 0x07FF};
+      for (size_t i = 0; i < std::size(special); ++i) std::memcpy(w.bytes.data() + 2 * (i * 37 % (out * K)), &special[i], 2);
+    }
+    if (packed) {
+      w.packed = pack_weight(test_layout(dt), w.view);
+      w.view.packed = w.packed.data();
+      w.view.packed_layout = test_layout(dt);
+    }
     std::vector<float> eye(K * K, 0.0f), y(K * out), dec(K);
     for (int64_t t = 0; t < K; ++t) eye[t * K + t] = 1.0f;
     simd_->matmul(eye.data(), K, w.view, y.data());
@@ -348,7 +365,8 @@ TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
   // The SIMD backends copy every plain matrix that has no faster layout into 32-column chunks.
   if (selected_isa() != Isa::kGeneric) {
     constexpr PackedLayout plain = PackedLayout::kChunks16;
-    EXPECT_EQ(cpu_packed_layout(DType::F16), plain);
+    // F16 in column pairs where the AMX tile unit is usable (its hi + lo split, bf16_pairs.h).
+    EXPECT_EQ(cpu_packed_layout(DType::F16), pairs16_selected(DType::F16, DType::F32) ? PackedLayout::kPairs16 : plain);
     EXPECT_EQ(cpu_packed_layout(DType::F32), plain);
     const Weight odd = make_weight(DType::BF16, 4, 203, 1);  // no whole column pairs for AMX
     EXPECT_EQ(cpu_packed_layout(odd.view), plain);
@@ -418,8 +436,8 @@ TEST(WeightPack, PairsLayoutPlacesEveryValue) {
       if (r < out && k < in) std::memcpy(&want, w.view.row(r) + 2 * k, 2);
       ASSERT_EQ(got, want) << "row " << r << " column " << k;
     }
-  const Weight f16 = make_weight(DType::F16, 4, 64, 1);
-  EXPECT_THROW(pack_pairs16(f16.view), Error);
+  const Weight f32 = make_weight(DType::F32, 4, 64, 1);
+  EXPECT_THROW(pack_pairs16(f32.view), Error);
 }
 
 // The 16-row layout holds every stored byte where weight_pack.h says (Q8_0 biased by 128),

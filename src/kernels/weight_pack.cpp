@@ -182,7 +182,8 @@ void pack_rows16_into(const TensorView& w, uint8_t* base) {
 }
 
 void check_pairs16(const TensorView& w) {
-  LFM_CHECK(w.dtype == DType::BF16, "weight pack: no column-pair layout for ", dtype_name(w.dtype));
+  LFM_CHECK(w.dtype == DType::BF16 || w.dtype == DType::F16, "weight pack: no column-pair layout for ",
+            dtype_name(w.dtype));
   LFM_CHECK(w.shape.size() == 2, "weight pack: expected a matrix, got ", shape_str(w.shape));
 }
 
@@ -265,11 +266,18 @@ AlignedBuffer pack_rows16(const TensorView& w) { return pack_weight(PackedLayout
 AlignedBuffer pack_pairs16(const TensorView& w) { return pack_weight(PackedLayout::kPairs16, w); }
 
 bool pairs16_selected(DType t, DType act) {
-  if (t != DType::BF16 || selected_isa() != Isa::kAvx512) return false;
+  if ((t != DType::BF16 && t != DType::F16) || selected_isa() != Isa::kAvx512) return false;
 #ifdef LFM_REFERENCE_KERNELS_ONLY  // no AMX / AVX-512 BF16 kernels built
   (void)act;
   return false;
 #else
+  if (t == DType::F16) {  // AMX, each value split into bf16 hi + lo (bf16_pairs.h); LFM_AMX_F16=0 says no
+    static const bool f16_off = [] {
+      const char* env = std::getenv("LFM_AMX_F16");
+      return env && std::string(env) == "0";
+    }();
+    return act == DType::F32 && !f16_off && bf16_pairs::available();
+  }
   return bf16_pairs::available() || (act == DType::BF16 && bf16_pairs::dot_available());
 #endif
 }

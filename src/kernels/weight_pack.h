@@ -32,7 +32,7 @@
 //   Values: Q4_K/Q5_K w = d·scale·q − dmin·min; Q6_K w = d·scale·(q − 32). Every size is a
 //   multiple of 64 bytes (units of 2368, 2880, 3392).
 //
-// PackedLayout::kPairs16 (BF16), for the AMX tile unit (TDPBF16PS) and VDPBF16PS (kernels/cpu/bf16_pairs.h): panels of 16
+// PackedLayout::kPairs16 (BF16; F16 on AMX), for the AMX tile unit (TDPBF16PS) and VDPBF16PS (kernels/cpu/bf16_pairs.h): panels of 16
 //   rows; per column pair c (columns 2c, 2c+1) 64 bytes whose lane i (bytes 4i..4i+3) holds
 //   row i's two stored values, column 2c in the low half. An odd last column pairs with zero;
 //   rows past the end are zero. The copy costs as much memory as the matrix (whose mapped pages
@@ -103,9 +103,9 @@ size_t rows16_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows, all 
 // Packs a [rows, cols] matrix of those types (cols whole blocks); throws lfm::Error otherwise.
 AlignedBuffer pack_rows16(const TensorView& w);
 
-// One panel of 16 BF16 rows of `cols` columns in the kPairs16 layout.
+// One panel of 16 BF16 or F16 rows of `cols` columns in the kPairs16 layout.
 size_t pairs16_panel_bytes(int64_t cols);
-// Packs a [rows, cols] BF16 matrix; throws lfm::Error for other types or shapes.
+// Packs a [rows, cols] BF16 or F16 matrix; throws lfm::Error for other types or shapes.
 AlignedBuffer pack_pairs16(const TensorView& w);
 // kChunks16: columns per chunk, and the bytes of one panel of 16 rows of `cols` columns of t.
 constexpr int64_t kChunkCols = 32;
@@ -120,12 +120,14 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst);
 
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
 // than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and
-// AVX2; kPairs16 for BF16 where the AMX tile unit is usable (kernels/cpu/bf16_pairs.h);
-// kChunks16 for the other F32/F16/BF16 matrices. LFM_PACK=0 in the environment turns packing off.
+// AVX2; kPairs16 for BF16 and F16 where the AMX tile unit is usable (kernels/cpu/bf16_pairs.h;
+// LFM_AMX_F16=0 keeps F16 in kChunks16); kChunks16 for the other F32/F16/BF16 matrices.
+// LFM_PACK=0 in the environment turns packing off.
 PackedLayout cpu_packed_layout(DType t);
 // Whether this process's kernels read a BF16 matrix multiplying `act` activations
 // (TensorView::act_type) in kPairs16 column pairs: on AVX-512 with AMX whatever `act` is, or with
-// AVX-512 BF16 (VDPBF16PS) when `act` is BF16. False for other types.
+// AVX-512 BF16 (VDPBF16PS) when `act` is BF16. An F16 matrix: with AMX and float32 activations,
+// unless LFM_AMX_F16=0. False for other types.
 bool pairs16_selected(DType t, DType act);
 // The same for one matrix: kPairs16 where pairs16_selected says so for its act_type; falling back
 // to kChunks16 (plain types) or kNone where its shape does not suit the layout's kernel

@@ -1,4 +1,4 @@
-// Matmul over BF16 weights in the kPairs16 layout (kernels/weight_pack.h), two ways:
+// Matmul over BF16 (and, on AMX, F16) weights in the kPairs16 layout (kernels/weight_pack.h), two ways:
 // - the AMX tile unit (Sapphire Rapids and later): TDPBF16PS multiplies 16 tokens × 32 columns of
 //   bf16 activations by 32 columns × 16 rows of bf16 weights into 16 × 16 fp32 sums in one
 //   instruction. A B tile is 16 consecutive column pairs of one panel: 1 KiB, contiguous.
@@ -14,6 +14,11 @@
 // of the tile unit's rate. With act_type BF16 the activation is rounded once (h alone): the
 // result is the float32 product of bf16(x) and w, at the full rate. Every output's sum runs over
 // the columns in order, whatever the tiling or thread split (batch invariance).
+//
+// F16 weights (AMX only): each value is split, as its block is read, into bf16 hi + lo (exact:
+// an f16 has 11 significant bits), and each output sums h·hi, m·hi, l·hi and h·lo, m·lo in two
+// fp32 sums added at the end (kernels_amx.cpp): float32-exact as for BF16, at five tile products
+// per block instead of three. Decode pays the split for every weight it streams.
 //
 // Compiled in their own translation units (kernels_amx.cpp: AMX and AVX-512 BF16;
 // kernels_bf16_dot.cpp: AVX-512 BF16); callers check available() / dot_available() first.
@@ -39,7 +44,8 @@ inline int64_t act_rows(int64_t n) { return (n + 15) / 16 * 16; }
 // Activations x [n, K] → planes [terms][rows][K] of bf16 (h, m, l above; h alone for one term)
 // for rows t < n; the caller zeroes rows n .. rows. Needs AVX-512 BF16.
 void split_acts(const float* x, int64_t n, int64_t K, int terms, uint16_t* planes, int64_t rows);
-// AMX: y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed kPairs16).
+// AMX: y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed kPairs16;
+// BF16, or F16 with three terms).
 void matmul_panels(const uint16_t* planes, int terms, int64_t rows, int64_t n, const TensorView& w, int64_t p0,
                    int64_t p1, float* y);
 

@@ -162,6 +162,167 @@ void two_tiles(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel
   }
 }
 
+// F16 weights (kPairs16 holding f16 values). Each stored value w is split into two bf16 values,
+// hi = w with its significand cut to bf16's 8 bits and lo = w − hi (at most 3 significant bits),
+// both exact in bf16, so hi + lo = w exactly (f16 subnormals are normal numbers in bf16). The
+// activations take three terms as for BF16. Each output keeps two fp32 sums over the 32-column
+// blocks in order: S_hi adds h·hi, m·hi, l·hi and S_lo adds h·lo, m·lo per block (l·lo, below
+// 2⁻²³ of the product, is left out); y = S_hi + S_lo. That is the float32 product of x and w up
+// to the order of its additions, as for BF16 weights, and the same for every tiling and batch.
+// (Two sums, in two tile registers, also keep two accumulations in flight in a decode step.)
+//
+// One block (16 column pairs × 16 rows, 1 KiB of f16) → its hi and lo blocks (1 KiB of bf16
+// each, same placement).
+inline void split_f16_block(const uint8_t* src, uint16_t* hi, uint16_t* lo) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int v = 0; v < 16; ++v) {
+    const __m512i raw = _mm512_load_si512(src + v * 64);
+    const __m512 x0 = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));  // lanes 0..7's pairs
+    const __m512 x1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1));
+    const __m512 h0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x0), top));
+    const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x1), top));
+    // Both halves hold at most 8 significant bits, so rounding them to bf16 changes nothing.
+    _mm512_store_si512(hi + v * 32, (__m512i)_mm512_cvtne2ps_pbh(h1, h0));
+    _mm512_store_si512(lo + v * 32, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
+  }
+}
+
+// Split blocks of a panel: block kb's hi at kb·2 KiB, its lo 1 KiB after.
+constexpr int64_t kSplitBlockBytes = 2048;
+
+// One block's five products for one token tile: C 0 (S_hi), C 1 (S_lo), the terms' A 2, 3, 4,
+// B 5 (hi), 6 (lo).
+inline void one_tile_f16_block(const uint16_t* a, int64_t plane, size_t lda, const uint8_t* b) {
+  _tile_loadd(2, a, lda);
+  _tile_loadd(3, a + plane, lda);
+  _tile_loadd(4, a + 2 * plane, lda);
+  _tile_loadd(5, b, 64);
+  _tile_loadd(6, b + 1024, 64);
+  _tile_dpbf16ps(0, 2, 5);
+  _tile_dpbf16ps(1, 2, 6);
+  _tile_dpbf16ps(0, 3, 5);
+  _tile_dpbf16ps(1, 3, 6);
+  _tile_dpbf16ps(0, 4, 5);
+}
+
+// One token tile × one F16 panel → out: S_hi [16 tokens][16 rows], then S_lo likewise. `split`
+// holds the panel's blocks already split; with `panel` instead (split null) each block is split
+// as it streams in from memory (a decode step reads the weights once), kSplitAhead blocks before
+// its tile loads, into a ring of buffers: a tile load of bytes still in the store buffer waits
+// for them to reach the cache.
+constexpr int64_t kSplitAhead = 2, kSplitRing = 4;
+void one_tile_f16(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* split, const uint8_t* panel, float* out) {
+  const size_t lda = static_cast<size_t>(K) * 2;
+  const int64_t blocks = K / 32;
+  alignas(64) uint8_t ring[kSplitRing][kSplitBlockBytes];
+  const auto split_into_ring = [&](int64_t kb) {
+    uint8_t* t = ring[kb % kSplitRing];
+    prefetch_block(panel + (kb + kPrefetchBlocks) * 1024);
+    split_f16_block(panel + kb * 1024, reinterpret_cast<uint16_t*>(t), reinterpret_cast<uint16_t*>(t + 1024));
+  };
+  if (!split)
+    for (int64_t kb = 0; kb < std::min(kSplitAhead, blocks); ++kb) split_into_ring(kb);
+  _tile_zero(0);
+  _tile_zero(1);
+  for (int64_t kb = 0; kb < blocks; ++kb) {
+    const uint8_t* b = split + kb * kSplitBlockBytes;
+    if (!split) {
+      if (kb + kSplitAhead < blocks) split_into_ring(kb + kSplitAhead);
+      b = ring[kb % kSplitRing];
+    }
+    one_tile_f16_block(a + kb * 32, plane, lda, b);
+  }
+  _tile_stored(0, out, 16 * sizeof(float));
+  _tile_stored(1, out + 16 * 16, 16 * sizeof(float));
+}
+
+// Two token tiles × one F16 panel (blocks already split) → out: S_hi [32 tokens][16 rows], then
+// S_lo. C 0, 1 (S_hi of token tiles 0, 1), 2, 3 (their S_lo), A 4, 5, B 6 (hi), 7 (lo).
+void two_tiles_f16(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* split, float* out) {
+  const size_t lda = static_cast<size_t>(K) * 2;
+  const int64_t second = 16 * K;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t kb = 0; kb < K / 32; ++kb) {
+    const uint8_t* b = split + kb * kSplitBlockBytes;
+    _tile_loadd(6, b, 64);
+    _tile_loadd(7, b + 1024, 64);
+    for (int s = 0; s < kTerms; ++s) {
+      const uint16_t* as = a + s * plane + kb * 32;
+      _tile_loadd(4, as, lda);
+      _tile_loadd(5, as + second, lda);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 5, 6);
+      if (s < 2) {
+        _tile_dpbf16ps(2, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+  }
+  _tile_stored(0, out, 16 * sizeof(float));
+  _tile_stored(1, out + 16 * 16, 16 * sizeof(float));
+  _tile_stored(2, out + 32 * 16, 16 * sizeof(float));
+  _tile_stored(3, out + 48 * 16, 16 * sizeof(float));
+}
+
+// y rows t0 .. t0 + nr of panel p: S_hi + S_lo from out (tokens' sums of 16 rows, S_lo `lo`
+// floats after S_hi).
+inline void store_f16_sums(const float* out, int64_t lo, int64_t nr, int64_t p, int64_t M, int64_t t0, float* y) {
+  const int64_t cols = std::min<int64_t>(16, M - p * 16);
+  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
+  for (int64_t r = 0; r < nr; ++r) {
+    const __m512 v = _mm512_add_ps(_mm512_load_ps(out + r * 16), _mm512_load_ps(out + lo + r * 16));
+    _mm512_mask_storeu_ps(y + (t0 + r) * M + p * 16, m, v);
+  }
+}
+
+void matmul_panels_f16(const uint16_t* planes, int64_t rows, int64_t n, const TensorView& w, int64_t p0, int64_t p1,
+                       float* y) {
+  const int64_t M = w.shape[0], K = w.shape[1];
+  const size_t pb = pairs16_panel_bytes(K);
+  const int64_t plane = rows * K;
+  const auto* base = static_cast<const uint8_t*>(w.packed);
+  configure_tiles(static_cast<int>(std::min<int64_t>(16, n)));
+  alignas(64) float out[64 * 16];
+  if (n <= 16) {  // one token tile: every block used once, split as it streams in
+    for (int64_t p = p0; p < p1; ++p) {
+      one_tile_f16(planes, plane, K, nullptr, base + p * pb, out);
+      store_f16_sums(out, 16 * 16, n, p, M, 0, y);
+    }
+    return _tile_release();
+  }
+  // Panels per pass: ~256 KiB of f16 weights, split once into twice that (stays in L2 while
+  // every 32-token block streams over it).
+  const int64_t group = std::max<int64_t>(1, 256 * 1024 / static_cast<int64_t>(pb));
+  thread_local AlignedVector<uint8_t> split;
+  split.resize(static_cast<size_t>(group) * (K / 32) * kSplitBlockBytes);
+  for (int64_t g0 = p0; g0 < p1; g0 += group) {
+    const int64_t g1 = std::min(p1, g0 + group);
+    for (int64_t p = g0; p < g1; ++p) {
+      const uint8_t* src = base + p * pb;
+      uint8_t* dst = split.data() + (p - g0) * (K / 32) * kSplitBlockBytes;
+      for (int64_t kb = 0; kb < K / 32; ++kb) {
+        prefetch_block(src + (kb + kPrefetchBlocks) * 1024);
+        split_f16_block(src + kb * 1024, reinterpret_cast<uint16_t*>(dst + kb * kSplitBlockBytes),
+                        reinterpret_cast<uint16_t*>(dst + kb * kSplitBlockBytes + 1024));
+      }
+    }
+    for (int64_t t = 0; t < n; t += 32) {
+      const bool two = n - t > 16;
+      const uint16_t* a = planes + t * K;
+      for (int64_t p = g0; p < g1; ++p) {
+        const uint8_t* s = split.data() + (p - g0) * (K / 32) * kSplitBlockBytes;
+        if (two) two_tiles_f16(a, plane, K, s, out);
+        else one_tile_f16(a, plane, K, s, nullptr, out);
+        store_f16_sums(out, two ? 32 * 16 : 16 * 16, std::min<int64_t>(32, n - t), p, M, t, y);
+      }
+    }
+  }
+  _tile_release();
+}
+
 template <int T>
 void matmul_panels_t(const uint16_t* planes, int64_t rows, int64_t n, const TensorView& w, int64_t p0, int64_t p1,
                      float* y) {
@@ -202,6 +363,12 @@ void matmul_panels_t(const uint16_t* planes, int64_t rows, int64_t n, const Tens
 void matmul_panels(const uint16_t* planes, int terms, int64_t rows, int64_t n, const TensorView& w, int64_t p0,
                    int64_t p1, float* y) {
   LFM_CHECK(terms == 1 || terms == kTerms, "kernels: the AMX matmul takes 1 or ", kTerms, " terms, got ", terms);
+  if (w.dtype == DType::F16) {
+    LFM_CHECK(terms == kTerms && w.packed_layout == PackedLayout::kPairs16 && w.packed && fits(w.shape[1]),
+              "kernels: the AMX F16 matmul needs float32 activations and a packed weight of whole 32-column "
+              "blocks, got width ", w.shape[1]);
+    return matmul_panels_f16(planes, rows, n, w, p0, p1, y);
+  }
   if (terms == 1) return matmul_panels_t<1>(planes, rows, n, w, p0, p1, y);
   matmul_panels_t<kTerms>(planes, rows, n, w, p0, p1, y);
 }
