@@ -264,11 +264,18 @@ TEST(CliTest, BenchJsonRowsLikeLlamaBench) {
 }
 
 TEST(CliTest, HelpAndBadArguments) {
-  EXPECT_EQ(run("--help").code, 0);
+  const auto top = run("--help");
+  EXPECT_EQ(top.code, 0);
+  // The precision policy in one paragraph, pointing at README.md's section.
+  for (const char* s : {"Precision:", "float32 activations", "--bf16-activations", "--kv-type", "README.md, section"})
+    EXPECT_NE(top.out.find(s), std::string::npos) << s << ": " << top.out;
   for (const char* cmd : {"generate", "logits", "info", "serve", "bench", "chat"}) {
     const auto h = run(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     EXPECT_NE(h.out.find("--model"), std::string::npos) << cmd << ": " << h.out;
+    if (std::string(cmd) != "info") {
+      EXPECT_NE(h.out.find("rounded once to bf16"), std::string::npos) << cmd << ": --bf16-activations says what it does";
+    }
   }
   const auto none = run("");
   EXPECT_NE(none.code, 0);

@@ -31,7 +31,13 @@ void print_usage(FILE* f) {
                "  lfm chat -m LiquidAI/LFM2-1.2B                    # a Hub model: downloaded once into the HF cache\n"
                "  lfm generate -m /path/to/LFM2-1.2B-Q4_K_M.gguf -p \"The capital of France is\" -n 32\n"
                "  lfm serve -m /path/to/LFM2-1.2B --port 8080        # OpenAI-compatible API on http://127.0.0.1:8080/v1\n"
-               "  lfm generate -m models/tiny-lfm2 -p \"Hello\"          # the bundled tiny model (random weights)\n");
+               "  lfm generate -m models/tiny-lfm2 -p \"Hello\"          # the bundled tiny model (random weights)\n"
+               "\nPrecision: matrix products take float32 activations (exact for F32, F16 and BF16 weights; quantized\n"
+               "weights take int8 activations per 32-value block on AVX2/AVX-512, as llama.cpp does); the rest runs in\n"
+               "float32. --bf16-activations rounds the activations of BF16 matrices to bf16 (faster prefill); --kv-type\n"
+               "sets how K/V and conv states are stored (auto: bf16/f16 checkpoints keep their dtype, GGUF f16). What\n"
+               "each mode computes and how far it lands from transformers' float32 and bfloat16 runs: README.md, section\n"
+               "Precision.\n");
 }
 
 }  // namespace
