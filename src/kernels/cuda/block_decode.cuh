@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/split_blocks.h"
 
 // `#pragma unroll` for the device pass only (the host compiler, which also compiles these
@@ -76,9 +77,11 @@ __host__ __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((
 template <DType T>
 __host__ __device__ __forceinline__ void decode8(const uint8_t* __restrict__ row, int64_t cols, int64_t e, float* w) {
   if constexpr (T == DType::F32) {
+    LFM_TRACE_LOAD(row + 4 * e, 32);
     const float4 a = *reinterpret_cast<const float4*>(row + 4 * e), b = *reinterpret_cast<const float4*>(row + 4 * e + 16);
     w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
   } else if constexpr (T == DType::F16 || T == DType::BF16) {
+    LFM_TRACE_LOAD(row + 2 * e, 16);
     const uint4 v = *reinterpret_cast<const uint4*>(row + 2 * e);
     const uint32_t p[4] = {v.x, v.y, v.z, v.w};
 LFM_UNROLL
