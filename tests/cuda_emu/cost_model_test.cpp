@@ -132,50 +132,110 @@ class CostModel : public ::testing::Test {
   }
 };
 
+// One decode GEMV (n = 1) of a random rows × cols matrix of `type`, traced; also the bytes of
+// the matrix as the backend keeps it and of the input.
+struct GemvTrace {
+  trace::Launch launch;
+  double weights = 0, input = 0;
+  double efficiency() const {
+    return static_cast<double>(launch.load_useful) / (32.0 * static_cast<double>(launch.load_sectors));
+  }
+  double moved_over_needed() const { return 32.0 * static_cast<double>(launch.load_sectors) / (weights + input); }
+  // Bytes asked for per sector a warp's load request touches (Nsight's sectors per request).
+  double request_efficiency() const {
+    return static_cast<double>(launch.request_bytes) / (32.0 * static_cast<double>(launch.request_sectors));
+  }
+};
+
+GemvTrace trace_gemv(Backend& be, DType type, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> bytes(dtype_row_bytes(type, cols) * static_cast<size_t>(rows));
+  const auto f = test::randn(static_cast<size_t>(rows * cols), 5, 0.5f);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(type, f.data() + r * cols, bytes.data() + r * dtype_row_bytes(type, cols), cols);
+  TensorView w;
+  w.dtype = type;
+  w.shape = {rows, cols};
+  w.data = bytes.data();
+  w.nbytes = bytes.size();
+  WeightSet set;
+  set.matrices.push_back(&w);
+  auto prepared = be.prepare_weights(set);
+  DeviceBuffer x = be.allocate(static_cast<size_t>(cols) * 4), y = be.allocate(static_cast<size_t>(rows) * 4);
+  const auto xv = test::randn(static_cast<size_t>(cols), 6);
+  be.upload(x.data(), xv.data(), xv.size() * 4);
+  trace::begin(true);
+  be.matmul(x.as<float>(), 1, w, y.as<float>());
+  std::vector<float> got(static_cast<size_t>(rows));
+  be.download(got.data(), y.data(), got.size() * 4);  // waits for the launch
+  const trace::Step s = trace::end();
+  GemvTrace t;
+  EXPECT_EQ(s.launches.size(), 1u) << dtype_name(type) << " cols " << cols;
+  if (!s.launches.empty()) t.launch = s.launches[0];
+  t.weights = static_cast<double>(bytes.size());  // the split-block layout keeps the GGUF bytes
+  t.input = static_cast<double>(cols) * 4;
+  std::printf("decode GEMV %lld x %lld %s (grid %u, block %u): requested %.0f B, %llu sectors, launch efficiency "
+              "%.1f%%, DRAM bytes / (weights + input) = %.3f; %llu warp requests at %.2f sectors each, %.1f%% of "
+              "their bytes used\n",
+              static_cast<long long>(rows), static_cast<long long>(cols), dtype_name(type), t.launch.grid.x,
+              t.launch.block.x, static_cast<double>(t.launch.load_bytes),
+              static_cast<unsigned long long>(t.launch.load_sectors), 100 * t.efficiency(), t.moved_over_needed(),
+              static_cast<unsigned long long>(t.launch.requests),
+              static_cast<double>(t.launch.request_sectors) / static_cast<double>(t.launch.requests),
+              100 * t.request_efficiency());
+  return t;
+}
+
 // Every decode GEMV reads its weights with ≥ 90% sector efficiency, and the sectors a launch
 // moves are its weights and input once (≤ 1.05×), at the 1.2B model's row lengths (2048 for the
 // projections, 8192 for the FFN's w2). A BF16 lane reads 16 aligned bytes of a row, a warp 512
-// consecutive bytes: every sector whole. Measured today: 100.0% and 1.00×.
+// consecutive bytes: every sector whole, per launch and per warp request (an activation load
+// 1024). Measured today: 100.0%, 100.0% and 1.000×.
 TEST_F(CostModel, DecodeGemvReadsWeightsWithNinetyPercentSectorEfficiency) {
   ThreadPool pool(2);
   auto be = test::make_gpu_backend(pool);
   for (int64_t cols : {int64_t{2048}, int64_t{8192}}) {
-    const int64_t rows = 96;
-    std::vector<uint8_t> bytes(dtype_row_bytes(DType::BF16, cols) * rows);
-    const auto f = test::randn(static_cast<size_t>(rows * cols), 5, 0.5f);
-    for (int64_t r = 0; r < rows; ++r)
-      quantize_row(DType::BF16, f.data() + r * cols, bytes.data() + r * dtype_row_bytes(DType::BF16, cols), cols);
-    TensorView w;
-    w.dtype = DType::BF16;
-    w.shape = {rows, cols};
-    w.data = bytes.data();
-    w.nbytes = bytes.size();
-    WeightSet set;
-    set.matrices.push_back(&w);
-    auto prepared = be->prepare_weights(set);
-    DeviceBuffer x = be->allocate(cols * 4), y = be->allocate(rows * 4);
-    const auto xv = test::randn(static_cast<size_t>(cols), 6);
-    be->upload(x.data(), xv.data(), xv.size() * 4);
-    trace::begin();
-    be->matmul(x.as<float>(), 1, w, y.as<float>());
-    std::vector<float> got(static_cast<size_t>(rows));
-    be->download(got.data(), y.data(), got.size() * 4);  // waits for the launch
-    const trace::Step s = trace::end();
-    ASSERT_EQ(s.launches.size(), 1u) << "cols " << cols;
-    const trace::Launch& l = s.launches[0];
-    ASSERT_TRUE(l.traced) << l.kernel;
-    const double eff = static_cast<double>(l.load_useful) / (32.0 * static_cast<double>(l.load_sectors));
-    const double weights = static_cast<double>(bytes.size()), input = static_cast<double>(cols) * 4;
-    EXPECT_GE(eff, 0.90) << l.kernel << " cols " << cols;
-    EXPECT_LE(32.0 * static_cast<double>(l.load_sectors), 1.05 * (weights + input)) << l.kernel << " cols " << cols;
+    const GemvTrace t = trace_gemv(*be, DType::BF16, 96, cols);
+    ASSERT_TRUE(t.launch.traced) << t.launch.kernel;
+    EXPECT_GE(t.efficiency(), 0.90) << t.launch.kernel << " cols " << cols;
+    EXPECT_GE(t.request_efficiency(), 0.90) << t.launch.kernel << " cols " << cols;
+    EXPECT_LE(t.moved_over_needed(), 1.05) << t.launch.kernel << " cols " << cols;
     // Every weight byte is asked for exactly once (the input once per block of rows).
-    EXPECT_GE(static_cast<double>(l.load_bytes), weights) << l.kernel;
-    std::printf("decode GEMV %lld x %lld BF16 (%s, grid %u, block %u): requested %llu B, %llu sectors, "
-                "efficiency %.1f%%, DRAM bytes / (weights + input) = %.3f\n",
-                static_cast<long long>(rows), static_cast<long long>(cols), l.kernel.c_str(), l.grid.x, l.block.x,
-                static_cast<unsigned long long>(l.load_bytes), static_cast<unsigned long long>(l.load_sectors),
-                100 * eff, 32.0 * static_cast<double>(l.load_sectors) / (weights + input));
+    EXPECT_GE(static_cast<double>(t.launch.load_bytes), t.weights) << t.launch.kernel;
   }
+}
+
+// The same for the quantized types the CUDA backend reads (split-block layout: a row's values,
+// then its scales). Per launch every type moves each sector of its matrix once, whole (100.0%,
+// 1.000×). Per warp request the value loads of Q8_0 and Q4_0 are whole sectors and their 2-byte
+// scales nearly so (measured 97.1% and 96.2%); the K-quants' one-byte sub-block scale loads are
+// not (below, disabled).
+TEST_F(CostModel, QuantizedDecodeGemvReadsWeightsWithNinetyPercentSectorEfficiency) {
+  ThreadPool pool(2);
+  auto be = test::make_gpu_backend(pool);
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t cols : {int64_t{2048}, int64_t{8192}}) {
+      const GemvTrace t = trace_gemv(*be, type, 96, cols);
+      ASSERT_TRUE(t.launch.traced) << dtype_name(type);
+      EXPECT_GE(t.efficiency(), 0.90) << dtype_name(type) << " cols " << cols;
+      EXPECT_LE(t.moved_over_needed(), 1.05) << dtype_name(type) << " cols " << cols;
+      if (type == DType::Q8_0 || type == DType::Q4_0) {
+        EXPECT_GE(t.request_efficiency(), 0.90) << dtype_name(type) << " cols " << cols;
+      }
+    }
+}
+
+// The bound per warp request for the K-quants. Does not hold today: measured Q4_K 70.5%
+// (2048 columns) / 68.4% (8192), Q5_K 73.4% / 71.5%, Q6_K 83.5% / 88.6%: each lane reads its
+// sub-block's scale bytes (1 byte, Q4_K/Q5_K's 6-bit pairs from 2–3 places) on its own, so a warp
+// request touches a sector for a few bytes. The sectors come again from L1/L2 (per launch every
+// sector is read once, whole), so this costs load instructions and L1 bandwidth, not HBM bytes.
+TEST_F(CostModel, DISABLED_KQuantDecodeGemvWarpRequestsAreNinetyPercentEfficient) {
+  ThreadPool pool(2);
+  auto be = test::make_gpu_backend(pool);
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t cols : {int64_t{2048}, int64_t{8192}}) {
+      EXPECT_GE(trace_gemv(*be, type, 96, cols).request_efficiency(), 0.90) << dtype_name(type) << " cols " << cols;
+    }
 }
 
 // A decode step's launches and host round trips, launched op by op and as a CUDA graph, dense

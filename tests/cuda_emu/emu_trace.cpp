@@ -11,6 +11,9 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
+
+#include "cuda_emu/emu_threads.h"
 
 namespace lfm_emu {
 
@@ -53,6 +56,16 @@ Step g_step;
 std::string g_op;
 std::map<uintptr_t, std::unique_ptr<Alloc>> g_allocs;
 bool g_replaying = false;
+bool g_per_request = false;
+
+// The warp-level requests of the block running now: (warp, lane's access ordinal, store) → the
+// bytes asked for and the sectors touched by the warp's lanes.
+struct Request {
+  std::vector<std::pair<uintptr_t, uint32_t>> sectors;  // (sector, bytes of it asked for)
+};
+std::unordered_map<uint64_t, Request> g_requests;
+std::vector<uint32_t> g_ordinal;  // per thread of the block: its next access's ordinal
+uint64_t g_block = ~0ull;          // linear index of the block the requests belong to
 Launch* g_launch = nullptr;  // the launch running now (in g_step.launches)
 std::pair<uintptr_t, Alloc*> g_last{0, nullptr};  // the allocation of the last access
 
@@ -70,7 +83,26 @@ Alloc* find(uintptr_t a, uintptr_t& base) {
   return it->second.get();
 }
 
+void flush_requests(Launch& l) {
+  for (auto& [key, r] : g_requests) {
+    std::sort(r.sectors.begin(), r.sectors.end());
+    l.requests += 1;
+    for (size_t i = 0; i < r.sectors.size();) {  // each sector once, with the union of its bytes
+      uint32_t mask = 0;
+      size_t j = i;
+      for (; j < r.sectors.size() && r.sectors[j].first == r.sectors[i].first; ++j) mask |= r.sectors[j].second;
+      l.request_sectors += 1;
+      l.request_bytes += static_cast<uint64_t>(std::popcount(mask));
+      i = j;
+    }
+  }
+  g_requests.clear();
+  std::fill(g_ordinal.begin(), g_ordinal.end(), 0u);
+}
+
 void drain_all(Launch& l) {
+  flush_requests(l);
+  g_block = ~0ull;
   for (auto& [base, a] : g_allocs) {
     a->load.drain(l.load_sectors, l.load_useful);
     a->store.drain(l.store_sectors, l.store_useful);
@@ -79,8 +111,9 @@ void drain_all(Launch& l) {
 
 }  // namespace
 
-void begin() {
+void begin(bool per_request) {
   std::lock_guard<std::mutex> lock(g_mu);
+  g_per_request = per_request;
   g_step = Step{};
   g_active = true;
 }
@@ -88,6 +121,7 @@ void begin() {
 Step end() {
   std::lock_guard<std::mutex> lock(g_mu);
   g_active = false;
+  g_per_request = false;
   for (auto& [base, a] : g_allocs) a->step_load.drain(g_step.load_sectors, g_step.load_useful);
   return std::move(g_step);
 }
@@ -181,6 +215,25 @@ void trace_access_slow(const void* p, size_t bytes, bool store) {
   if (!al) return;  // not device memory (a kernel's parameter struct, shared memory)
   g_launch->traced = true;
   (store ? g_launch->store_bytes : g_launch->load_bytes) += bytes;
+  if (g_per_request && !store) {
+    const dim3& bd = block_dim();
+    const uint3 &b = block_idx(), &t = thread_idx();
+    const dim3 gd = g_launch->grid;
+    const uint64_t block = (static_cast<uint64_t>(b.z) * gd.y + b.y) * gd.x + b.x;
+    if (block != g_block) {
+      flush_requests(*g_launch);
+      g_block = block;
+      g_ordinal.assign(static_cast<size_t>(bd.x) * bd.y * bd.z, 0u);
+    }
+    const uint32_t tid = (t.z * bd.y + t.y) * bd.x + t.x;
+    const uint64_t key = (static_cast<uint64_t>(tid / 32) << 32) | g_ordinal[tid]++;
+    Request& r = g_requests[key];
+    for (uintptr_t off = a, end = a + bytes; off < end;) {
+      const uintptr_t lo = off % kSector, hi = std::min<uintptr_t>(kSector, lo + (end - off));
+      r.sectors.emplace_back(off / kSector, hi - lo == 32 ? ~0u : ((1u << (hi - lo)) - 1u) << lo);
+      off += hi - lo;
+    }
+  }
   const size_t n = al->sectors();
   for (uintptr_t off = a - base, end = a - base + bytes; off < end;) {
     const size_t s = off / kSector;

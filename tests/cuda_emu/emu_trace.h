@@ -39,6 +39,11 @@ struct Launch {
   // touched, and the distinct bytes within those sectors ("useful": what a perfect access would move).
   uint64_t load_bytes = 0, load_sectors = 0, load_useful = 0;
   uint64_t store_bytes = 0, store_sectors = 0, store_useful = 0;
+  // Per warp-level load request (begin(true) only): the k-th announced load of each lane of a warp
+  // taken as one instruction, as a profiler's "sectors per request" counts it (lanes of the
+  // emulator run one after another, so lanes whose control flow differs pair up wrongly).
+  // request_bytes: the distinct bytes each request's lanes asked for, summed over requests.
+  uint64_t requests = 0, request_sectors = 0, request_bytes = 0;
   uint64_t threads() const { return 1ull * grid.x * grid.y * grid.z * block.x * block.y * block.z; }
 };
 
@@ -56,7 +61,8 @@ struct Step {
 };
 
 // Starts counting (clearing what was counted); end() stops and returns the counts.
-void begin();
+// `per_request`: also group accesses into warp-level requests (slower; small launches).
+void begin(bool per_request = false);
 Step end();
 bool active();
 // The op the following launches serve (cuda_profile.cpp's timer calls it; "" when it ends).
