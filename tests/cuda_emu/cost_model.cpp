@@ -96,16 +96,20 @@ std::string table(const std::vector<OpRow>& rows, const StepPrediction& p, const
   std::sort(sorted.begin(), sorted.end(), [](const OpRow& a, const OpRow& b) { return a.seconds > b.seconds; });
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "%-18s %8s %11s %11s %7s %9s %9s %6s  %s\n", "op", "launches", "requested",
+  // loads: bytes the threads asked for (reuse counted); DRAM: distinct sectors loaded or stored
+  // × 32; sector: distinct bytes used of them.
+  std::snprintf(line, sizeof(line), "%-18s %8s %11s %11s %7s %9s %9s %6s  %s\n", "op", "launches", "loads",
                 "DRAM bytes", "sector", "us total", "us/launch", "share", "bound");
   out += line;
   double launches = 0, moved = 0;
   for (const OpRow& r : sorted) {
     const double eff = r.moved_bytes > 0 ? r.useful_bytes / r.moved_bytes : 0;
     const bool floor_bound = r.seconds <= r.floor_s * 1.0001;
-    std::snprintf(line, sizeof(line), "%-18s %8.0f %11s %11s %6.1f%% %9.1f %9.2f %5.1f%%  %s\n", r.op.c_str(),
+    char sector[16] = "-";
+    if (r.traced) std::snprintf(sector, sizeof(sector), "%.1f%%", 100.0 * eff);
+    std::snprintf(line, sizeof(line), "%-18s %8.0f %11s %11s %7s %9.1f %9.2f %5.1f%%  %s\n", r.op.c_str(),
                   r.launches, r.traced ? human_bytes(r.load_bytes).c_str() : "untraced",
-                  r.traced ? human_bytes(r.moved_bytes).c_str() : "-", r.traced ? 100.0 * eff : 0.0, r.seconds * 1e6,
+                  r.traced ? human_bytes(r.moved_bytes).c_str() : "-", sector, r.seconds * 1e6,
                   r.seconds * 1e6 / std::max(1.0, r.launches), 100.0 * r.seconds / p.seconds(),
                   floor_bound ? "launch floor" : "HBM bytes");
     out += line;
