@@ -86,6 +86,23 @@ TEST_F(GgufRandom, BothFormatsLoadAndAgree) {
   }
 }
 
+// layer_types cuts a shape's layer stack (the CUDA emulator's cost model runs 1.2B widths with
+// two or three layers): the widths stay the shape's, the stack is the letters given.
+TEST_F(GgufRandom, LayerTypesReplaceTheStack) {
+  gguf::RandomCheckpointOptions opt;
+  opt.shape = "tiny";
+  opt.layer_types = "Acc";
+  opt.gguf_type = gguf::FileType::F32;
+  const std::string gg = (dir_ / "acc.gguf").string();
+  gguf::write_random_gguf(gg, opt);
+  auto m = load_model(gg);
+  EXPECT_EQ(m->config().layer_pattern(), "Acc");
+  EXPECT_EQ(m->config().n_layers, 3);
+  EXPECT_EQ(m->config().hidden_size, 256);
+  opt.layer_types = "cx";
+  EXPECT_THROW(gguf::write_random_gguf((dir_ / "bad.gguf").string(), opt), std::exception);
+}
+
 TEST_F(GgufRandom, CliWritesLoadableCheckpoints) {
   const std::string out = (dir_ / "t.gguf").string();
   auto [rc1, o1] = test::run_lfm("gen-random --shape tiny --seed 1 --type q8_0 -q -o " + out, test::Stderr::kDiscard);

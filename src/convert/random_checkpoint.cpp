@@ -318,7 +318,18 @@ void write_random_hf(const std::string& dir, const RandomCheckpointOptions& opt)
 }
 
 void write_random_gguf(const std::string& path, const RandomCheckpointOptions& opt) {
-  const ModelConfig cfg = parse_model_config(random_shape_config(opt.shape));
+  json shape = random_shape_config(opt.shape);
+  if (!opt.layer_types.empty()) {
+    std::vector<std::string> types;
+    for (char c : opt.layer_types) {
+      LFM_CHECK(c == 'c' || c == 'A', "gen-random: layer types are 'c' (conv) or 'A' (attention), got '", c, "' in '",
+                opt.layer_types, "'");
+      types.push_back(c == 'c' ? "conv" : "full_attention");
+    }
+    shape["num_hidden_layers"] = static_cast<int64_t>(types.size());
+    shape["layer_types"] = types;
+  }
+  const ModelConfig cfg = parse_model_config(shape);
   RandomRowProducer gen(opt.seed, opt.branch_scale);
   ExportOptions eo;
   eo.type = opt.gguf_type;

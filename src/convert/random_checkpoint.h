@@ -64,6 +64,10 @@ struct RandomCheckpointOptions {
   // lfm2a mmproj at mmproj_path (default: mmproj-<file name> beside it).
   std::string audio;
   std::string mmproj_path;
+  // GGUF output only: when set, the layer stack instead of the shape's, one letter a layer ('c'
+  // conv, 'A' attention): a model of the shape's widths but fewer layers, e.g. "cA" for the CUDA
+  // emulator's cost model (tests/cuda_emu/cost_model.h), which cannot run all of a 1.2B step.
+  std::string layer_types;
 };
 std::vector<std::string> random_retriever_names();
 std::vector<std::string> random_vision_names();

@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "cuda_emu/emu_threads.h"
+#include "cuda_emu/emu_trace.h"
 
 // ---- CUDA C++ keywords ----
 #undef __global__

@@ -68,6 +68,16 @@ TEST(CudaEmu, FaultsAreReportedNamingTheKernel) {
   EXPECT_NE(oversized_block_error().find("blocks (2048,1,1)"), std::string::npos);
 }
 
+// The cost model's trace counts what a profiler would: bytes asked for, distinct 32-byte sectors
+// and the bytes of them used. Consecutive floats fill their sectors; floats 8 apart use 4 bytes of
+// each (12.5%): the efficiency checks of cost_model_test.cpp can fail.
+TEST(CudaEmu, TheTraceCountsTheSectorsAKernelTouches) {
+  const auto dense = strided_read_trace(64, 1);
+  EXPECT_EQ(dense, (std::vector<uint64_t>{256, 8, 256, 8, 1, 1}));
+  const auto strided = strided_read_trace(64, 8);
+  EXPECT_EQ(strided, (std::vector<uint64_t>{256, 64, 256, 8, 1, 1}));
+}
+
 TEST(CudaEmu, GraphsReplayWhatTheyCaptured) {
   EXPECT_EQ(graph_replays(3, 2.5f), 7.5f);
   EXPECT_TRUE(sync_in_capture_refused());

@@ -55,6 +55,13 @@ __global__ void ballot_kernel(int m, unsigned* out) {
   if (threadIdx.x % 32 == 0) out[threadIdx.x / 32] = b;
 }
 
+__global__ void strided_read_kernel(const float* x, int stride, float* out) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  LFM_TRACE_LOAD(x + i * stride, 4);
+  LFM_TRACE_STORE(out + i, 4);
+  out[i] = x[i * stride];
+}
+
 __global__ void broadcast_kernel(int src, int* out) {
   out[threadIdx.x] = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x), src);
 }
@@ -195,6 +202,19 @@ float graph_replays(int replays, float v) {
   cudaFree(p);
   cudaStreamDestroy(s);
   return before == 0 ? r : -1;
+}
+
+std::vector<uint64_t> strided_read_trace(int threads, int stride) {
+  float* x = device<float>(static_cast<size_t>(threads * stride));
+  float* out = device<float>(static_cast<size_t>(threads));
+  lfm_emu::trace::begin();
+  LFM_LAUNCH((threads + 31) / 32, 32, 0, nullptr, strided_read_kernel)(x, stride, out);
+  const lfm_emu::trace::Step s = lfm_emu::trace::end();
+  cudaFree(x);
+  cudaFree(out);
+  if (s.launches.size() != 1) return {0, 0, 0, 0, s.launches.size(), 0};
+  const lfm_emu::trace::Launch& l = s.launches[0];
+  return {l.load_bytes, l.load_sectors, l.load_useful, l.store_sectors, 1, l.traced ? 1u : 0u};
 }
 
 bool sync_in_capture_refused() {

@@ -33,5 +33,9 @@ std::string oversized_block_error();
 float graph_replays(int replays, float v);
 // cudaStreamSynchronize while capturing is refused.
 bool sync_in_capture_refused();
+// The cost-model trace (emu_trace.h) of one launch of `threads` threads, thread i reading the
+// float at i · stride and writing one float at i (both announced): {load bytes, load sectors,
+// distinct load bytes, store sectors, launches, traced}.
+std::vector<uint64_t> strided_read_trace(int threads, int stride);
 
 }  // namespace lfm_emu_probe

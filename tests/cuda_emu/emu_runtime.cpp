@@ -20,6 +20,7 @@
 
 #include "cuda_emu/emu_internal.h"
 #include "cuda_emu/emu_threads.h"
+#include "cuda_emu/emu_trace.h"
 
 // The declarations of the renamed API (cuda_emu.h without its macros).
 cudaError_t lfm_emu_set_max_dynamic_shared(const void* kernel, int bytes);
@@ -195,6 +196,10 @@ void submit(const LaunchConfig& cfg, std::function<void()> thread_body) {
     return;
   }
   const cudaError_t err = stream_op(cfg.stream, [cfg, body = std::move(thread_body)] {
+    trace::launch_begin(cfg.kernel, cfg.grid, cfg.block);
+    struct EndLaunch {
+      ~EndLaunch() { trace::launch_end(); }
+    } end_launch;
     run_grid(cfg, body);
     check_guards(cfg.kernel);
   });
@@ -280,6 +285,7 @@ cudaError_t lfm_emu_cudaMalloc(void** p, size_t bytes) {
   std::memset(mem, 0xFF, bytes);  // as good as garbage: NaN floats, -1 integers
   std::memset(mem + bytes, lfm_emu::kGuardByte, total - bytes);
   lfm_emu::g_device[reinterpret_cast<uintptr_t>(mem)] = bytes;
+  lfm_emu::trace::allocation(mem, bytes);
   lfm_emu::g_used += bytes;
   *p = mem;
   return cudaSuccess;
@@ -297,6 +303,7 @@ cudaError_t lfm_emu_cudaFree(void* p) {
   }
   lfm_emu::g_used -= it->second;
   lfm_emu::g_device.erase(it);
+  lfm_emu::trace::release(p);
   std::free(p);
   return cudaSuccess;
 }
@@ -324,6 +331,7 @@ cudaError_t lfm_emu_cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cu
         (kind == cudaMemcpyDeviceToHost && lfm_emu::on_device(dst, 1)))
       return lfm_emu::fail_with(cudaErrorInvalidValue, "cudaMemcpyAsync: a host side that is device memory");
   }
+  lfm_emu::trace::copy(kind, bytes);  // counted where the host asks for it (a graph replays it unseen)
   return lfm_emu::stream_op(s, [=] { std::memmove(dst, src, bytes); });
 }
 
@@ -335,6 +343,7 @@ cudaError_t lfm_emu_cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStre
       return lfm_emu::fail_with(cudaErrorInvalidValue, "cudaMemsetAsync of " + std::to_string(bytes) +
                                                            " bytes outside a device allocation");
   }
+  lfm_emu::trace::memset_call();
   return lfm_emu::stream_op(s, [=] { std::memset(dst, value, bytes); });
 }
 
@@ -350,6 +359,7 @@ cudaError_t lfm_emu_cudaStreamDestroy(cudaStream_t s) {
 
 cudaError_t lfm_emu_cudaStreamSynchronize(cudaStream_t s) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
+  lfm_emu::trace::sync_call();
   if (lfm_emu::stream_of(s).capturing)
     return lfm_emu::fail_with(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize on a capturing stream");
   return lfm_emu::g_fault;
@@ -383,8 +393,14 @@ cudaError_t lfm_emu_cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t grap
 
 cudaError_t lfm_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   const auto* g = reinterpret_cast<const lfm_emu::Graph*>(exec);
+  lfm_emu::trace::graph_launch_call();
+  lfm_emu::trace::graph_replay(true);
   for (const auto& op : g->ops)
-    if (const cudaError_t e = lfm_emu::stream_op(s, op); e != cudaSuccess) return e;
+    if (const cudaError_t e = lfm_emu::stream_op(s, op); e != cudaSuccess) {
+      lfm_emu::trace::graph_replay(false);
+      return e;
+    }
+  lfm_emu::trace::graph_replay(false);
   return cudaSuccess;
 }
 
@@ -427,6 +443,10 @@ cublasStatus_t lfm_emu_cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubl
                                     cublasComputeType_t, cublasGemmAlgo_t) {
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const cudaError_t e = lfm_emu::stream_op(reinterpret_cast<lfm_emu::BlasHandle*>(h)->stream, [=] {
+    // A launch of its own in the trace, its accesses unannounced (cost_model.cpp estimates them).
+    lfm_emu::trace::launch_begin("cublasGemmEx", dim3(static_cast<unsigned>(m), static_cast<unsigned>(n),
+                                                      static_cast<unsigned>(k)), dim3(1, 1, 1));
+    lfm_emu::trace::launch_end();
     lfm_emu::gemm(ta, tb, m, n, k, al, a, at, lda, b, bt, ldb, be, c, ct, ldc);
   });
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/split_blocks.h"
 
 // `#pragma unroll` for the device pass only (the host compiler, which also compiles these
@@ -76,9 +77,11 @@ __host__ __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((
 template <DType T>
 __host__ __device__ __forceinline__ void decode8(const uint8_t* __restrict__ row, int64_t cols, int64_t e, float* w) {
   if constexpr (T == DType::F32) {
+    LFM_TRACE_LOAD(row + 4 * e, 32);
     const float4 a = *reinterpret_cast<const float4*>(row + 4 * e), b = *reinterpret_cast<const float4*>(row + 4 * e + 16);
     w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
   } else if constexpr (T == DType::F16 || T == DType::BF16) {
+    LFM_TRACE_LOAD(row + 2 * e, 16);
     const uint4 v = *reinterpret_cast<const uint4*>(row + 2 * e);
     const uint32_t p[4] = {v.x, v.y, v.z, v.w};
 LFM_UNROLL
@@ -98,12 +101,16 @@ LFM_UNROLL
     const uint8_t* values = row + b * sb.value_bytes();
     const uint8_t* scales = row + (cols / sb.elems) * sb.value_bytes() + b * sb.scale_bytes();
     if constexpr (T == DType::Q8_0) {
+      LFM_TRACE_LOAD(scales, 2);
+      LFM_TRACE_LOAD(values + i0, 8);
       const float d = half_at(scales);
       const uint2 q = load8_bytes(values + i0);
 LFM_UNROLL
       for (int i = 0; i < 8; ++i) w[i] = d * static_cast<float>(static_cast<int8_t>(byte_of(q, i)));
     } else if constexpr (T == DType::Q4_0) {
       // Element k of a block: nibble k / 16 of value byte k % 16.
+      LFM_TRACE_LOAD(scales, 2);
+      LFM_TRACE_LOAD(values + (i0 & 15), 8);
       const float d = half_at(scales);
       const uint2 q = load8_bytes(values + (i0 & 15));
       const int shift = (i0 >> 4) * 4;
@@ -112,6 +119,12 @@ LFM_UNROLL
     } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
       // Sub-block j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
       const int j = i0 / 32, k = i0 % 32;
+      LFM_TRACE_LOAD(scales, 4);  // d, dmin; then the bytes kquant_scale_min reads
+      LFM_TRACE_LOAD(scales + 4 + (j < 4 ? j : j + 4), 1);
+      LFM_TRACE_LOAD(scales + 4 + (j < 4 ? j + 4 : j - 4), 1);
+      if (j >= 4) LFM_TRACE_LOAD(scales + 4 + j, 1);
+      LFM_TRACE_LOAD((T == DType::Q5_K ? values + 32 : values) + 32 * (j / 2) + k, 8);
+      if (T == DType::Q5_K) LFM_TRACE_LOAD(values + k, 8);
       const float d = half_at(scales), dmin = half_at(scales + 2);
       int sc, m;
       kquant_scale_min(j, scales + 4, sc, m);
@@ -134,6 +147,10 @@ LFM_UNROLL
       // Half h (128 elements), quarter u (32), element k: low nibble u / 2 of ql[64h + 32 (u % 2) + k],
       // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16], then d.
       const int h = i0 / 128, u = (i0 % 128) / 32, k = i0 % 32;
+      LFM_TRACE_LOAD(values + 64 * h + 32 * (u & 1) + k, 8);
+      LFM_TRACE_LOAD(values + 128 + 32 * h + k, 8);
+      LFM_TRACE_LOAD(scales + 16, 2);
+      LFM_TRACE_LOAD(scales + 8 * h + 2 * u + k / 16, 1);
       const uint2 ql = load8_bytes(values + 64 * h + 32 * (u & 1) + k);
       const uint2 qh = load8_bytes(values + 128 + 32 * h + k);
       const float d = half_at(scales + 16);

@@ -15,6 +15,9 @@ OpProfile::OpProfile() {
 
 OpProfile::Timer::Timer(OpProfile* profile, cudaStream_t stream, std::string_view name)
     : profile_(profile), stream_(stream) {
+#ifdef LFM_CUDA_EMULATION
+  ::lfm_emu::trace::set_op(name);  // the emulator's cost-model trace labels launches by op
+#endif
   if (!profile_) return;
   name_ = name;
   cudaStreamSynchronize(stream_);
@@ -22,6 +25,9 @@ OpProfile::Timer::Timer(OpProfile* profile, cudaStream_t stream, std::string_vie
 }
 
 OpProfile::Timer::~Timer() {
+#ifdef LFM_CUDA_EMULATION
+  ::lfm_emu::trace::set_op({});
+#endif
   if (!profile_) return;
   cudaStreamSynchronize(stream_);
   auto& e = profile_->table_[name_];

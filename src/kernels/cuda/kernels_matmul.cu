@@ -63,6 +63,7 @@ __device__ __forceinline__ float dot8(float acc, const float* w, const float* x)
 
 // x[0..8) from 16-byte aligned memory.
 __device__ __forceinline__ void load_x8(const float* __restrict__ p, float* x) {
+  LFM_TRACE_LOAD(p, 32);
   const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
@@ -137,6 +138,7 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
 #pragma unroll
           for (int k = 1; k < kWarpsPerBlock; ++k) v[m] += partial[k][m * R + r][t];
         }
+        LFM_TRACE_STORE(&y[(t0 + t) * rows + row0 + r], 4);
         y[(t0 + t) * rows + row0 + r] = GATED ? silu_times(v[0], v[M - 1]) : v[0];
       }
     }

@@ -8,10 +8,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace lfm::cuda {
 
 __device__ __forceinline__ float load_state(DType type, const void* base, int64_t i) {
+  LFM_TRACE_LOAD(static_cast<const char*>(base) + i * (type == DType::F32 ? 4 : 2), type == DType::F32 ? 4 : 2);
   switch (type) {
     case DType::F16: return __half2float(static_cast<const __half*>(base)[i]);
     case DType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
@@ -21,6 +23,7 @@ __device__ __forceinline__ float load_state(DType type, const void* base, int64_
 
 // Values i .. i+7 (i a multiple of 8, the pool 16-byte aligned) in one or two 16-byte loads.
 __device__ __forceinline__ void load_state8(DType type, const void* base, int64_t i, float* out) {
+  LFM_TRACE_LOAD(static_cast<const char*>(base) + i * (type == DType::F32 ? 4 : 2), type == DType::F32 ? 32 : 16);
   if (type == DType::F16 || type == DType::BF16) {
     const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + i);
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -42,6 +45,7 @@ __device__ __forceinline__ void load_state8(DType type, const void* base, int64_
 }
 
 __device__ __forceinline__ void store_state(DType type, void* base, int64_t i, float v) {
+  LFM_TRACE_STORE(static_cast<char*>(base) + i * (type == DType::F32 ? 4 : 2), type == DType::F32 ? 4 : 2);
   switch (type) {
     case DType::F16: static_cast<__half*>(base)[i] = __float2half_rn(v); break;
     case DType::BF16: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v); break;
