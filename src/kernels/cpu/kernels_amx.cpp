@@ -190,6 +190,12 @@ inline void split_f16_block(const uint8_t* src, uint16_t* hi, uint16_t* lo) {
 // Split blocks of a panel: block kb's hi at kb·2 KiB, its lo 1 KiB after.
 constexpr int64_t kSplitBlockBytes = 2048;
 
+// Block kb of an F16 panel split into dst (2 KiB), asking for the block kPrefetchBlocks ahead.
+inline void split_panel_block(const uint8_t* panel, int64_t kb, uint8_t* dst) {
+  prefetch_block(panel + (kb + kPrefetchBlocks) * 1024);
+  split_f16_block(panel + kb * 1024, reinterpret_cast<uint16_t*>(dst), reinterpret_cast<uint16_t*>(dst + 1024));
+}
+
 // One block's five products for one token tile: C 0 (S_hi), C 1 (S_lo), the terms' A 2, 3, 4,
 // B 5 (hi), 6 (lo).
 inline void one_tile_f16_block(const uint16_t* a, int64_t plane, size_t lda, const uint8_t* b) {
@@ -215,19 +221,17 @@ void one_tile_f16(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* sp
   const size_t lda = static_cast<size_t>(K) * 2;
   const int64_t blocks = K / 32;
   alignas(64) uint8_t ring[kSplitRing][kSplitBlockBytes];
-  const auto split_into_ring = [&](int64_t kb) {
-    uint8_t* t = ring[kb % kSplitRing];
-    prefetch_block(panel + (kb + kPrefetchBlocks) * 1024);
-    split_f16_block(panel + kb * 1024, reinterpret_cast<uint16_t*>(t), reinterpret_cast<uint16_t*>(t + 1024));
-  };
   if (!split)
-    for (int64_t kb = 0; kb < std::min(kSplitAhead, blocks); ++kb) split_into_ring(kb);
+    for (int64_t kb = 0; kb < std::min(kSplitAhead, blocks); ++kb) split_panel_block(panel, kb, ring[kb % kSplitRing]);
   _tile_zero(0);
   _tile_zero(1);
   for (int64_t kb = 0; kb < blocks; ++kb) {
-    const uint8_t* b = split + kb * kSplitBlockBytes;
-    if (!split) {
-      if (kb + kSplitAhead < blocks) split_into_ring(kb + kSplitAhead);
+    const uint8_t* b;
+    if (split) {
+      b = split + kb * kSplitBlockBytes;
+    } else {
+      const int64_t next = kb + kSplitAhead;
+      if (next < blocks) split_panel_block(panel, next, ring[next % kSplitRing]);
       b = ring[kb % kSplitRing];
     }
     one_tile_f16_block(a + kb * 32, plane, lda, b);
@@ -303,11 +307,7 @@ void matmul_panels_f16(const uint16_t* planes, int64_t rows, int64_t n, const Te
     for (int64_t p = g0; p < g1; ++p) {
       const uint8_t* src = base + p * pb;
       uint8_t* dst = split.data() + (p - g0) * (K / 32) * kSplitBlockBytes;
-      for (int64_t kb = 0; kb < K / 32; ++kb) {
-        prefetch_block(src + (kb + kPrefetchBlocks) * 1024);
-        split_f16_block(src + kb * 1024, reinterpret_cast<uint16_t*>(dst + kb * kSplitBlockBytes),
-                        reinterpret_cast<uint16_t*>(dst + kb * kSplitBlockBytes + 1024));
-      }
+      for (int64_t kb = 0; kb < K / 32; ++kb) split_panel_block(src, kb, dst + kb * kSplitBlockBytes);
     }
     for (int64_t t = 0; t < n; t += 32) {
       const bool two = n - t > 16;
