@@ -205,10 +205,8 @@ TEST_F(CostModel, DecodeGemvReadsWeightsWithNinetyPercentSectorEfficiency) {
 }
 
 // The same for the quantized types the CUDA backend reads (split-block layout: a row's values,
-// then its scales). Per launch every type moves each sector of its matrix once, whole (100.0%,
-// 1.000×). Per warp request the value loads of Q8_0 and Q4_0 are whole sectors and their 2-byte
-// scales nearly so (measured 97.1% and 96.2%); the K-quants' one-byte sub-block scale loads are
-// not (below, disabled).
+// then its scales). Per launch every type moves each sector of its matrix once, whole; per warp
+// request too (below for the K-quants).
 TEST_F(CostModel, QuantizedDecodeGemvReadsWeightsWithNinetyPercentSectorEfficiency) {
   ThreadPool pool(2);
   auto be = test::make_gpu_backend(pool);
@@ -224,12 +222,13 @@ TEST_F(CostModel, QuantizedDecodeGemvReadsWeightsWithNinetyPercentSectorEfficien
     }
 }
 
-// The bound per warp request for the K-quants. Does not hold today: measured Q4_K 70.5%
-// (2048 columns) / 68.4% (8192), Q5_K 73.4% / 71.5%, Q6_K 83.5% / 88.6%: each lane reads its
-// sub-block's scale bytes (1 byte, Q4_K/Q5_K's 6-bit pairs from 2–3 places) on its own, so a warp
-// request touches a sector for a few bytes. The sectors come again from L1/L2 (per launch every
-// sector is read once, whole), so this costs load instructions and L1 bandwidth, not HBM bytes.
-TEST_F(CostModel, DISABLED_KQuantDecodeGemvWarpRequestsAreNinetyPercentEfficient) {
+// The bound per warp request for the K-quants. A warp decodes one 256-element block of a
+// row per request: its values are whole sectors (split rows start at a sector), and its scales
+// one 16-byte load that every lane makes of the same aligned bytes (Q4_K/Q5_K: d, dmin and the
+// 12 packed bytes; Q6_K: the 16 int8 sub-scales, with d a 2-byte load from the row's third part),
+// one sector. Reading the sub-block scale bytes lane by lane (1 byte, Q4_K/Q5_K's 6-bit pairs from
+// 2-3 places) touched a sector for a few bytes per request and fails this.
+TEST_F(CostModel, KQuantDecodeGemvWarpRequestsAreNinetyPercentEfficient) {
   ThreadPool pool(2);
   auto be = test::make_gpu_backend(pool);
   for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
