@@ -110,6 +110,24 @@ TEST(ReplayQueue, StagedBytesKeepTheirAddressesAndAreNotOverwrittenWhileInUse) {
   for (void* p : again) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
 }
 
+TEST(ReplayQueue, StagingAfterTheOwnerWaitedDoesNotWaitAgain) {
+  HostGraphs g;
+  ReplayQueue q(g, {});
+  std::vector<uint8_t> bytes(100, 3);
+  void* first = q.stage(bytes.data(), bytes.size());
+  q.enqueue("use", [](int) {}, 0);
+  q.flush();
+  q.waited();  // the owner synchronized after the flush (a download)
+  const int waits = g.waits;
+  EXPECT_EQ(q.stage(bytes.data(), bytes.size()), first);
+  EXPECT_EQ(g.waits, waits) << "a second wait for ops the owner's wait already saw finish";
+  // Without the owner's wait the next flush's staging is still waited for.
+  q.enqueue("use", [](int) {}, 1);
+  q.flush();
+  EXPECT_EQ(q.stage(bytes.data(), bytes.size()), first);
+  EXPECT_EQ(g.waits, waits + 1);
+}
+
 TEST(ReplayQueue, FreesWaitForTheQueuedOps) {
   HostGraphs g;
   ReplayQueue q(g, {});

@@ -37,12 +37,19 @@ TEST(SplitBlocks, ValuesAreTheBlockStructsQuantArrays) {
   EXPECT_EQ(split_block(DType::Q5_K).value_bytes(), static_cast<int>(sizeof(BlockQ5_K::qh) + sizeof(BlockQ5_K::qs)));
   EXPECT_EQ(split_block(DType::Q6_K).value_begin, static_cast<int>(offsetof(BlockQ6_K, ql)));
   EXPECT_EQ(split_block(DType::Q6_K).value_end, static_cast<int>(offsetof(BlockQ6_K, scales)));
+  EXPECT_EQ(split_block(DType::Q6_K).last_bytes, static_cast<int>(sizeof(BlockQ6_K::d)));
+  EXPECT_EQ(split_block(DType::Q6_K).bytes - split_block(DType::Q6_K).last_bytes, static_cast<int>(offsetof(BlockQ6_K, d)));
   for (DType t : kSplitTypes) {
     const SplitBlock b = split_block(t);
     EXPECT_EQ(b.elems, dtype_traits(t).block_elems) << dtype_name(t);
     EXPECT_EQ(b.bytes, dtype_traits(t).block_bytes) << dtype_name(t);
-    // What the GPU kernels rely on: every block's values start 16-byte aligned in a split row.
+    // What the GPU kernels rely on: every block's values start 16-byte aligned in a split row,
+    // and a K-quant block's scale bytes are one aligned 16-byte load.
     EXPECT_EQ(b.value_bytes() % 16, 0) << dtype_name(t);
+    if (b.elems == 256) {
+      EXPECT_EQ(b.scale_bytes(), 16) << dtype_name(t);
+    }
+    EXPECT_EQ(b.value_bytes() + b.scale_bytes() + b.last_bytes, b.bytes) << dtype_name(t);
   }
   EXPECT_FALSE(split_block(DType::BF16).valid());
   EXPECT_FALSE(split_block(DType::Q4_1).valid());
@@ -54,8 +61,8 @@ TEST(SplitBlocks, EachBlocksBytesLandWhereTheLayoutSays) {
     for (int64_t nb : {1, 3, 7}) {
       const int64_t rows = 5, cols = nb * b.elems;
       const size_t stored_row = static_cast<size_t>(nb) * b.bytes, stride = split_row_bytes(t, cols);
-      EXPECT_EQ(stride % 16, 0u);
-      EXPECT_LT(stride - stored_row, 16u) << "at most 15 bytes of padding a row";
+      EXPECT_EQ(stride % 32, 0u) << "rows start at a 32-byte sector";
+      EXPECT_LT(stride - stored_row, 32u) << "at most 31 bytes of padding a row";
       const auto stored = random_bytes(rows * stored_row, static_cast<uint32_t>(nb) * 31 + static_cast<int>(t));
       std::vector<uint8_t> split(rows * stride, 0xAB);
       split_rows(t, stored.data(), rows, cols, split.data());
@@ -65,9 +72,12 @@ TEST(SplitBlocks, EachBlocksBytesLandWhereTheLayoutSays) {
           const uint8_t* blk = stored.data() + r * stored_row + k * b.bytes;
           const uint8_t* values = row + k * b.value_bytes();
           const uint8_t* scales = row + nb * b.value_bytes() + k * b.scale_bytes();
+          const uint8_t* last = row + nb * (b.value_bytes() + b.scale_bytes()) + k * b.last_bytes;
           for (int i = 0; i < b.bytes; ++i) {
-            const bool is_value = i >= b.value_begin && i < b.value_end;
-            const uint8_t got = is_value ? values[i - b.value_begin] : scales[i < b.value_begin ? i : i - b.value_bytes()];
+            const bool is_value = i >= b.value_begin && i < b.value_end, is_last = i >= b.bytes - b.last_bytes;
+            const uint8_t got = is_value  ? values[i - b.value_begin]
+                                : is_last ? last[i - (b.bytes - b.last_bytes)]
+                                          : scales[i < b.value_begin ? i : i - b.value_bytes()];
             ASSERT_EQ(got, blk[i]) << dtype_name(t) << " row " << r << " block " << k << " byte " << i;
           }
         }

@@ -123,6 +123,7 @@ void ReplayQueue::run_held_frees() {
   }
   if (held.empty()) return;
   graphs_.wait();
+  staging_in_use_ = false;
   for (auto& f : held) f();
 }
 

@@ -131,6 +131,9 @@ class ReplayQueue {
   // A copy of `bytes` host bytes that a queued op may read when it runs: valid until the flush
   // after next (or the next flush followed by a wait, which stage() does when it reuses memory).
   void* stage(const void* src, size_t bytes);
+  // The owner waited for the device after the last flush (its stream synchronized: every op the
+  // flush launched has run), so staged bytes are no longer read and the next stage() need not wait.
+  void waited() { staging_in_use_ = false; }
 
   // Launches every queued op: as a recorded graph when its signature was recorded, by recording
   // it when this is the record_after-th time it is seen, else one by one. Then the frees held

@@ -48,15 +48,25 @@ __host__ __device__ __forceinline__ float half_bits_to_float(uint16_t b) {
 
 __host__ __device__ __forceinline__ float bf16_bits_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 
-// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
-__host__ __device__ __forceinline__ void kquant_scale_min(int j, const uint8_t* q, int& sc, int& m) {
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes q[0..12),
+// held as the words a, b, c (q[4i .. 4i+3] in word i, little-endian): sub-block j's bits are in
+// byte j % 4 of each word.
+__host__ __device__ __forceinline__ void kquant_scale_min(int j, uint32_t a, uint32_t b, uint32_t c, int& sc, int& m) {
+  const int shift = 8 * (j & 3);
+  const int lo = static_cast<int>((a >> shift) & 0xFFu), mid = static_cast<int>((b >> shift) & 0xFFu),
+            hi = static_cast<int>((c >> shift) & 0xFFu);
   if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
+    sc = lo & 63;  // q[j]
+    m = mid & 63;  // q[j + 4]
   } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    sc = (hi & 0xF) | ((lo >> 6) << 4);  // q[j + 4], q[j - 4]
+    m = (hi >> 4) | ((mid >> 6) << 4);  // q[j + 4], q[j]
   }
+}
+
+// Word i (0..3) of v.
+__host__ __device__ __forceinline__ uint32_t word_of(uint4 v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
 // Bytes from one row of a device copy to the next: quantized types in the split-block layout
@@ -73,7 +83,9 @@ __host__ __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((
 // Elements e .. e+7 (e a multiple of 8) of a row of `cols` elements into w[0..7]: quantized rows in
 // the split-block layout, plain rows as stored (16-byte aligned). The arithmetic per element is
 // the stored format's (dequantize_row's). A row's values start at `row`, its scales at
-// row + blocks · value_bytes; every load of values is an aligned 8 or 16 bytes.
+// row + blocks · value_bytes, Q6_K's d after the scales; every load of values is an aligned 8 or
+// 16 bytes, and a K-quant block's scales are one aligned 16-byte load (the same 16 bytes for the
+// 32 lanes of a warp that decodes a block: one sector a warp request).
 template <DType T>
 __host__ __device__ __forceinline__ void decode8(const uint8_t* __restrict__ row, int64_t cols, int64_t e, float* w) {
   if constexpr (T == DType::F32) {
@@ -96,10 +108,11 @@ LFM_UNROLL
     }
   } else {
     constexpr SplitBlock sb = split_block(T);
+    const int64_t nb = cols / sb.elems;
     const int64_t b = e / sb.elems;                  // block
     const int i0 = static_cast<int>(e % sb.elems);   // first element within it
     const uint8_t* values = row + b * sb.value_bytes();
-    const uint8_t* scales = row + (cols / sb.elems) * sb.value_bytes() + b * sb.scale_bytes();
+    const uint8_t* scales = row + nb * sb.value_bytes() + b * sb.scale_bytes();
     if constexpr (T == DType::Q8_0) {
       LFM_TRACE_LOAD(scales, 2);
       LFM_TRACE_LOAD(values + i0, 8);
@@ -117,17 +130,17 @@ LFM_UNROLL
 LFM_UNROLL
       for (int i = 0; i < 8; ++i) w[i] = d * static_cast<float>(static_cast<int>((byte_of(q, i) >> shift) & 0xF) - 8);
     } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      // Sub-block j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
+      // Scales: d, dmin (halves), then the 12 packed bytes of the 6-bit scales and mins. Sub-block
+      // j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
       const int j = i0 / 32, k = i0 % 32;
-      LFM_TRACE_LOAD(scales, 4);  // d, dmin; then the bytes kquant_scale_min reads
-      LFM_TRACE_LOAD(scales + 4 + (j < 4 ? j : j + 4), 1);
-      LFM_TRACE_LOAD(scales + 4 + (j < 4 ? j + 4 : j - 4), 1);
-      if (j >= 4) LFM_TRACE_LOAD(scales + 4 + j, 1);
+      LFM_TRACE_LOAD(scales, 16);
       LFM_TRACE_LOAD((T == DType::Q5_K ? values + 32 : values) + 32 * (j / 2) + k, 8);
       if (T == DType::Q5_K) LFM_TRACE_LOAD(values + k, 8);
-      const float d = half_at(scales), dmin = half_at(scales + 2);
+      const uint4 s = *reinterpret_cast<const uint4*>(scales);
+      const float d = half_bits_to_float(static_cast<uint16_t>(s.x & 0xFFFFu));
+      const float dmin = half_bits_to_float(static_cast<uint16_t>(s.x >> 16));
       int sc, m;
-      kquant_scale_min(j, scales + 4, sc, m);
+      kquant_scale_min(j, s.y, s.z, s.w, sc, m);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
       const uint8_t* qs = values + (T == DType::Q5_K ? 32 : 0);
       const uint2 q = load8_bytes(qs + 32 * (j / 2) + k);
@@ -145,16 +158,20 @@ LFM_UNROLL
       }
     } else if constexpr (T == DType::Q6_K) {
       // Half h (128 elements), quarter u (32), element k: low nibble u / 2 of ql[64h + 32 (u % 2) + k],
-      // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16], then d.
+      // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16] (the 16 int8 sub-scales, one
+      // load), then d (the block's last bytes, after the row's scales).
       const int h = i0 / 128, u = (i0 % 128) / 32, k = i0 % 32;
+      const uint8_t* dp = row + nb * (sb.value_bytes() + sb.scale_bytes()) + b * sb.last_bytes;
       LFM_TRACE_LOAD(values + 64 * h + 32 * (u & 1) + k, 8);
       LFM_TRACE_LOAD(values + 128 + 32 * h + k, 8);
-      LFM_TRACE_LOAD(scales + 16, 2);
-      LFM_TRACE_LOAD(scales + 8 * h + 2 * u + k / 16, 1);
+      LFM_TRACE_LOAD(scales, 16);
+      LFM_TRACE_LOAD(dp, 2);
       const uint2 ql = load8_bytes(values + 64 * h + 32 * (u & 1) + k);
       const uint2 qh = load8_bytes(values + 128 + 32 * h + k);
-      const float d = half_at(scales + 16);
-      const float s = static_cast<float>(static_cast<int8_t>(scales[8 * h + 2 * u + k / 16]));
+      const uint4 sv = *reinterpret_cast<const uint4*>(scales);
+      const float d = half_at(dp);
+      const int si = 8 * h + 2 * u + k / 16;  // sub-scale: byte si % 4 of word si / 4
+      const float s = static_cast<float>(static_cast<int8_t>((word_of(sv, si >> 2) >> (8 * (si & 3))) & 0xFFu));
       const int lshift = (u >> 1) * 4, hshift = 2 * u;
 LFM_UNROLL
       for (int i = 0; i < 8; ++i) {

@@ -138,6 +138,9 @@ class CudaBackend final : public Backend {
     if (!bytes) return;
     LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     LFM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // Every op the flush launched (a graph replay is ordered in stream_ like its nodes; the staged
+    // uploads are copies on stream_) has run: the next step's stage() need not wait again.
+    queue_->waited();
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     auto timer = time_op("copy");
