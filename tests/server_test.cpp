@@ -583,15 +583,9 @@ TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
   }
   EXPECT_EQ(wait_metric(c, "lfm:num_requests_running", 0), 0);
   EXPECT_EQ(wait_metric(c, "lfm:kv_blocks_used", 0), 0);
-  // The request counter is bumped by the HTTP layer's logger after the response has gone out (a
-  // CI run once read /metrics first): wait for it rather than race it.
   const std::string counted = "lfm:http_requests_total{route=\"/v1/completions\",status=\"200\"}";
-  auto m = c.Get("/metrics");
-  for (int i = 0; i < 500 && m && m->body.find(counted) == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    m = c.Get("/metrics");
-  }
-  ASSERT_TRUE(m);
+  const std::string metrics = test::wait_metrics_text(c, counted);
+  ASSERT_FALSE(metrics.empty());
   for (const char* needle : {"# TYPE lfm:num_requests_waiting gauge", "# TYPE lfm:kv_cache_usage_perc gauge",
                              "lfm:time_to_first_token_seconds_bucket{le=", "lfm:inter_token_latency_seconds_count",
                              counted.c_str(),
@@ -600,11 +594,11 @@ TEST_F(ServerTest, DisconnectCancelsAndFreesState) {
                              "lfm:time_to_first_token_seconds_bucket{le=\"0.005\"}",
                              "lfm:inter_token_latency_seconds_bucket{le=\"0.15\"}",
                              "# TYPE lfm:num_preemptions_total counter", "# TYPE lfm:num_requests_cancelled_total counter"})
-    EXPECT_NE(m->body.find(needle), std::string::npos) << needle;
+    EXPECT_NE(metrics.find(needle), std::string::npos) << needle;
   // Each metric is exported once, under one type; a counter ends in _total and has no gauge twin
   // (lfm:num_preemptions was once both a gauge and lfm:num_preemptions_total).
   std::set<std::string> names;
-  std::istringstream lines(m->body);
+  std::istringstream lines(metrics);
   for (std::string line; std::getline(lines, line);) {
     if (!line.starts_with("# TYPE ")) continue;
     std::istringstream f(line.substr(7));

@@ -99,6 +99,21 @@ inline double wait_metric(httplib::Client& c, const std::string& name, double va
   return v;
 }
 
+// /metrics once it contains `text` (or after 10 s, as last read; empty when unreachable). The
+// request counter (lfm:http_requests_total) is bumped by the HTTP layer's logger after a response
+// has gone out, possibly just after the client has read it: a test waits for the count rather
+// than racing it.
+inline std::string wait_metrics_text(httplib::Client& c, const std::string& text) {
+  std::string body;
+  for (int i = 0; i < 500; ++i) {
+    auto r = c.Get("/metrics");
+    body = r ? r->body : std::string();
+    if (body.find(text) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return body;
+}
+
 // A socket connected to the server on loopback (-1 when it cannot connect).
 inline int connect_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -184,14 +184,7 @@ TEST_F(SpeechE2E, LimitsAndBadFieldsAre400sAndTheServerGoesOn) {
   EXPECT_EQ(models["data"][0]["voices"], json({"us_male", "us_female", "uk_male", "uk_female"}));
   r = speak({{"response_format", "wav"}, {"instructions", "Whisper."}});
   EXPECT_EQ(r->status, 200);  // instructions are accepted and ignored
-  // The request is counted once its response has been sent, which may be just after the client has
-  // read it: wait for the count (bounded), do not race it.
-  std::string metrics;
-  for (int i = 0; i < 100; ++i) {
-    metrics = c.Get("/metrics")->body;
-    if (metrics.find("route=\"/v1/audio/speech\",status=\"200\"") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const std::string metrics = test::wait_metrics_text(c, "route=\"/v1/audio/speech\",status=\"200\"");
   EXPECT_NE(metrics.find("lfm:speech_audio_seconds_total"), std::string::npos);
   EXPECT_NE(metrics.find("route=\"/v1/audio/speech\",status=\"200\""), std::string::npos);
 }
