@@ -78,6 +78,9 @@ if [ $? -ge 128 ] && [ -x devcarry/bin/lfm_tests ] && command -v cuda-gdb > /dev
     --gtest_filter='Fixtures/EngineTest.BatchedSubmissionsMatchRequestsAlone/lfm2_c_la_cuda'
 fi
 
+say "paged attention on the GPU (sliding windows; long causal prefills on the tensor-core kernel) against float64 loops"
+run 60 $TESTS --gtest_filter='Backends/SlidingAttentionTest.*/cuda'
+
 say "LFM2-VL on the CUDA backend (vision tower and projector within 1e-4 of transformers, logits, engine greedy, staged encoding)"
 run 120 $TESTS --gtest_filter='Vl/VisionModelTest.*_cuda'
 say "retrievers on the CUDA backend (hidden states, vectors and scores within 1e-4 of transformers; alone = batched)"
@@ -118,6 +121,13 @@ bench() {  # name, limit, then lfm bench arguments
   run "$limit" sh -c "$LFM bench --device cuda --json $* > $out/bench_$name.json" || echo "bench $name failed" >> "$log"
 }
 bench bf16 150 -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2
+say "prefill attention A/B: the CUDA-core kernel (LFM_CUDA_ATTN=plain) against the tensor-core one, alternated"
+for round in 1 2; do
+  for attn in plain tc; do
+    run 40 sh -c "LFM_CUDA_ATTN=$attn $LFM bench --device cuda --json -m $models/bf16 -p 2048 -n 0 -d 0,2048 -r 2 > $out/bench_prefill_attn_${attn}_r$round.json" ||
+      echo "bench prefill attn $attn failed" >> "$log"
+  done
+done
 
 say "CUDA graphs (LFM_CUDA_GRAPHS=stats: ops queued, repeated runs replayed as recorded graphs): tests, then decode"
 run 150 env LFM_CUDA_GRAPHS=stats $CUDA_TESTS

@@ -57,7 +57,7 @@ class SlidingAttentionTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::string& name = GetParam();
-    if (name == "fake-device" || name == "fake-device-replay" || name == "cuda-emu") {
+    if (name == "fake-device" || name == "fake-device-replay" || name == "cuda-emu" || name == "cuda") {
       std::string why;
       LoadOptions load;
       be_ = test::make_named_backend(name, pool_, load, &why);
@@ -168,6 +168,46 @@ TEST_P(SlidingAttentionTest, PagedAttentionMatchesPlainLoops) {
   EXPECT_GT(checked, 3000);
 }
 
+// Whole causal attention (no window) in long prefill steps, which the CUDA backend runs on the
+// tensor cores (its kernel for 64+ rows, tiles 4+ rows full): query heads per KV head 1 to 8 (a
+// block's 64 query vectors full), head sizes that fill the mma's tiles (64, 128) and one that is
+// padded (40), every state type (F32 keys in three tf32 terms, F16/BF16 in two), contexts of
+// two 256-key splits, then decode steps (the CUDA-core kernel) on the same cache.
+TEST_P(SlidingAttentionTest, LongCausalPrefillsMatchPlainLoops) {
+  struct Case {
+    int64_t H, G, hd, block_tokens;
+    std::vector<int64_t> lens;
+  };
+  const Case cases[] = {{16, 4, 64, 16, {300, 70}}, {8, 1, 128, 8, {270}}, {6, 6, 40, 5, {100}}};
+  const std::vector<std::vector<int64_t>> schedules = {{1000}, {96}, {250, 1}};
+  int checked = 0;
+  for (const Case& c : cases)
+    for (DType type : {DType::F32, DType::F16, DType::BF16})
+      for (const auto& chunks : schedules) {
+        if (type != DType::F32 && chunks.size() != 1) continue;  // keep the emulator's share small
+        std::vector<Seq> seqs;
+        uint64_t seed = 7 * static_cast<uint64_t>(c.hd + c.H);
+        for (int64_t n : c.lens) {
+          Seq s{n, randn(static_cast<size_t>(n * c.H * c.hd), ++seed), randn(static_cast<size_t>(n * c.G * c.hd), ++seed),
+                randn(static_cast<size_t>(n * c.G * c.hd), ++seed)};
+          seqs.push_back(std::move(s));
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+        const auto outs = run(seqs, chunks, type, c.block_tokens, c.H, c.G, c.hd, scale, 0);
+        for (size_t si = 0; si < seqs.size(); ++si)
+          for (int64_t i = 0; i < seqs[si].n; i += 7) {
+            const auto want = dense(seqs[si], type, i, c.H, c.G, c.hd, scale, 0);
+            double worst = 0;
+            for (size_t e = 0; e < want.size(); ++e)
+              worst = std::max(worst, std::fabs(outs[si][static_cast<size_t>(i * c.H * c.hd) + e] - want[e]));
+            ASSERT_LT(worst, 2e-5) << "H " << c.H << " kv heads " << c.G << " hd " << c.hd << " type "
+                                   << dtype_name(type) << " chunk " << chunks[0] << " sequence " << si << " row " << i;
+            ++checked;
+          }
+      }
+  EXPECT_GT(checked, 500);
+}
+
 TEST_P(SlidingAttentionTest, NegativeWindowIsAnError) {
   std::vector<Seq> seqs = {{3, randn(3 * 2 * 8, 1), randn(3 * 8, 2), randn(3 * 8, 3)}};
   try {
@@ -184,6 +224,9 @@ std::vector<std::string> backends() {
   out.push_back("fake-device-replay");
 #if LFM_HAVE_CUDA_EMU
   out.push_back("cuda-emu");
+#endif
+#if LFM_HAVE_CUDA
+  out.push_back("cuda");  // skipped without a GPU
 #endif
   return out;
 }

@@ -29,6 +29,7 @@
 
 #include "cuda_emu/emu_threads.h"
 #include "cuda_emu/emu_trace.h"
+#include "cuda_emu/emu_wmma.h"
 
 // ---- CUDA C++ keywords ----
 #undef __global__
@@ -59,6 +60,7 @@
 
 // ---- device intrinsics ----
 inline void __syncthreads() { ::lfm_emu::sync_block(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::lfm_emu::sync_warp(); }
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
   const int lane = ::lfm_emu::lane_id();

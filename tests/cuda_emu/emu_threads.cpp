@@ -62,6 +62,14 @@ struct Fiber {
   Wait wait = Wait::kRunnable;
   uint64_t gen = 0;
   void* stack = nullptr;
+  uint64_t collectives = 0;  // warp_collective calls this block
+};
+
+// warp_collective's memo: call k of a warp's lanes in slot k % kCollectiveSlots.
+constexpr size_t kCollectiveSlots = 512;
+struct Collective {
+  uint64_t call = ~uint64_t{0};
+  std::vector<unsigned char> in, out;
 };
 
 struct Warp {
@@ -69,6 +77,7 @@ struct Warp {
   uint64_t gen = 0;
   uint64_t slot[2][32] = {};  // exchange k uses slot[k % 2]: a lane can be at most one exchange ahead
   std::vector<uint64_t> many[2];  // the same for reductions of several values: [value][lane]
+  std::vector<Collective> collectives;
 };
 
 // The running launch; only touched under g_launch_lock.
@@ -200,6 +209,7 @@ void run_block_in_fibers() {
     f.sp = initial_stack_pointer(f.stack, i);
     f.tid = thread_at(i, r.cfg->block);
     f.wait = Wait::kRunnable;
+    f.collectives = 0;
   }
   r.live = r.n;
   r.arrived = 0;
@@ -210,6 +220,7 @@ void run_block_in_fibers() {
     warp.live = std::min(32, r.n - 32 * w);
     warp.arrived = 0;
     warp.gen = 0;
+    for (Collective& c : warp.collectives) c.call = ~uint64_t{0};
   }
   // The fibers pass the CPU among themselves; the scheduler gets it back when none can run.
   for (;;) {
@@ -276,6 +287,33 @@ void sync_block() {
     return;
   }
   wait_here(Wait::kBlock, g_run.gen);
+}
+
+void sync_warp() {
+  enter_barrier();
+  warp_barrier();
+}
+
+void wmma_misuse(const std::string& what) { misuse(what); }
+
+void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_bytes,
+                     const std::function<void(void*)>& compute) {
+  if (!g_run.cfg || !g_run.in_fibers) return compute(out);  // a launch run as plain calls: no warps to share with
+  Fiber& f = current();
+  Warp& w = g_run.warps[static_cast<size_t>(g_run.current / 32)];
+  if (w.collectives.empty()) w.collectives.resize(kCollectiveSlots);
+  const uint64_t call = f.collectives++;
+  Collective& c = w.collectives[call % kCollectiveSlots];
+  if (c.call == call) {
+    if (c.in.size() != in_bytes || std::memcmp(c.in.data(), in, in_bytes) != 0)
+      misuse("lanes of a warp gave a warp-wide matrix operation different inputs (call " + std::to_string(call) + ")");
+    std::memcpy(out, c.out.data(), out_bytes);
+    return;
+  }
+  compute(out);
+  c.call = call;
+  c.in.assign(static_cast<const unsigned char*>(in), static_cast<const unsigned char*>(in) + in_bytes);
+  c.out.assign(static_cast<const unsigned char*>(out), static_cast<const unsigned char*>(out) + out_bytes);
 }
 
 int lane_id() { return g_run.current % 32; }

@@ -28,6 +28,14 @@ const dim3& grid_dim();
 void* dynamic_shared();
 
 void sync_block();
+// __syncwarp: the live lanes of the running thread's warp wait for each other.
+void sync_warp();
+// A warp-wide operation (wmma's mma_sync) whose lanes all pass the same inputs: the first lane to
+// make its k-th such call runs compute(out), the others get its result (after checking their
+// inputs are the same bytes: a kernel that gives one warp-wide product different tiles per lane
+// is reported). Lanes of a warp make the same calls in the same order, as a GPU requires.
+void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_bytes,
+                     const std::function<void(void*)>& compute);
 // The running thread's lane in its warp.
 int lane_id();
 // Every lane of the warp offers `bits`; each gets the bits offered by lane `source`.

@@ -51,10 +51,19 @@ bool own_kernels_only() {
   return env && std::strcmp(env, "own") == 0;
 }
 
+// LFM_CUDA_ATTN=plain keeps prefill attention on the CUDA-core kernel.
+bool plain_attention_only() {
+  const char* env = std::getenv("LFM_CUDA_ATTN");
+  return env && std::strcmp(env, "plain") == 0;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device, ThreadPool& pool)
-    : device_(device), own_only_(own_kernels_only()), blas_lib_(cuda::cublas_library()) {
+    : device_(device),
+      own_only_(own_kernels_only()),
+      attention_tc_(!own_only_ && !plain_attention_only()),
+      blas_lib_(cuda::cublas_library()) {
   (void)pool;
   LFM_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};

@@ -137,6 +137,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   bool own_only_;
+  bool attention_tc_;  // tensor-core attention for prefill steps (not with own_only_; LFM_CUDA_ATTN=plain says no)
   cuda::OpProfile profile_;
   std::string name_;
   cudaStream_t stream_ = nullptr;

@@ -162,10 +162,12 @@ void kv_write(const DevKv& kv, const DevStep& step, const float* k, const float*
 // Keys go in splits of kAttnSplitKeys positions (one block per tile, kv head and split; a row's
 // splits that hold some of its keys are merged in order), and within a split in groups of 32 with
 // an online softmax: a row's arithmetic depends only on its own keys' range. `partial` holds
-// rows · n_heads · ceil(max_keys / kAttnSplitKeys) · (head_dim + 2) floats.
+// rows · n_heads · ceil(max_keys / kAttnSplitKeys) · (head_dim + 2) floats. tensor_cores: the
+// products on the tensor cores (kernels_attention_tc.cu: tf32 in three terms, float32-accurate,
+// its own bits), else on the CUDA cores; both give a row bits that depend only on its own keys.
 constexpr int64_t kAttnSplitKeys = 256;
 void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_heads, float scale, float* out,
-               int64_t max_keys, float* partial, int64_t window, cudaStream_t s);
+               int64_t max_keys, float* partial, int64_t window, bool tensor_cores, cudaStream_t s);
 void short_conv(const float* u, const DevConv& conv, const DevStep& step, int64_t kernel, const float* w,
                 const float* bias, float* out, cudaStream_t s);
 // Backend::gated_short_conv: the conv's input B ⊙ x and its output's gate C read from the

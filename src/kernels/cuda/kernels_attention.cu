@@ -12,6 +12,8 @@
 // hold some of its keys are written and merged (older keys stay in the cache, unread).
 #include <cmath>
 
+#include "kernels/cuda/attention_staging.cuh"
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -23,16 +25,12 @@ namespace lfm::cuda {
 namespace {
 
 constexpr int kThreads = 128, kWarps = kThreads / 32;
-constexpr int kChunk = 64;    // key positions staged at once
+constexpr int kChunk = kAttnChunk;
 constexpr int kMaxGroup = 8;  // query heads per KV head
 constexpr int kMaxVecPerWarp = kAttnTileRows * kMaxGroup / kWarps;
 
 __device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, MaxOp{}); }
 __device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
-// The first key a row whose keys end at `end` sees: end − window with a sliding window, else 0.
-__host__ __device__ __forceinline__ int64_t first_key(int64_t end, int64_t window) {
-  return window > 0 && end > window ? end - window : 0;
-}
 
 // D: output dims per lane (lane, lane + 32, ...), so head_dim ≤ 32·D.
 template <int D>
@@ -44,15 +42,12 @@ __global__ void __launch_bounds__(kThreads)
   float* ks = smem;              // [HD][kChunk]
   float* vs = ks + HD * kChunk;  // [kChunk][HD]
   float* qs = vs + kChunk * HD;  // [tile rows · G][HD]
-  const DevTile tile = step.tiles[blockIdx.x];
-  const DevRun r = step.runs[tile.run];
-  const int g = static_cast<int>(blockIdx.y), G = n_heads / static_cast<int>(kv.kv_heads);
-  const int64_t key0 = static_cast<int64_t>(blockIdx.z) * kAttnSplitKeys;
-  const int64_t first_keys = r.pos0 + (tile.row0 - r.row0) + 1;  // keys of the tile's first row
-  const int64_t tile_keys = first_keys + tile.n_rows - 1;         // and of its last
-  const int64_t tile_lo = first_key(first_keys, window);  // the first row's first key
-  if (key0 >= tile_keys || key0 + kAttnSplitKeys <= tile_lo) return;
-  const int64_t key_end = min(key0 + kAttnSplitKeys, tile_keys);
+  const AttnBlock b = attn_block(kv, step, n_heads, window);
+  if (b.empty) return;
+  const DevTile& tile = b.tile;
+  const DevRun& r = b.run;
+  const int g = b.g, G = b.G;
+  const int64_t key0 = b.key0, first_keys = b.first_keys, tile_lo = b.tile_lo, key_end = b.key_end;
   const int nv = tile.n_rows * G;
   for (int i = threadIdx.x; i < nv * HD; i += kThreads) {
     const int v = i / HD, d = i % HD;
@@ -67,61 +62,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int dd = 0; dd < D; ++dd) acc[i][dd] = 0.0f;
   }
-  // Where each of the chunk's positions keeps its key (dim 0) and value row, -1 past the keys:
-  // one block-table lookup and division a position instead of one an element.
   __shared__ int64_t kbase[kChunk], vbase[kChunk];
-  const int64_t bt = kv.block_tokens;
-  // 8 positions of a dim (or 8 dims of a position) in one 16-byte load: runs of 8 positions never
-  // cross a KV block when block_tokens is a multiple of 8 (chunks start at multiples of 64).
-  const bool vec8 = bt % 8 == 0 && HD % 8 == 0;
   // Chunks start at multiples of kChunk (key0 is one), from the one holding the tile's first key.
   const int64_t chunk0 = tile_lo / kChunk * kChunk;
   for (int64_t c0 = chunk0 > key0 ? chunk0 : key0; c0 < key_end; c0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed
-    if (threadIdx.x < kChunk) {
-      const int64_t pos = c0 + threadIdx.x;
-      int64_t kb = -1, vb = -1;
-      if (pos < key_end) {
-        const int64_t base = head_block(kv, step.blocks[r.blocks_at + pos / bt], g), t = pos % bt;
-        kb = base + t;
-        vb = base + t * HD;
-      }
-      kbase[threadIdx.x] = kb;
-      vbase[threadIdx.x] = vb;
-    }
-    __syncthreads();
-    if (vec8) {
-      // Keys [HD][kChunk]: dim d of positions j .. j+7; values [kChunk][HD]: dims d .. d+7 of position j.
-      for (int i = threadIdx.x; i < HD * (kChunk / 8); i += kThreads) {
-        const int d = i / (kChunk / 8), j = (i % (kChunk / 8)) * 8;
-        float k8[8];
-        if (kbase[j + 7] >= 0) {
-          load_state8(kv.type, kv.k, kbase[j] + d * bt, k8);
-        } else {  // the keys end inside these 8 (zeros past them: p = 0 must not meet NaN garbage)
-#pragma unroll
-          for (int e = 0; e < 8; ++e) k8[e] = kbase[j + e] >= 0 ? load_state(kv.type, kv.k, kbase[j + e] + d * bt) : 0.0f;
-        }
-#pragma unroll
-        for (int e = 0; e < 8; ++e) ks[d * kChunk + j + e] = k8[e];
-      }
-      const int hd8 = HD / 8;
-      for (int i = threadIdx.x; i < kChunk * hd8; i += kThreads) {
-        const int j = i / hd8, d = (i % hd8) * 8;
-        float v8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (vbase[j] >= 0) load_state8(kv.type, kv.v, vbase[j] + d, v8);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) vs[j * HD + d + e] = v8[e];
-      }
-    } else {
-      for (int i = threadIdx.x; i < HD * kChunk; i += kThreads) {
-        const int d = i / kChunk, j = i % kChunk;
-        ks[i] = kbase[j] >= 0 ? load_state(kv.type, kv.k, kbase[j] + d * bt) : 0.0f;
-      }
-      for (int i = threadIdx.x; i < kChunk * HD; i += kThreads) {
-        const int j = i / HD, d = i % HD;
-        vs[i] = vbase[j] >= 0 ? load_state(kv.type, kv.v, vbase[j] + d) : 0.0f;
-      }
-    }
+    stage_kv_chunk(kv, step, r, g, c0, key_end, kThreads, ks, vs, HD, kbase, vbase);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kMaxVecPerWarp; ++i) {
@@ -215,10 +161,9 @@ __global__ void attention_merge_kernel(DevStep step, int n_heads, int HD, const 
 }
 
 template <int D>
-void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, float scale, float* out,
-            int64_t max_keys, float* partial, int64_t window, cudaStream_t s) {
+void launch_splits(const float* q, const DevKv& kv, const DevStep& step, int n_heads, float scale, float* out,
+                   float* partial, int splits, int64_t window, cudaStream_t s) {
   const int G = n_heads / static_cast<int>(kv.kv_heads), HD = static_cast<int>(kv.head_dim);
-  const int splits = static_cast<int>((max_keys + kAttnSplitKeys - 1) / kAttnSplitKeys);
   const size_t smem = sizeof(float) * (2 * HD * kChunk + kAttnTileRows * G * HD);
   if (smem > 48 * 1024) {
     static bool raised = false;  // once per kernel instance (the limit is per function)
@@ -231,27 +176,32 @@ void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, f
   LFM_LAUNCH(grid, kThreads, smem, s, attention_split_kernel<D>)(q, kv, step, n_heads, scale, out, partial, splits,
                                                                 window);
   LFM_CUDA_CHECK(cudaGetLastError());
-  if (splits > 1) {
-    LFM_LAUNCH(dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), 32 * D, 0, s, attention_merge_kernel)(
-        step, n_heads, HD, partial, splits, out, window);
-    LFM_CUDA_CHECK(cudaGetLastError());
-  }
 }
 
 }  // namespace
 
 void attention(const float* q, const DevKv& kv, const DevStep& step, int64_t n_heads, float scale, float* out,
-               int64_t max_keys, float* partial, int64_t window, cudaStream_t s) {
+               int64_t max_keys, float* partial, int64_t window, bool tensor_cores, cudaStream_t s) {
   LFM_CHECK(n_heads % kv.kv_heads == 0 && n_heads / kv.kv_heads <= kMaxGroup, "cuda: attention supports up to ",
             kMaxGroup, " query heads per KV head, got ", n_heads, " over ", kv.kv_heads);
+  LFM_CHECK(kv.head_dim >= 1 && kv.head_dim <= 128, "cuda: attention supports head_dim up to 128, got ", kv.head_dim);
   if (step.n_rows == 0 || step.n_tiles == 0) return;
-  const int h = static_cast<int>(n_heads);
-  switch ((kv.head_dim + 31) / 32) {
-    case 1: return launch<1>(q, kv, step, h, scale, out, max_keys, partial, window, s);
-    case 2: return launch<2>(q, kv, step, h, scale, out, max_keys, partial, window, s);
-    case 3: return launch<3>(q, kv, step, h, scale, out, max_keys, partial, window, s);
-    case 4: return launch<4>(q, kv, step, h, scale, out, max_keys, partial, window, s);
-    default: fail("cuda: attention supports head_dim up to 128, got ", kv.head_dim);
+  const int h = static_cast<int>(n_heads), HD = static_cast<int>(kv.head_dim);
+  const int splits = static_cast<int>((max_keys + kAttnSplitKeys - 1) / kAttnSplitKeys);
+  if (tensor_cores && attention_tc_fits(kv, n_heads)) {
+    attention_tc_splits(q, kv, step, h, scale, out, partial, splits, window, s);
+  } else {
+    switch ((HD + 31) / 32) {
+      case 1: launch_splits<1>(q, kv, step, h, scale, out, partial, splits, window, s); break;
+      case 2: launch_splits<2>(q, kv, step, h, scale, out, partial, splits, window, s); break;
+      case 3: launch_splits<3>(q, kv, step, h, scale, out, partial, splits, window, s); break;
+      default: launch_splits<4>(q, kv, step, h, scale, out, partial, splits, window, s); break;
+    }
+  }
+  if (splits > 1) {  // rows of several splits: their partials merged in split order
+    LFM_LAUNCH(dim3(static_cast<unsigned>(step.n_rows), static_cast<unsigned>(n_heads)), 32 * ((HD + 31) / 32), 0, s,
+               attention_merge_kernel)(step, h, HD, partial, splits, out, window);
+    LFM_CUDA_CHECK(cudaGetLastError());
   }
 }
 
