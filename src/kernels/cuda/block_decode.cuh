@@ -76,9 +76,38 @@ __host__ __device__ constexpr size_t device_row_bytes(DType t, int64_t cols) {
   return static_cast<size_t>(cols) * (t == DType::F32 ? 4 : 2);
 }
 
+// Small integers to float without an int-to-float conversion, which GPUs issue at a fraction of
+// the rate of adds: a byte b in the low mantissa bits of 2^23 is the float 2^23 + b exactly, and
+// subtracting 2^23 + k leaves b − k exactly: the bits static_cast<float>(b − k) gives. kMagic + k
+// is that subtrahend.
+constexpr float kMagic = 8388608.0f;  // 2^23
+// __byte_perm: byte n of the result is byte (s >> 4n) & 7 of the eight bytes x0..x3, y0..y3 (the
+// host's copy follows CUDA's definition, so host-side tests check the selectors used here).
+__host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t b = (static_cast<uint64_t>(y) << 32) | x;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) r |= static_cast<uint32_t>((b >> (8 * ((s >> (4 * n)) & 7))) & 0xFFu) << (8 * n);
+  return r;
+#endif
+}
+// Byte i (0..3) of w as 2^23 + byte: bytes (w_i, 0, 0, 0x4B) of (w, 0x4B000000), one permute.
+__host__ __device__ __forceinline__ float magic_byte(uint32_t w, int i) {
+  return bits_to_float(byte_perm(w, 0x4B000000u, 0x7540u | static_cast<uint32_t>(i)));
+}
+// The 8 bytes of (lo, hi) minus k, as floats: out[i] = byte i − k.
+__host__ __device__ __forceinline__ void bytes_minus(uint32_t lo, uint32_t hi, float k, float* out) {
+LFM_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    out[i] = magic_byte(lo, i) - (kMagic + k);
+    out[4 + i] = magic_byte(hi, i) - (kMagic + k);
+  }
+}
+
 // 8 bytes at p (8-byte aligned) as two words.
 __host__ __device__ __forceinline__ uint2 load8_bytes(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
-__host__ __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((i < 4 ? v.x : v.y) >> (8 * (i & 3))) & 0xFFu; }
 
 // Elements e .. e+7 (e a multiple of 8) of a row of `cols` elements into w[0..7]: quantized rows in
 // the split-block layout, plain rows as stored (16-byte aligned). The arithmetic per element is
@@ -118,8 +147,10 @@ LFM_UNROLL
       LFM_TRACE_LOAD(values + i0, 8);
       const float d = half_at(scales);
       const uint2 q = load8_bytes(values + i0);
+      float v[8];  // int8 b as (b + 128) − 128: the sign bit flipped makes each byte b + 128
+      bytes_minus(q.x ^ 0x80808080u, q.y ^ 0x80808080u, 128.0f, v);
 LFM_UNROLL
-      for (int i = 0; i < 8; ++i) w[i] = d * static_cast<float>(static_cast<int8_t>(byte_of(q, i)));
+      for (int i = 0; i < 8; ++i) w[i] = d * v[i];
     } else if constexpr (T == DType::Q4_0) {
       // Element k of a block: nibble k / 16 of value byte k % 16.
       LFM_TRACE_LOAD(scales, 2);
@@ -127,8 +158,10 @@ LFM_UNROLL
       const float d = half_at(scales);
       const uint2 q = load8_bytes(values + (i0 & 15));
       const int shift = (i0 >> 4) * 4;
+      float v[8];
+      bytes_minus((q.x >> shift) & 0x0F0F0F0Fu, (q.y >> shift) & 0x0F0F0F0Fu, 8.0f, v);
 LFM_UNROLL
-      for (int i = 0; i < 8; ++i) w[i] = d * static_cast<float>(static_cast<int>((byte_of(q, i) >> shift) & 0xF) - 8);
+      for (int i = 0; i < 8; ++i) w[i] = d * v[i];
     } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
       // Scales: d, dmin (halves), then the 12 packed bytes of the 6-bit scales and mins. Sub-block
       // j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
@@ -145,17 +178,16 @@ LFM_UNROLL
       const uint8_t* qs = values + (T == DType::Q5_K ? 32 : 0);
       const uint2 q = load8_bytes(qs + 32 * (j / 2) + k);
       const int shift = (j & 1) * 4;
-      if constexpr (T == DType::Q4_K) {
-LFM_UNROLL
-        for (int i = 0; i < 8; ++i) w[i] = d1 * static_cast<float>((byte_of(q, i) >> shift) & 0xF) - m1;
-      } else {
+      uint32_t lo = (q.x >> shift) & 0x0F0F0F0Fu, hi = (q.y >> shift) & 0x0F0F0F0Fu;
+      if constexpr (T == DType::Q5_K) {  // the fifth bit: bit j of each qh byte, to bit 4
         const uint2 h = load8_bytes(values + k);
-LFM_UNROLL
-        for (int i = 0; i < 8; ++i) {
-          const int v = static_cast<int>(((byte_of(q, i) >> shift) & 0xF) + (((byte_of(h, i) >> j) & 1) << 4));
-          w[i] = d1 * static_cast<float>(v) - m1;
-        }
+        lo |= ((h.x >> j) & 0x01010101u) << 4;
+        hi |= ((h.y >> j) & 0x01010101u) << 4;
       }
+      float v[8];
+      bytes_minus(lo, hi, 0.0f, v);
+LFM_UNROLL
+      for (int i = 0; i < 8; ++i) w[i] = d1 * v[i] - m1;
     } else if constexpr (T == DType::Q6_K) {
       // Half h (128 elements), quarter u (32), element k: low nibble u / 2 of ql[64h + 32 (u % 2) + k],
       // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16] (the 16 int8 sub-scales, one
@@ -173,11 +205,11 @@ LFM_UNROLL
       const int si = 8 * h + 2 * u + k / 16;  // sub-scale: byte si % 4 of word si / 4
       const float s = static_cast<float>(static_cast<int8_t>((word_of(sv, si >> 2) >> (8 * (si & 3))) & 0xFFu));
       const int lshift = (u >> 1) * 4, hshift = 2 * u;
+      float v[8];  // 6-bit values (low nibble | two high bits << 4) − 32
+      bytes_minus(((ql.x >> lshift) & 0x0F0F0F0Fu) | (((qh.x >> hshift) & 0x03030303u) << 4),
+                  ((ql.y >> lshift) & 0x0F0F0F0Fu) | (((qh.y >> hshift) & 0x03030303u) << 4), 32.0f, v);
 LFM_UNROLL
-      for (int i = 0; i < 8; ++i) {
-        const int q = static_cast<int>(((byte_of(ql, i) >> lshift) & 0xF) | (((byte_of(qh, i) >> hshift) & 3) << 4)) - 32;
-        w[i] = d * s * static_cast<float>(q);
-      }
+      for (int i = 0; i < 8; ++i) w[i] = d * s * v[i];
     }
   }
 }
