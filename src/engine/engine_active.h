@@ -18,6 +18,10 @@
 
 namespace lfm {
 
+inline double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 // An exception's message (engine_failures.cpp), whatever its type.
 std::string exception_text(const std::exception_ptr& e);
 
