@@ -49,14 +49,18 @@ __device__ __forceinline__ void split_tf32(F& big, F& small) {
   }
 }
 
-// acc += a [16 × 8] · b [8 × 16], both row-major in shared memory. kExactB: b's values are exact
-// in tf32 (F16/BF16 state), so its small part is zero and that product is skipped.
+// a [16 × 8] (row-major in shared memory) as its tf32 big and small parts.
+__device__ __forceinline__ void load_a(FragA& big, FragA& small, const float* a, unsigned lda) {
+  wmma::load_matrix_sync(big, a, lda);
+  split_tf32(big, small);
+}
+
+// acc += a · b [8 × 16] (row-major in shared memory), a given as its parts: big·small (skipped
+// when kExactB: b's values are exact in tf32, F16/BF16 state), small·big, big·big, in that order.
 template <bool kExactB>
-__device__ __forceinline__ void mma_f32(FragC& acc, const float* a, unsigned lda, const float* b, unsigned ldb) {
-  FragA a_big, a_small;
+__device__ __forceinline__ void mma_f32(FragC& acc, const FragA& a_big, const FragA& a_small, const float* b,
+                                        unsigned ldb) {
   FragB b_big, b_small;
-  wmma::load_matrix_sync(a_big, a, lda);
-  split_tf32(a_big, a_small);
   wmma::load_matrix_sync(b_big, b, ldb);
   if constexpr (kExactB) {
 #pragma unroll
@@ -119,16 +123,21 @@ __global__ void __launch_bounds__(kThreads)
     const bool sees = active && c0 < n_keys && c0 + kKeys > lo;
     if (__ballot_sync(0xffffffffu, sees) == 0) continue;  // none of the warp's vectors has keys here
 
-    // S = Q·Kᵀ: [16 vectors][64 keys] into the warp's buffer.
+    // S = Q·Kᵀ: [16 vectors][64 keys] into the warp's buffer; each query tile loaded and split
+    // once for the chunk's four key tiles.
+    FragC sc[kKeys / 16];
 #pragma unroll
-    for (int nt = 0; nt < kKeys / 16; ++nt) {
-      FragC s;
-      wmma::fill_fragment(s, 0.0f);
+    for (int nt = 0; nt < kKeys / 16; ++nt) wmma::fill_fragment(sc[nt], 0.0f);
 #pragma unroll
-      for (int kk = 0; kk < DT * 2; ++kk)
-        mma_f32<kExactKV>(s, qs + warp * kVecs * HDP + kk * 8, HDP, ks + kk * 8 * kKeys + nt * 16, kKeys);
-      wmma::store_matrix_sync(wbuf + nt * 16, s, LDW, wmma::mem_row_major);
+    for (int kk = 0; kk < DT * 2; ++kk) {
+      FragA a_big, a_small;
+      load_a(a_big, a_small, qs + warp * kVecs * HDP + kk * 8, HDP);
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 16; ++nt)
+        mma_f32<kExactKV>(sc[nt], a_big, a_small, ks + kk * 8 * kKeys + nt * 16, kKeys);
     }
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 16; ++nt) wmma::store_matrix_sync(wbuf + nt * 16, sc[nt], LDW, wmma::mem_row_major);
     __syncwarp();
 
     // Online softmax over the vector's live keys in the chunk; P replaces S (0 where masked).
@@ -161,15 +170,18 @@ __global__ void __launch_bounds__(kThreads)
     m = m_new;
     __syncwarp();
 
-    // P·V: [16 vectors][HDP dims], kept in fragments until every P tile is read, then stored
-    // over P and added to the lanes' rescaled outputs.
+    // P·V: [16 vectors][HDP dims], each P tile loaded and split once for every dim tile; kept in
+    // fragments until every P tile is read, then stored over P and added to the lanes' rescaled
+    // outputs.
     FragC pv[DT];
 #pragma unroll
-    for (int nt = 0; nt < DT; ++nt) {
-      wmma::fill_fragment(pv[nt], 0.0f);
+    for (int nt = 0; nt < DT; ++nt) wmma::fill_fragment(pv[nt], 0.0f);
 #pragma unroll
-      for (int kk = 0; kk < kKeys / 8; ++kk)
-        mma_f32<kExactKV>(pv[nt], wbuf + kk * 8, LDW, vs + kk * 8 * HDP + nt * 16, HDP);
+    for (int kk = 0; kk < kKeys / 8; ++kk) {
+      FragA a_big, a_small;
+      load_a(a_big, a_small, wbuf + kk * 8, LDW);
+#pragma unroll
+      for (int nt = 0; nt < DT; ++nt) mma_f32<kExactKV>(pv[nt], a_big, a_small, vs + kk * 8 * HDP + nt * 16, HDP);
     }
     __syncwarp();
 #pragma unroll
