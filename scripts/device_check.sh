@@ -121,6 +121,11 @@ bench() {  # name, limit, then lfm bench arguments
   run "$limit" sh -c "$LFM bench --device cuda --json $* > $out/bench_$name.json" || echo "bench $name failed" >> "$log"
 }
 bench bf16 150 -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2
+if [ ! -s $out/bench_bf16.json ]; then  # the tensor-core prefill attention is new: the figures without it
+  say "the bf16 bench failed: again with LFM_CUDA_ATTN=plain"
+  run 150 sh -c "LFM_CUDA_ATTN=plain $LFM bench --device cuda --json -m $models/bf16 -p 512,2048 -n 128 -b 1,64 -d 0,512 -r 2 > $out/bench_bf16_plain_attn.json" ||
+    echo "bench bf16 (plain attention) failed" >> "$log"
+fi
 say "prefill attention A/B: the CUDA-core kernel (LFM_CUDA_ATTN=plain) against the tensor-core one, alternated"
 for round in 1 2; do
   for attn in plain tc; do
