@@ -65,12 +65,18 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// ldtilecfg of the whole 64-byte configuration. GCC 12's _tile_loadconfig names only the first
+// 8 bytes as the instruction's memory operand, so the compiler may drop stores to the rest of the
+// object as dead: a configuration built differently from configure_tiles' lost its colsb that
+// way (#GP on ldtilecfg).
+inline void load_tile_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" ::"m"(c)); }
+
 // rows: tokens per tile when the whole batch is smaller than 16 (a decode step then loads only
 // its own activation rows; only the one-token-tile variant runs, whose B tiles are 5 and 6).
 void configure_tiles(int rows) {
   TileConfig c;
   for (int i = 0; i < 8; ++i) c.colsb[i] = 64, c.rows[i] = static_cast<uint8_t>(i >= 5 ? 16 : rows);
-  _tile_loadconfig(&c);
+  load_tile_config(c);
 }
 
 constexpr int64_t kPrefetchBlocks = 2;  // 2 KiB ahead: 1.2B BF16 tg 11.1 (16), 11.6 (8), 13.3 (2) tok/s
