@@ -278,7 +278,7 @@ TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
       TensorView host = m.view;  // the reference reads the stored bytes
       host.packed = nullptr;
       host.packed_layout = PackedLayout::kNone;
-      for (int64_t n : {1, 3, 9, 70}) {
+      for (int64_t n : {1, 3, 9, 20, 70}) {
         const auto x = randn(n * cols, 12 + n);
         auto dx = up(x);
         DeviceBuffer dy = gpu_->allocate(n * rows * 4);
@@ -289,14 +289,18 @@ TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
         const double tol = n >= 64 ? 2e-2 : 1e-5;
         EXPECT_LE(rel_err(down<float>(dy, want.size()), want), tol) << dtype_name(type) << " cols " << cols << " n=" << n;
       }
-      // Decode rows: a token's outputs are the same bits alone and among 7.
-      const auto x = randn(7 * cols + 1, 99);
+      // Decode rows: a token's outputs are the same bits alone, among 7 (8 tokens a pass) and
+      // among 13 (16 a pass: a speculative verification).
+      const auto x = randn(13 * cols + 1, 99);
       auto dx = up(x);
-      DeviceBuffer d7 = gpu_->allocate(7 * rows * 4), d1 = gpu_->allocate(rows * 4);
+      DeviceBuffer d7 = gpu_->allocate(13 * rows * 4), d1 = gpu_->allocate(rows * 4);
       gpu_->matmul(dx.as<float>(), 7, m.view, d7.as<float>());
       gpu_->matmul(dx.as<float>() + 4 * cols, 1, m.view, d1.as<float>());
       const auto all = down<float>(d7, 7 * rows), one = down<float>(d1, rows);
       EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + 4 * rows)) << dtype_name(type) << " cols " << cols;
+      gpu_->matmul(dx.as<float>(), 13, m.view, d7.as<float>());
+      const auto thirteen = down<float>(d7, 13 * rows);
+      EXPECT_TRUE(std::equal(all.begin(), all.end(), thirteen.begin())) << dtype_name(type) << " cols " << cols << " 13 tokens";
       // Input one float off 16-byte alignment: the scalar kernel.
       std::vector<float> want(2 * rows);
       ref_->matmul(x.data() + 1, 2, host, want.data());

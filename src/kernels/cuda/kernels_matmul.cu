@@ -223,7 +223,7 @@ unsigned grid_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 
 
 namespace {
 
-// Rows a vector-kernel block takes: fewer when its registers hold more (8 tokens, two matrices).
+// Rows a vector-kernel block takes: fewer when its registers hold more (8 or 16 tokens, two matrices).
 constexpr int vec_rows(bool one_token, bool gated) { return one_token ? (gated ? 2 : 4) : (gated ? 1 : 2); }
 
 template <DType T, int NT, bool GATED>
@@ -234,11 +234,14 @@ void launch_vec(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, 
   LFM_LAUNCH(grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x, n, y, groups);
 }
 
-// Launches the kernel for `type`: the vector one (one or 8 tokens at a time, gated or not) or
-// the scalar one, over `rows` rows (the most of any group's) and grid_y groups.
+// Launches the kernel for `type`: the vector one (one, 8 or 16 tokens at a time, gated or not)
+// or the scalar one, over `rows` rows (the most of any group's) and grid_y groups. n: the tokens
+// (0 when each group reads its own count on the device: 8 at a time then). Each weight is decoded
+// once per pass of tokens, so a speculative verification of 9-16 tokens takes one pass, not two.
 template <DType T>
 void launch_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y, bool vec,
                   bool one_token, const Groups& groups, unsigned grid_y, cudaStream_t s) {
+  const bool sixteen = !one_token && n > kTokenGroup;
   const size_t row_bytes = device_row_bytes(T, cols);
   if (!vec) {
     LFM_CHECK(!groups.gated, "cuda: the gated matmul needs what the vector kernel reads");
@@ -246,9 +249,11 @@ void launch_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, 
     LFM_LAUNCH(grid, block, 0, s, matmul_scalar_kernel<T>)(w, row_bytes, rows, cols, x, n, y, groups);
   } else if (groups.gated) {
     if (one_token) launch_vec<T, 1, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else if (sixteen) launch_vec<T, 2 * kTokenGroup, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
     else launch_vec<T, kTokenGroup, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
   } else {
     if (one_token) launch_vec<T, 1, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else if (sixteen) launch_vec<T, 2 * kTokenGroup, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
     else launch_vec<T, kTokenGroup, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
   }
 }
