@@ -159,11 +159,13 @@ say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batc
 run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
 run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
 
-say "where a step's time goes (LFM_CUDA_PROFILE=1: each op timed with waits before and after)"
+say "where a step's time goes (LFM_CUDA_PROFILE=1: GPU time per op between CUDA events, no waits; =sync: wall time with waits)"
 for args in "-p 0 -n 64" "-p 2048 -n 0" "-p 0 -n 16 -b 64"; do
   echo "-- lfm bench $args" >> "$log"
   run 60 env LFM_CUDA_PROFILE=1 $LFM bench --device cuda -m $models/bf16 $args -r 1
 done
+echo "-- lfm bench -p 0 -n 64, LFM_CUDA_PROFILE=sync" >> "$log"
+run 60 env LFM_CUDA_PROFILE=sync $LFM bench --device cuda -m $models/bf16 -p 0 -n 64 -r 1
 
 if [ -n "${ONLY_BF16:-}" ]; then say "ONLY_BF16: the other stages skipped"; fi
 [ -n "${ONLY_BF16:-}" ] || {

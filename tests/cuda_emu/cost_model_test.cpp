@@ -282,6 +282,42 @@ TEST_F(CostModel, DecodeStepIsOneGraphReplayWithOneRoundTrip) {
   }
 }
 
+// LFM_CUDA_PROFILE=1 times each op between CUDA events: a profiled decode step launches the same
+// kernels and waits for the device as often as an unprofiled one (once, at its end), and the
+// table at the backend's close has a row for the step's ops. LFM_CUDA_PROFILE=sync waits around
+// every op (what the table's wall times need), so the same step syncs many times.
+TEST_F(CostModel, EventProfileAddsNoHostWaits) {
+  const test::TempDir dir("lfm_costmodel");
+  const std::string path = random_model(dir, "tiny", "");
+  DecodeTrace plain, events, waits;
+  std::string table, sync_table;
+  {
+    ScopedEnv graphs("LFM_CUDA_GRAPHS", "0");
+    plain = trace_decode(path, 1, 1);
+    {
+      ScopedEnv profile("LFM_CUDA_PROFILE", "1");
+      testing::internal::CaptureStderr();
+      events = trace_decode(path, 1, 1);
+      table = testing::internal::GetCapturedStderr();
+    }
+    {
+      ScopedEnv profile("LFM_CUDA_PROFILE", "sync");
+      testing::internal::CaptureStderr();
+      waits = trace_decode(path, 1, 1);
+      sync_table = testing::internal::GetCapturedStderr();
+    }
+  }
+  const trace::Step &p = plain.steps[0], &e = events.steps[0], &w = waits.steps[0];
+  EXPECT_EQ(e.launches.size(), p.launches.size());
+  EXPECT_EQ(e.syncs, p.syncs) << "events: syncs after " << syncs_text(e) << "; plain: " << syncs_text(p);
+  EXPECT_EQ(round_trips_inside(e), 0) << syncs_text(e);
+  EXPECT_GT(w.syncs, p.syncs + 20) << "sync mode waits around every op";
+  EXPECT_NE(table.find("GPU time between events"), std::string::npos) << table;
+  EXPECT_NE(table.find("matmul BF16"), std::string::npos) << table;
+  EXPECT_NE(table.find("attention"), std::string::npos) << table;
+  EXPECT_NE(sync_table.find("wall time"), std::string::npos) << sync_table;
+}
+
 // The decode steps of the three cut-down 1.2B models (traced with op names).
 struct OnePointTwoB {
   trace::Step steps[3];  // "cA", "cAc", "cAA"

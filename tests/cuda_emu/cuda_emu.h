@@ -120,6 +120,16 @@ inline long min(long a, long b) { return a < b ? a : b; }
 #undef cublasSetMathMode
 #undef cublasGemmEx
 
+#undef cudaEventCreate
+#undef cudaEventDestroy
+#undef cudaEventRecord
+#undef cudaEventSynchronize
+#undef cudaEventElapsedTime
+#define cudaEventCreate lfm_emu_cudaEventCreate
+#define cudaEventDestroy lfm_emu_cudaEventDestroy
+#define cudaEventRecord lfm_emu_cudaEventRecord
+#define cudaEventSynchronize lfm_emu_cudaEventSynchronize
+#define cudaEventElapsedTime lfm_emu_cudaEventElapsedTime
 #define cudaGetLastError lfm_emu_cudaGetLastError
 #define cudaGetErrorString lfm_emu_cudaGetErrorString
 #define cudaGetDeviceCount lfm_emu_cudaGetDeviceCount
@@ -151,6 +161,12 @@ inline long min(long a, long b) { return a < b ? a : b; }
 #define cublasSgemm lfm_emu_cublasSgemm
 #define cublasGemmEx lfm_emu_cublasGemmEx
 
+// Events: a stream's work runs when it is submitted, so an event records the time it is recorded.
+cudaError_t lfm_emu_cudaEventCreate(cudaEvent_t* e);
+cudaError_t lfm_emu_cudaEventDestroy(cudaEvent_t e);
+cudaError_t lfm_emu_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t lfm_emu_cudaEventSynchronize(cudaEvent_t e);
+cudaError_t lfm_emu_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t lfm_emu_cudaGetLastError();
 const char* lfm_emu_cudaGetErrorString(cudaError_t err);
 cudaError_t lfm_emu_cudaGetDeviceCount(int* n);

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -354,6 +355,49 @@ cudaError_t lfm_emu_cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
 
 cudaError_t lfm_emu_cudaStreamDestroy(cudaStream_t s) {
   delete reinterpret_cast<lfm_emu::Stream*>(s);
+  return cudaSuccess;
+}
+
+namespace lfm_emu {
+struct Event {
+  std::chrono::steady_clock::time_point at;
+  bool recorded = false;
+};
+}  // namespace lfm_emu
+
+cudaError_t lfm_emu_cudaEventCreate(cudaEvent_t* e) {
+  *e = reinterpret_cast<cudaEvent_t>(new lfm_emu::Event);
+  return cudaSuccess;
+}
+
+cudaError_t lfm_emu_cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<lfm_emu::Event*>(e);
+  return cudaSuccess;
+}
+
+cudaError_t lfm_emu_cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (!e) return lfm_emu::fail_with(cudaErrorInvalidResourceHandle, "cudaEventRecord of a null event");
+  if (lfm_emu::stream_of(s).capturing)
+    return lfm_emu::fail_with(cudaErrorStreamCaptureUnsupported, "cudaEventRecord on a capturing stream");
+  auto* ev = reinterpret_cast<lfm_emu::Event*>(e);
+  ev->at = std::chrono::steady_clock::now();
+  ev->recorded = true;
+  return lfm_emu::g_fault;
+}
+
+cudaError_t lfm_emu_cudaEventSynchronize(cudaEvent_t e) {
+  if (!e || !reinterpret_cast<lfm_emu::Event*>(e)->recorded)
+    return lfm_emu::fail_with(cudaErrorInvalidResourceHandle, "cudaEventSynchronize of an event never recorded");
+  return lfm_emu::g_fault;  // its work ran when it was submitted
+}
+
+cudaError_t lfm_emu_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  const auto* a = reinterpret_cast<const lfm_emu::Event*>(start);
+  const auto* b = reinterpret_cast<const lfm_emu::Event*>(end);
+  if (!a || !b || !a->recorded || !b->recorded)
+    return lfm_emu::fail_with(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime of an event never recorded");
+  *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
   return cudaSuccess;
 }
 
