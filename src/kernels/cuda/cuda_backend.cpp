@@ -184,7 +184,7 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
   std::vector<cuda::DevRun> dev_runs;
   std::vector<int32_t> blocks;
   std::vector<cuda::DevCheckpoint> ckpts;
-  std::vector<cuda::DevTile> tiles;
+  std::vector<cuda::DevTile> tiles, wide;
   int64_t rows = 0;
   for (const SeqRun& r : runs) rows = std::max(rows, r.row0 + r.n_rows);
   std::vector<int32_t> row_run(static_cast<size_t>(rows), -1);
@@ -200,21 +200,25 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
     for (int64_t t = 0; t < r.n_rows; t += cuda::kAttnTileRows)
       tiles.push_back({r.row0 + t, static_cast<int32_t>(std::min<int64_t>(cuda::kAttnTileRows, r.n_rows - t)),
                        static_cast<int32_t>(i)});
+    for (int64_t t = 0; t < r.n_rows; t += cuda::kAttnWideTileRows)
+      wide.push_back({r.row0 + t, static_cast<int32_t>(std::min<int64_t>(cuda::kAttnWideTileRows, r.n_rows - t)),
+                      static_cast<int32_t>(i)});
   }
-  // One upload: runs | checkpoints | blocks | row → run | tiles, each region's room rounded up
+  // One upload: runs | checkpoints | blocks | row → run | tiles | wide tiles, each region's room rounded up
   // to a power of two, so that the regions (and the pointers the kernels get) stay where they
   // are while a batch decodes, whose block tables grow.
   auto align = [](size_t n) { return std::max<size_t>(256, std::bit_ceil(n)); };
   const size_t runs_b = align(dev_runs.size() * sizeof(cuda::DevRun)), ckpt_b = align(ckpts.size() * sizeof(cuda::DevCheckpoint));
   const size_t blocks_b = align(blocks.size() * sizeof(int32_t)), rows_b = align(row_run.size() * sizeof(int32_t));
-  const size_t tiles_b = align(tiles.size() * sizeof(cuda::DevTile));
-  staging_.assign(runs_b + ckpt_b + blocks_b + rows_b + tiles_b, 0);
+  const size_t tiles_b = align(tiles.size() * sizeof(cuda::DevTile)), wide_b = align(wide.size() * sizeof(cuda::DevTile));
+  staging_.assign(runs_b + ckpt_b + blocks_b + rows_b + tiles_b + wide_b, 0);
   uint8_t* h = staging_.data();
   std::memcpy(h, dev_runs.data(), dev_runs.size() * sizeof(cuda::DevRun));
   std::memcpy(h + runs_b, ckpts.data(), ckpts.size() * sizeof(cuda::DevCheckpoint));
   std::memcpy(h + runs_b + ckpt_b, blocks.data(), blocks.size() * sizeof(int32_t));
   std::memcpy(h + runs_b + ckpt_b + blocks_b, row_run.data(), row_run.size() * sizeof(int32_t));
   std::memcpy(h + runs_b + ckpt_b + blocks_b + rows_b, tiles.data(), tiles.size() * sizeof(cuda::DevTile));
+  std::memcpy(h + runs_b + ckpt_b + blocks_b + rows_b + tiles_b, wide.data(), wide.size() * sizeof(cuda::DevTile));
   ensure_capacity(*this, step_buf_, staging_.size());
   upload(step_buf_.data(), staging_.data(), staging_.size());
   auto* d = step_buf_.as<uint8_t>();
@@ -223,8 +227,10 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
   step_.blocks = reinterpret_cast<const int32_t*>(d + runs_b + ckpt_b);
   step_.row_run = reinterpret_cast<const int32_t*>(d + runs_b + ckpt_b + blocks_b);
   step_.tiles = reinterpret_cast<const cuda::DevTile*>(d + runs_b + ckpt_b + blocks_b + rows_b);
+  step_.wide_tiles = reinterpret_cast<const cuda::DevTile*>(d + runs_b + ckpt_b + blocks_b + rows_b + tiles_b);
   step_.n_runs = static_cast<int32_t>(dev_runs.size());
   step_.n_tiles = static_cast<int32_t>(tiles.size());
+  step_.n_wide_tiles = static_cast<int32_t>(wide.size());
   step_.n_rows = rows;
   step_runs_ = runs.data();
   step_n_runs_ = runs.size();

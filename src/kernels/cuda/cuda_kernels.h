@@ -25,8 +25,10 @@ struct DevCheckpoint {
   int32_t snapshot;
 };
 // Up to kAttnTileRows consecutive rows of one run: the rows whose queries share the K/V tiles
-// that one attention block loads.
-constexpr int kAttnTileRows = 8;
+// that one attention block loads. The tensor-core kernel's blocks take wide tiles of up to
+// kAttnWideTileRows rows where the group of query heads per KV head is small enough (its 64
+// query vectors a block).
+constexpr int kAttnTileRows = 8, kAttnWideTileRows = 16;
 struct DevTile {
   int64_t row0;
   int32_t n_rows, run;
@@ -37,7 +39,8 @@ struct DevStep {
   const DevCheckpoint* ckpts = nullptr;
   const int32_t* row_run = nullptr;  // [rows]: the run a packed row belongs to
   const DevTile* tiles = nullptr;
-  int32_t n_runs = 0, n_tiles = 0;
+  const DevTile* wide_tiles = nullptr;
+  int32_t n_runs = 0, n_tiles = 0, n_wide_tiles = 0;
   int64_t n_rows = 0;
 };
 

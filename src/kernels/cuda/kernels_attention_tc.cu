@@ -1,10 +1,11 @@
 // Causal paged attention on the tensor cores, for prefill steps (kernels_attention.cu chooses;
-// decode rows keep the CUDA-core kernel there). The same blocks (one tile of up to kAttnTileRows
-// rows × one KV head × one split of kAttnSplitKeys keys), the same chunks of kAttnChunk keys
+// decode rows keep the CUDA-core kernel there). The same kind of blocks (one tile of rows × one
+// KV head × one split of kAttnSplitKeys keys), the same chunks of kAttnChunk keys
 // staged in shared memory, the same online softmax per query vector and the same partials for
 // rows of several splits, merged by the same kernel: only the two products change.
 //
-// A warp takes 16 of the tile's query vectors (row, head of the group) — the mma's M — and per
+// Tiles of 16 rows where 16 rows × the group fit the block's 64 query vectors (else the 8-row
+// tiles). A warp takes 16 of the tile's query vectors (row, head of the group) — the mma's M — and per
 // chunk computes S = Q·Kᵀ [16 × 64 keys] and then P·V [16 × head dims] with wmma's tf32 m16n16k8.
 // float32 accuracy from tf32 products: each float operand x is split into big = tf32(x) and
 // small = tf32(x − big), and a·b runs as big·big + big·small + small·big (small·small, below
@@ -77,7 +78,8 @@ __device__ __forceinline__ void mma_f32(FragC& acc, const FragA& a_big, const Fr
 template <int DT, bool kExactKV>
 __global__ void __launch_bounds__(kThreads)
     attention_tc_kernel(const float* __restrict__ q, DevKv kv, DevStep step, int n_heads, float scale,
-                        float* __restrict__ out, float* __restrict__ partial, int max_splits, int64_t window) {
+                        float* __restrict__ out, float* __restrict__ partial, int max_splits, int64_t window,
+                        bool wide) {
   constexpr int HDP = 16 * DT, LDW = HDP > kKeys ? HDP : kKeys;  // LDW: a warp buffer's row
   constexpr int kHalf = HDP / 2;                                  // output dims a lane keeps
   const int HD = static_cast<int>(kv.head_dim);
@@ -88,7 +90,7 @@ __global__ void __launch_bounds__(kThreads)
   float* vs = ks + HDP * kKeys;       // [kKeys][HDP]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* wbuf = vs + kKeys * HDP + warp * kVecs * LDW;  // this warp's [16][LDW]: S, P, then P·V
-  const AttnBlock b = attn_block(kv, step, n_heads, window);
+  const AttnBlock b = attn_block(kv, step, n_heads, window, wide);
   if (b.empty) return;
   const DevTile& tile = b.tile;
   const DevRun& r = b.run;
@@ -222,9 +224,12 @@ void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, f
     LFM_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<DT, kExactKV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
   raised = true;
-  const dim3 grid(static_cast<unsigned>(step.n_tiles), static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits));
+  // Wide tiles (16 rows) where their query vectors fit the block's 64: every warp has 16.
+  const bool wide = kAttnWideTileRows * (n_heads / static_cast<int>(kv.kv_heads)) <= kBlockVecs;
+  const dim3 grid(static_cast<unsigned>(wide ? step.n_wide_tiles : step.n_tiles), static_cast<unsigned>(kv.kv_heads),
+                  static_cast<unsigned>(splits));
   LFM_LAUNCH(grid, kThreads, smem, s, attention_tc_kernel<DT, kExactKV>)(q, kv, step, n_heads, scale, out, partial,
-                                                                        splits, window);
+                                                                        splits, window, wide);
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
