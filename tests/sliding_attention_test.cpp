@@ -169,16 +169,16 @@ TEST_P(SlidingAttentionTest, PagedAttentionMatchesPlainLoops) {
 }
 
 // Whole causal attention (no window) in long prefill steps, which the CUDA backend runs on the
-// tensor cores (its kernel for 64+ rows, tiles 4+ rows full): query heads per KV head 1 to 8 (a
-// block's 64 query vectors full), head sizes that fill the mma's tiles (64, 128) and one that is
-// padded (40), every state type (F32 keys in three tf32 terms, F16/BF16 in two), contexts of
-// two 256-key splits, then decode steps (the CUDA-core kernel) on the same cache.
+// tensor cores (its kernel for 64+ rows, tiles 4+ rows full): query heads per KV head 1, 3, 4
+// and 8 (a block takes 64 / G rows: 64, 21, 16, 8), head sizes that fill the mma's tiles (64,
+// 128) and one that is padded (40), every state type (F32 keys in three tf32 terms, F16/BF16 in
+// two), contexts of two 256-key splits, then decode steps (the CUDA-core kernel) on the same cache.
 TEST_P(SlidingAttentionTest, LongCausalPrefillsMatchPlainLoops) {
   struct Case {
     int64_t H, G, hd, block_tokens;
     std::vector<int64_t> lens;
   };
-  const Case cases[] = {{16, 4, 64, 16, {300, 400}}, {8, 1, 128, 8, {270}}, {6, 6, 40, 5, {100}}};
+  const Case cases[] = {{16, 4, 64, 16, {300, 400}}, {8, 1, 128, 8, {270}}, {6, 6, 40, 5, {100}}, {6, 2, 64, 16, {100}}};
   // {290, 1, 100}: the first case's third step holds the first sequence's last 9 rows (a tile of
   // 8 and a tile of one row with 300 keys) beside the other's 100-row chunk.
   const std::vector<std::vector<int64_t>> schedules = {{1000}, {96}, {250, 1}, {290, 1, 100}};

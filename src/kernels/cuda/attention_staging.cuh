@@ -17,8 +17,9 @@ __host__ __device__ __forceinline__ int64_t first_key(int64_t end, int64_t windo
   return window > 0 && end > window ? end - window : 0;
 }
 
-// What a block of either kernel covers: tile blockIdx.x (of step.wide_tiles when `wide`), KV head blockIdx.y (its G query heads),
-// split blockIdx.z (keys key0 .. key0 + kAttnSplitKeys), and the keys of that split it reads.
+// What a block of either kernel covers: `tile` (its rows of one run), KV head blockIdx.y (its G
+// query heads), split blockIdx.z (keys key0 .. key0 + kAttnSplitKeys), and the keys of that split
+// it reads.
 struct AttnBlock {
   DevTile tile;
   DevRun run;
@@ -29,10 +30,10 @@ struct AttnBlock {
   int64_t key_end;     // the split's keys end here for this tile (its last row's keys, at most)
   bool empty;          // no row of the tile has a key in this split
 };
-__device__ __forceinline__ AttnBlock attn_block(const DevKv& kv, const DevStep& step, int n_heads, int64_t window,
-                                                bool wide = false) {
+__device__ __forceinline__ AttnBlock attn_block(const DevKv& kv, const DevStep& step, const DevTile& tile, int n_heads,
+                                                int64_t window) {
   AttnBlock b;
-  b.tile = wide ? step.wide_tiles[blockIdx.x] : step.tiles[blockIdx.x];
+  b.tile = tile;
   b.run = step.runs[b.tile.run];
   b.g = static_cast<int>(blockIdx.y);
   b.G = n_heads / static_cast<int>(kv.kv_heads);

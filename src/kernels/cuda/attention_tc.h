@@ -10,8 +10,7 @@
 
 namespace lfm::cuda {
 
-// Whether the tensor-core kernel takes this shape: head_dim ≤ 128, a tile's query vectors
-// (kAttnTileRows · query heads per KV head) within one block's 64.
+// Whether the tensor-core kernel takes this shape: head_dim ≤ 128, at most 64 query heads per KV head.
 bool attention_tc_fits(const DevKv& kv, int64_t n_heads);
 // The split pass: every tile × KV head × split of kAttnSplitKeys keys, writing `out` for rows of
 // one split and (max, sum, acc) partials for the others, as the CUDA-core kernel does.

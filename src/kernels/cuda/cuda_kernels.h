@@ -25,10 +25,9 @@ struct DevCheckpoint {
   int32_t snapshot;
 };
 // Up to kAttnTileRows consecutive rows of one run: the rows whose queries share the K/V tiles
-// that one attention block loads. The tensor-core kernel's blocks take wide tiles of up to
-// kAttnWideTileRows rows where the group of query heads per KV head is small enough (its 64
-// query vectors a block).
-constexpr int kAttnTileRows = 8, kAttnWideTileRows = 16;
+// that one attention block loads. The tensor-core kernel cuts runs into wide tiles of up to
+// kAttnWideTileRows rows, a block taking 64 / G of them (G query heads per KV head: 64 query vectors).
+constexpr int kAttnTileRows = 8, kAttnWideTileRows = 64;
 struct DevTile {
   int64_t row0;
   int32_t n_rows, run;

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads)
   float* ks = smem;              // [HD][kChunk]
   float* vs = ks + HD * kChunk;  // [kChunk][HD]
   float* qs = vs + kChunk * HD;  // [tile rows · G][HD]
-  const AttnBlock b = attn_block(kv, step, n_heads, window);
+  const AttnBlock b = attn_block(kv, step, step.tiles[blockIdx.x], n_heads, window);
   if (b.empty) return;
   const DevTile& tile = b.tile;
   const DevRun& r = b.run;

@@ -4,9 +4,9 @@
 // staged in shared memory, the same online softmax per query vector and the same partials for
 // rows of several splits, merged by the same kernel: only the two products change.
 //
-// Tiles of 16 rows where 16 rows × the group fit the block's 64 query vectors (else the 8-row
-// tiles). A warp takes 16 of the tile's query vectors (row, head of the group) — the mma's M — and per
-// chunk computes S = Q·Kᵀ [16 × 64 keys] and then P·V [16 × head dims] with wmma's tf32 m16n16k8.
+// A block takes 64 / G rows of a wide tile (G query heads per KV head): 64 query vectors. A warp
+// takes 16 of them (row, head of the group) — the mma's M — and per chunk computes S = Q·Kᵀ
+// [16 × 64 keys] and then P·V [16 × head dims] with wmma's tf32 m16n16k8.
 // float32 accuracy from tf32 products: each float operand x is split into big = tf32(x) and
 // small = tf32(x − big), and a·b runs as big·big + big·small + small·big (small·small, below
 // 2⁻²² of the product, left out): the "3xTF32" of CUTLASS. F16/BF16 K and V are exact in tf32
@@ -34,7 +34,7 @@ using namespace nvcuda;
 
 constexpr int kThreads = 128, kWarps = kThreads / 32;
 constexpr int kVecs = 16;                   // query vectors per warp: the mma's M
-constexpr int kBlockVecs = kVecs * kWarps;  // ≥ kAttnTileRows · 8 query heads per KV head
+constexpr int kBlockVecs = kVecs * kWarps;
 constexpr int kKeys = kAttnChunk;
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
@@ -78,8 +78,7 @@ __device__ __forceinline__ void mma_f32(FragC& acc, const FragA& a_big, const Fr
 template <int DT, bool kExactKV>
 __global__ void __launch_bounds__(kThreads)
     attention_tc_kernel(const float* __restrict__ q, DevKv kv, DevStep step, int n_heads, float scale,
-                        float* __restrict__ out, float* __restrict__ partial, int max_splits, int64_t window,
-                        bool wide) {
+                        float* __restrict__ out, float* __restrict__ partial, int max_splits, int64_t window) {
   constexpr int HDP = 16 * DT, LDW = HDP > kKeys ? HDP : kKeys;  // LDW: a warp buffer's row
   constexpr int kHalf = HDP / 2;                                  // output dims a lane keeps
   const int HD = static_cast<int>(kv.head_dim);
@@ -90,7 +89,15 @@ __global__ void __launch_bounds__(kThreads)
   float* vs = ks + HDP * kKeys;       // [kKeys][HDP]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* wbuf = vs + kKeys * HDP + warp * kVecs * LDW;  // this warp's [16][LDW]: S, P, then P·V
-  const AttnBlock b = attn_block(kv, step, n_heads, window, wide);
+  // This block's rows: part `sub` of a wide tile, kBlockVecs / G rows (its 64 query vectors).
+  const int sub_rows = kBlockVecs / (n_heads / static_cast<int>(kv.kv_heads));
+  const int subs = (kAttnWideTileRows + sub_rows - 1) / sub_rows;
+  DevTile t = step.wide_tiles[blockIdx.x / subs];
+  const int sub = static_cast<int>(blockIdx.x % subs);
+  t.row0 += static_cast<int64_t>(sub) * sub_rows;
+  t.n_rows = min(sub_rows, t.n_rows - sub * sub_rows);
+  if (t.n_rows <= 0) return;  // the wide tile (a run's last) ends before this part
+  const AttnBlock b = attn_block(kv, step, t, n_heads, window);
   if (b.empty) return;
   const DevTile& tile = b.tile;
   const DevRun& r = b.run;
@@ -224,12 +231,14 @@ void launch(const float* q, const DevKv& kv, const DevStep& step, int n_heads, f
     LFM_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<DT, kExactKV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
   raised = true;
-  // Wide tiles (16 rows) where their query vectors fit the block's 64: every warp has 16.
-  const bool wide = kAttnWideTileRows * (n_heads / static_cast<int>(kv.kv_heads)) <= kBlockVecs;
-  const dim3 grid(static_cast<unsigned>(wide ? step.n_wide_tiles : step.n_tiles), static_cast<unsigned>(kv.kv_heads),
+  // Each wide tile in parts of kBlockVecs / G rows: every block has 64 query vectors (a run's last
+  // part fewer), every warp 16.
+  const int sub_rows = kBlockVecs / (n_heads / static_cast<int>(kv.kv_heads));
+  const int64_t subs = (kAttnWideTileRows + sub_rows - 1) / sub_rows;
+  const dim3 grid(static_cast<unsigned>(step.n_wide_tiles * subs), static_cast<unsigned>(kv.kv_heads),
                   static_cast<unsigned>(splits));
   LFM_LAUNCH(grid, kThreads, smem, s, attention_tc_kernel<DT, kExactKV>)(q, kv, step, n_heads, scale, out, partial,
-                                                                        splits, window, wide);
+                                                                        splits, window);
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -243,8 +252,7 @@ void launch_dt(const float* q, const DevKv& kv, const DevStep& step, int n_heads
 }  // namespace
 
 bool attention_tc_fits(const DevKv& kv, int64_t n_heads) {
-  return kv.head_dim >= 1 && kv.head_dim <= 128 && n_heads % kv.kv_heads == 0 &&
-         kAttnTileRows * (n_heads / kv.kv_heads) <= kBlockVecs;
+  return kv.head_dim >= 1 && kv.head_dim <= 128 && n_heads % kv.kv_heads == 0 && n_heads / kv.kv_heads <= kBlockVecs;
 }
 
 void attention_tc_splits(const float* q, const DevKv& kv, const DevStep& step, int n_heads, float scale, float* out,
