@@ -60,5 +60,32 @@ TEST(CudaDecoders, EveryUnitOfEveryTypeIsTheCpusValue) {
   }
 }
 
+// Every stored code of the 8- and 4-bit block types (the quantizer never writes int8 −128, a file
+// may), with scales of both signs: the decoders' integer-to-float step against the CPU's.
+TEST(CudaDecoders, EveryCodeOfQ8_0AndQ4_0IsTheCpusValue) {
+  for (const DType type : {DType::Q8_0, DType::Q4_0}) {
+    const int64_t cols = 256;  // Q8_0: 8 blocks of 32 codes, all 256 int8 values; Q4_0: every nibble in both halves
+    const size_t block_bytes = type == DType::Q8_0 ? 34 : 18;
+    std::vector<uint8_t> stored(static_cast<size_t>(cols / 32) * block_bytes);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      uint8_t* blk = stored.data() + b * block_bytes;
+      const uint16_t d = b % 2 ? 0xB400 : 0x3C00;  // f16 −0.25 and 1.0
+      std::memcpy(blk, &d, 2);
+      for (int i = 0; i < (type == DType::Q8_0 ? 32 : 16); ++i)
+        blk[2 + i] = type == DType::Q8_0 ? static_cast<uint8_t>(b * 32 + i)
+                                         : static_cast<uint8_t>((i & 15) | (((i + b) & 15) << 4));
+    }
+    std::vector<uint8_t> device(test::device_row_bytes_on_host(type, cols) + 16);
+    split_rows(type, stored.data(), 1, cols, device.data());
+    std::vector<float> want(cols);
+    dequantize_row(type, stored.data(), want.data(), cols);
+    for (int64_t e = 0; e < cols; e += 8) {
+      float got[8];
+      test::decode8_on_host(type, device.data(), cols, e, got);
+      for (int i = 0; i < 8; ++i) ASSERT_EQ(got[i], want[e + i]) << dtype_name(type) << " element " << e + i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lfm
