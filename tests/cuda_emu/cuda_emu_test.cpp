@@ -3,6 +3,7 @@
 // graphs that replay what they captured; and it refuses what a GPU refuses or would fault on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -81,6 +82,38 @@ TEST(CudaEmu, TheTraceCountsTheSectorsAKernelTouches) {
 TEST(CudaEmu, GraphsReplayWhatTheyCaptured) {
   EXPECT_EQ(graph_replays(3, 2.5f), 7.5f);
   EXPECT_TRUE(sync_in_capture_refused());
+}
+
+// The emulated tensor-core tiles: one tf32 product is the float sum, in k order, of the inputs'
+// tf32 parts (what emu_wmma.h promises), and the three-term split the tensor-core attention uses
+// is float32-accurate where one product is not.
+TEST(CudaEmu, WmmaTilesMultiplyTf32PartsAndThreeTermsAreFloatAccurate) {
+  std::mt19937 rng(71);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> a(128), b(128);
+  for (float& x : a) x = nd(rng);
+  for (float& x : b) x = nd(rng);
+  const auto got = wmma_products(a, b);
+  ASSERT_EQ(got.size(), 512u);
+  const auto tf32 = [](float x) {  // to nearest (ties away): the 19 bits a tensor core reads
+    return std::bit_cast<float>((std::bit_cast<uint32_t>(x) + 0x1000u) & 0xFFFFE000u);
+  };
+  double worst_one = 0, worst_three = 0;
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      float s = 0;
+      double exact = 0, mag = 0;
+      for (int k = 0; k < 8; ++k) {
+        s += tf32(a[m * 8 + k]) * tf32(b[k * 16 + n]);
+        exact += static_cast<double>(a[m * 8 + k]) * b[k * 16 + n];
+        mag += std::fabs(static_cast<double>(a[m * 8 + k]) * b[k * 16 + n]);
+      }
+      ASSERT_EQ(got[m * 16 + n], s) << m << "," << n;
+      worst_one = std::max(worst_one, std::fabs(got[m * 16 + n] - exact) / mag);
+      worst_three = std::max(worst_three, std::fabs(got[256 + m * 16 + n] - exact) / mag);
+    }
+  EXPECT_LT(worst_three, 1e-6) << "three terms";
+  EXPECT_GT(worst_one, 1e-5) << "one tf32 product is not float32-accurate: the split is what makes it so";
 }
 
 }  // namespace

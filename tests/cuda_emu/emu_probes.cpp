@@ -83,6 +83,44 @@ __global__ void fill_kernel(float* p, int n) {
 
 __global__ void add_kernel(float* p, float v) { *p += v; }
 
+// One warp: a [16 × 8] · b [8 × 16] through wmma's tf32 tiles, once with the inputs rounded to
+// tf32 (out[0 .. 256)) and once in three terms of their tf32 parts (out[256 .. 512)), as the
+// tensor-core attention multiplies.
+__global__ void wmma_kernel(const float* a, const float* b, float* out) {
+  alignas(32) __shared__ float sa[128], sb[128], so[256];
+  for (int i = static_cast<int>(threadIdx.x); i < 128; i += 32) sa[i] = a[i], sb[i] = b[i];
+  __syncwarp();
+  using namespace nvcuda;
+  wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> ab, as;
+  wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> bb, bs;
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> one, three;
+  wmma::load_matrix_sync(ab, sa, 8);
+  wmma::load_matrix_sync(bb, sb, 16);
+  for (int i = 0; i < ab.num_elements; ++i) {
+    const float x = ab.x[i];
+    ab.x[i] = wmma::__float_to_tf32(x);
+    as.x[i] = wmma::__float_to_tf32(x - ab.x[i]);
+  }
+  for (int i = 0; i < bb.num_elements; ++i) {
+    const float x = bb.x[i];
+    bb.x[i] = wmma::__float_to_tf32(x);
+    bs.x[i] = wmma::__float_to_tf32(x - bb.x[i]);
+  }
+  wmma::fill_fragment(one, 0.0f);
+  wmma::fill_fragment(three, 0.0f);
+  wmma::mma_sync(one, ab, bb, one);
+  wmma::mma_sync(three, ab, bs, three);
+  wmma::mma_sync(three, as, bb, three);
+  wmma::mma_sync(three, ab, bb, three);
+  wmma::store_matrix_sync(so, one, 16, wmma::mem_row_major);
+  __syncwarp();
+  for (int i = static_cast<int>(threadIdx.x); i < 256; i += 32) out[i] = so[i];
+  __syncwarp();
+  wmma::store_matrix_sync(so, three, 16, wmma::mem_row_major);
+  __syncwarp();
+  for (int i = static_cast<int>(threadIdx.x); i < 256; i += 32) out[256 + i] = so[i];
+}
+
 template <typename T>
 T* device(size_t n) {
   void* p = nullptr;
@@ -228,6 +266,20 @@ bool sync_in_capture_refused() {
   cudaStreamDestroy(s);
   error_and_reset();
   return refused;
+}
+
+std::vector<float> wmma_products(const std::vector<float>& a, const std::vector<float>& b) {
+  float* da = device<float>(128);
+  float* db = device<float>(128);
+  float* dout = device<float>(512);
+  cudaMemcpyAsync(da, a.data(), 128 * sizeof(float), cudaMemcpyHostToDevice, nullptr);
+  cudaMemcpyAsync(db, b.data(), 128 * sizeof(float), cudaMemcpyHostToDevice, nullptr);
+  LFM_LAUNCH(1, 32, 0, nullptr, wmma_kernel)(da, db, dout);
+  auto r = host(dout, 512);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dout);
+  return r;
 }
 
 }  // namespace lfm_emu_probe

@@ -38,4 +38,9 @@ bool sync_in_capture_refused();
 // distinct load bytes, store sectors, launches, traced}.
 std::vector<uint64_t> strided_read_trace(int threads, int stride);
 
+// a [16 × 8] · b [8 × 16] (row-major) through the emulated wmma tf32 tiles of one warp: the
+// product of the inputs rounded to tf32 (256 values), then the three-term product of their tf32
+// big and small parts (256 more).
+std::vector<float> wmma_products(const std::vector<float>& a, const std::vector<float>& b);
+
 }  // namespace lfm_emu_probe
