@@ -200,7 +200,8 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
     for (int64_t t = 0; t < r.n_rows; t += cuda::kAttnTileRows)
       tiles.push_back({r.row0 + t, static_cast<int32_t>(std::min<int64_t>(cuda::kAttnTileRows, r.n_rows - t)),
                        static_cast<int32_t>(i)});
-    for (int64_t t = 0; t < r.n_rows; t += cuda::kAttnWideTileRows)
+    // The tensor-core attention's tiles, for the steps that can take it (64+ rows: not decode).
+    for (int64_t t = 0; rows >= kGemmMinTokens && t < r.n_rows; t += cuda::kAttnWideTileRows)
       wide.push_back({r.row0 + t, static_cast<int32_t>(std::min<int64_t>(cuda::kAttnWideTileRows, r.n_rows - t)),
                       static_cast<int32_t>(i)});
   }

@@ -120,9 +120,10 @@ void CudaBackend::attention(const float* q, const KvPool& pool, std::span<const 
     ensure_capacity(*this, partial_buf_, sizeof(float) * static_cast<size_t>(step_.n_rows * n_heads * step_splits_ * (pool.head_dim + 2)));
     partial = partial_buf_.as<float>();
   }
-  // Prefill steps (as many rows as take cuBLAS's GEMMs, tiles four rows full on average) on the
-  // tensor cores; decode rows, one a tile, on the CUDA-core kernel made for them.
-  const bool tc = attention_tc_ && step_.n_rows >= kGemmMinTokens && step_.n_tiles * 4 <= step_.n_rows;
+  // Prefill steps (as many rows as take cuBLAS's GEMMs: begin_step made their wide tiles; tiles
+  // four rows full on average) on the tensor cores; decode rows, one a tile, on the CUDA-core
+  // kernel made for them.
+  const bool tc = attention_tc_ && step_.n_wide_tiles > 0 && step_.n_tiles * 4 <= step_.n_rows;
   enqueue("attention", [this](const float* q, const cuda::DevKv& kv, const cuda::DevStep& step, int64_t h, float scale,
                               float* out, int64_t max_keys, float* partial, int64_t window, bool tc) {
     cuda::attention(q, kv, step, h, scale, out, max_keys, partial, window, tc, stream_);
