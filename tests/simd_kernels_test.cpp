@@ -13,7 +13,9 @@
 #include "convert/quant.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/bf16_pairs.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/reference_backend.h"
@@ -246,8 +248,8 @@ TEST_P(SimdKernelsTest, DecodersAreBitExact) {
     if (packed && dt != DType::F16 && dt != DType::BF16) continue;
     const int64_t K = dtype_traits(dt).block_elems == 1 ? (packed ? 96 : 72) : 256, out = packed ? 21 : 5;
     Weight w = make_weight(dt, out, K, 31);
-    if (packed && dt == DType::F16) {  // the values a split could get wrong: subnormals, ±0, the extremes
-      const uint16_t special[] = {0x0001, 0x03FF, 0x0200, 0x8000, 0x0000, 0x7BFF, 0xFBFF, 0x0400, 0x3C01, 0x8007, 0x07FF};
+    if (packed && dt == DType::F16) {  // the values a split could get wrong: subnormals, ±0, the codes' extremes (|w| < 128)
+      const uint16_t special[] = {0x0001, 0x03FF, 0x0200, 0x8000, 0x0000, 0x57FF, 0xD7FF, 0x0400, 0x3C01, 0x8007, 0x07FF};
       for (size_t i = 0; i < std::size(special); ++i) std::memcpy(w.bytes.data() + 2 * (i * 37 % (out * K)), &special[i], 2);
     }
     if (packed) {
@@ -438,6 +440,64 @@ TEST(WeightPack, PairsLayoutPlacesEveryValue) {
     }
   const Weight f32 = make_weight(DType::F32, 4, 64, 1);
   EXPECT_THROW(pack_pairs16(f32.view), Error);
+}
+
+// An F16 value in the column-pair layout is a code (weight_pack.h) that the AMX kernel splits into
+// bf16 hi + lo with integer operations: for every one of the 65,536 f16 bit patterns, the code
+// exists exactly when |w| < 128 (finite), and its split is the float one: hi = w's float32 bits
+// cut to 16, lo = w − hi (exact, as bf16).
+TEST(WeightPack, F16CodesSplitEveryValueAsTheFloatSplitDoes) {
+  const bool simd = cpu_features().avx512f && cpu_features().avx512bw;
+  std::vector<uint16_t> codes, want_hi, want_lo;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float w = f16_to_f32(static_cast<uint16_t>(h));
+    const int32_t code = pairs16_f16_code(static_cast<uint16_t>(h));
+    ASSERT_EQ(code >= 0, std::isfinite(w) && std::fabs(w) < 128.0f) << "f16 bits " << h;
+    if (code < 0) continue;
+    uint32_t bits;
+    std::memcpy(&bits, &w, 4);
+    const uint32_t hi_bits = bits & 0xFFFF0000u;
+    float hi;
+    std::memcpy(&hi, &hi_bits, 4);
+    const float lo = w - hi;
+    uint32_t lo_bits;
+    std::memcpy(&lo_bits, &lo, 4);
+    ASSERT_EQ(lo_bits & 0xFFFFu, 0u) << "lo of f16 bits " << h << " is not a bf16 value";
+    codes.push_back(static_cast<uint16_t>(code));
+    want_hi.push_back(static_cast<uint16_t>(hi_bits >> 16));
+    want_lo.push_back(static_cast<uint16_t>(lo_bits >> 16));
+  }
+  ASSERT_EQ(codes.size(), 2u * 0x5800);  // every magnitude below 0x5800 (128.0), both signs
+  if (!simd) GTEST_SKIP() << "the split needs AVX-512 BW";
+  while (codes.size() % 32) codes.push_back(0), want_hi.push_back(0), want_lo.push_back(0);
+  std::vector<uint16_t> hi(codes.size()), lo(codes.size());
+  bf16_pairs::split_f16_codes(codes.data(), static_cast<int64_t>(codes.size()), hi.data(), lo.data());
+  for (size_t i = 0; i < codes.size(); ++i) {
+    ASSERT_EQ(hi[i], want_hi[i]) << "hi of code " << codes[i];
+    ASSERT_EQ(lo[i], want_lo[i]) << "lo of code " << codes[i];
+  }
+}
+
+// An F16 matrix holding a value without a code is packed in kChunks16 (its exact float kernels)
+// by the model's weight preparation, and the column-pair packer alone refuses it naming the value.
+TEST(WeightPack, F16MatrixBeyondTheCodesTakesTheChunkLayout) {
+  Weight w = make_weight(DType::F16, 16, 64, 7);
+  AlignedBuffer got(packed_size(PackedLayout::kPairs16, w.view));
+  EXPECT_EQ(pack_pairs16_or_chunks16_into(w.view, got.data()), PackedLayout::kPairs16);
+  AlignedBuffer want = pack_pairs16(w.view);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  const uint16_t big = 0x7BFF;  // 65504
+  std::memcpy(w.bytes.data() + 2 * 100, &big, 2);
+  EXPECT_EQ(pack_pairs16_or_chunks16_into(w.view, got.data()), PackedLayout::kChunks16);
+  want = pack_weight(PackedLayout::kChunks16, w.view);
+  ASSERT_EQ(want.size(), got.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  try {
+    pack_pairs16(w.view);
+    FAIL() << "packed 65504 into column pairs";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("65504"), std::string::npos) << e.what();
+  }
 }
 
 // The 16-row layout holds every stored byte where weight_pack.h says (Q8_0 biased by 128),

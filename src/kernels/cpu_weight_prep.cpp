@@ -44,7 +44,10 @@ std::unique_ptr<PreparedWeights> prepare_cpu_weights(WeightSet& set) {
   auto worker = [&] {
     for (size_t i; (i = next++) < todo.size();) {
       try {
-        pack_weight_into(layouts[i], *todo[i], arena + offsets[i]);
+        if (layouts[i] == PackedLayout::kPairs16)  // an F16 matrix beyond the codes: kChunks16, same size
+          layouts[i] = pack_pairs16_or_chunks16_into(*todo[i], arena + offsets[i]);
+        else
+          pack_weight_into(layouts[i], *todo[i], arena + offsets[i]);
         if (set.release_original && std::find(keep.begin(), keep.end(), todo[i]->data) == keep.end())
           set.release_original(*todo[i]);
       } catch (...) {

@@ -1,9 +1,11 @@
 #include "kernels/weight_pack.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/cpu/bf16_pairs.h"
@@ -192,15 +194,53 @@ size_t pairs16_bytes(const TensorView& w) {
   return static_cast<size_t>((w.shape[0] + kPackRows - 1) / kPackRows) * pairs16_panel_bytes(w.shape[1]);
 }
 
-void pack_pairs16_into(const TensorView& w, uint8_t* base) {
+// pairs16_f16_code of every f16 bit pattern (−1: none), built once: packing looks codes up.
+const int32_t* f16_code_table() {
+  static const std::vector<int32_t> table = [] {
+    std::vector<int32_t> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = pairs16_f16_code(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
+// Writes w in kPairs16; false (dst partly written) where an F16 value has no code.
+bool write_pairs16(const TensorView& w, uint8_t* base) {
   const int64_t M = w.shape[0], K = w.shape[1];
   const size_t panel_bytes = pairs16_panel_bytes(K);
   std::memset(base, 0, pairs16_bytes(w));
+  const bool f16 = w.dtype == DType::F16;
+  const int32_t* table = f16 ? f16_code_table() : nullptr;
+  std::vector<uint16_t> codes(f16 ? static_cast<size_t>(K) : 0);
   for (int64_t r = 0; r < M; ++r) {
     const uint8_t* row = w.row(r);
+    if (f16) {
+      int32_t any = 0;  // negative once a value has no code
+      for (int64_t c = 0; c < K; ++c) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * c, 2);
+        const int32_t code = table[h];
+        any |= code;
+        codes[c] = static_cast<uint16_t>(code);
+      }
+      if (any < 0) return false;
+      row = reinterpret_cast<const uint8_t*>(codes.data());
+    }
     uint8_t* lane = base + (r / kPackRows) * panel_bytes + 4 * (r % kPackRows);
     for (int64_t c = 0; c < K / 2; ++c) std::memcpy(lane + c * 64, row + 4 * c, 4);  // one column pair
     if (K % 2) std::memcpy(lane + (K / 2) * 64, row + 2 * (K - 1), 2);
+  }
+  return true;
+}
+
+void pack_pairs16_into(const TensorView& w, uint8_t* base) {
+  if (write_pairs16(w, base)) return;
+  const int32_t* table = f16_code_table();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, w.row(i / w.cols()) + 2 * (i % w.cols()), 2);
+    LFM_CHECK(table[h] >= 0, "weight pack: F16 value ", f16_to_f32(h), " (row ", i / w.cols(), ", column ",
+              i % w.cols(), ") has no column-pair code (|w| >= 128, inf or NaN)");
   }
 }
 
@@ -237,6 +277,20 @@ size_t chunks16_panel_bytes(DType t, int64_t cols) {
 
 size_t pairs16_panel_bytes(int64_t cols) { return static_cast<size_t>((cols + 1) / 2) * 64; }
 
+int32_t pairs16_f16_code(uint16_t f16) {
+  const uint32_t sign = f16 & 0x8000u, a = f16 & 0x7FFFu;
+  if (a >= 0x5800u) return -1;  // |w| ≥ 128, inf, NaN
+  if (a >= 0x0400u)             // normal: exponent e = E5 − 15, so E = E5 + 10; F and m are the significand's 7 + 3 bits
+    return static_cast<int32_t>(sign | (a & 7u) << 12 | ((a >> 3) + (10u << 7)));
+  if (a == 0) return static_cast<int32_t>(sign);
+  // Subnormal a·2^−24 with its leading one at bit p (e = p − 24, E = p + 1): hi keeps the leading
+  // one and the next 7 bits, lo the p − 7 bits below (p ≤ 9) as m·2^(e−10), m = rest·2^(10−p).
+  const int p = 31 - __builtin_clz(a);
+  const uint32_t F = (p >= 7 ? a >> (p - 7) : a << (7 - p)) & 0x7Fu;
+  const uint32_t m = p > 7 ? (a & ((1u << (p - 7)) - 1)) << (10 - p) : 0;
+  return static_cast<int32_t>(sign | m << 12 | static_cast<uint32_t>(p + 1) << 7 | F);
+}
+
 size_t packed_size(PackedLayout layout, const TensorView& w) {
   switch (layout) {
     case PackedLayout::kRows16: return rows16_bytes(w);
@@ -254,6 +308,15 @@ void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst) {
     case PackedLayout::kChunks16: return pack_chunks16_into(w, out);
     default: throw Error("weight pack: no layout to pack into");
   }
+}
+
+PackedLayout pack_pairs16_or_chunks16_into(const TensorView& w, void* dst) {
+  auto* out = static_cast<uint8_t*>(dst);
+  if (write_pairs16(w, out)) return PackedLayout::kPairs16;
+  LFM_CHECK(chunks16_bytes(w) == pairs16_bytes(w), "weight pack: ", shape_str(w.shape),
+            " F16 matrix beyond the column-pair codes has no kChunks16 copy of the same size");
+  pack_chunks16_into(w, out);
+  return PackedLayout::kChunks16;
 }
 
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w) {

@@ -36,7 +36,13 @@
 //   rows; per column pair c (columns 2c, 2c+1) 64 bytes whose lane i (bytes 4i..4i+3) holds
 //   row i's two stored values, column 2c in the low half. An odd last column pairs with zero;
 //   rows past the end are zero. The copy costs as much memory as the matrix (whose mapped pages
-//   the model then releases), and holds the stored values bit for bit.
+//   the model then releases). BF16 values keep their stored bits. An F16 value w is stored as a
+//   split code (pairs16_f16_code): the AMX kernel splits w into bf16 hi + lo (hi: w cut to 8
+//   significant bits, lo = w − hi) for every block it reads, and from the code that takes eight
+//   integer operations per 32 values where the f16 bits take thirteen conversions and masks.
+//   Code bits: sign (15), m (14..12), E (11..7), F (6..0) with hi = ±2^(E−25)·(1 + F/128) and
+//   lo = ±m·2^(E−35) (E = 0: w = ±0). f16 subnormals fit (hi's exponent ≥ −24); |w| ≥ 128, inf
+//   and NaN do not: such a matrix is packed in kChunks16 (pack_pairs16_or_chunks16_into).
 //
 // PackedLayout::kChunks16 (F32, F16, and BF16 where the AMX layout does not apply, on the SIMD
 //   backends), panels of 16 rows: the panel's columns in chunks of kChunkCols = 32, and chunk c
@@ -105,6 +111,8 @@ AlignedBuffer pack_rows16(const TensorView& w);
 
 // One panel of 16 BF16 or F16 rows of `cols` columns in the kPairs16 layout.
 size_t pairs16_panel_bytes(int64_t cols);
+// The kPairs16 code of an f16 value (bits as stored), or -1 for |w| ≥ 128, inf and NaN.
+int32_t pairs16_f16_code(uint16_t f16);
 // Packs a [rows, cols] BF16 or F16 matrix; throws lfm::Error for other types or shapes.
 AlignedBuffer pack_pairs16(const TensorView& w);
 // kChunks16: columns per chunk, and the bytes of one panel of 16 rows of `cols` columns of t.
@@ -117,6 +125,10 @@ AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
 // (that many bytes, 64-byte aligned).
 size_t packed_size(PackedLayout layout, const TensorView& w);
 void pack_weight_into(PackedLayout layout, const TensorView& w, void* dst);
+// pack_weight_into for kPairs16, except that an F16 matrix holding a value without a code
+// (pairs16_f16_code) is written in kChunks16 instead, the same number of bytes (kPairs16 takes
+// whole 32-column blocks). Returns the layout written.
+PackedLayout pack_pairs16_or_chunks16_into(const TensorView& w, void* dst);
 
 // The layout the CPU kernels selected for this process (cpu_features.h, LFM_ISA) read faster
 // than the stored one for dtype t, or kNone: kRows16 for the packable types on AVX-512 VNNI and

@@ -15,7 +15,8 @@
 // result is the float32 product of bf16(x) and w, at the full rate. Every output's sum runs over
 // the columns in order, whatever the tiling or thread split (batch invariance).
 //
-// F16 weights (AMX only): each value is split, as its block is read, into bf16 hi + lo (exact:
+// F16 weights (AMX only): each value is stored as a code that is split, as its block is read,
+// with integer operations into bf16 hi + lo (exact:
 // an f16 has 11 significant bits), and each output sums h·hi, m·hi, l·hi and h·lo, m·lo in two
 // fp32 sums added at the end (kernels_amx.cpp): float32-exact as for BF16, at five tile products
 // per block instead of three. Decode pays the split for every weight it streams.
@@ -48,6 +49,10 @@ void split_acts(const float* x, int64_t n, int64_t K, int terms, uint16_t* plane
 // BF16, or F16 with three terms).
 void matmul_panels(const uint16_t* planes, int terms, int64_t rows, int64_t n, const TensorView& w, int64_t p0,
                    int64_t p1, float* y);
+
+// hi and lo (bf16 bits) of n F16 values stored as kPairs16 codes (weight_pack.h; n a multiple of
+// 32), as the AMX kernel splits them. Needs AVX-512 BW; for tests.
+void split_f16_codes(const uint16_t* codes, int64_t n, uint16_t* hi, uint16_t* lo);
 
 // Whether the CPU has AVX-512 F/BW/BF16 (LFM_ISA below avx512 says no).
 bool dot_available();

@@ -168,30 +168,55 @@ void two_tiles(const uint16_t* a, int64_t plane, int64_t K, const uint8_t* panel
   }
 }
 
-// F16 weights (kPairs16 holding f16 values). Each stored value w is split into two bf16 values,
-// hi = w with its significand cut to bf16's 8 bits and lo = w − hi (at most 3 significant bits),
-// both exact in bf16, so hi + lo = w exactly (f16 subnormals are normal numbers in bf16). The
+// F16 weights (kPairs16 holding split codes, weight_pack.h). Each value w is split into two bf16
+// values, hi = w with its significand cut to bf16's 8 bits and lo = w − hi (at most 3 significant
+// bits), both exact in bf16, so hi + lo = w exactly (f16 subnormals are normal numbers in bf16). The
 // activations take three terms as for BF16. Each output keeps two fp32 sums over the 32-column
 // blocks in order: S_hi adds h·hi, m·hi, l·hi and S_lo adds h·lo, m·lo per block (l·lo, below
 // 2⁻²³ of the product, is left out); y = S_hi + S_lo. That is the float32 product of x and w up
 // to the order of its additions, as for BF16 weights, and the same for every tiling and batch.
 // (Two sums, in two tile registers, also keep two accumulations in flight in a decode step.)
 //
-// One block (16 column pairs × 16 rows, 1 KiB of f16) → its hi and lo blocks (1 KiB of bf16
+// 32 codes (sign 15, m 14..12, E 11..7, F 6..0) → their hi and lo as bf16 bits. hi: the code
+// without m, E moved up to bf16's exponent by adding 102 (E − 25 + 127) where E ≠ 0 (E = 0 is ±0).
+// lo = ±m·2^(E−35): the bf16 bits of ±m (a table on sign and m, less 35 in the exponent field)
+// plus E in that field, zero where m = 0.
+inline void split_f16_codes32(const void* src, uint16_t* hi, uint16_t* lo) {
+  const __m512i code = _mm512_load_si512(src);
+  const __m512i e_field = _mm512_set1_epi16(0x0F80);
+  const __mmask32 nonzero = _mm512_test_epi16_mask(code, e_field);
+  const __m512i h = _mm512_and_si512(code, _mm512_set1_epi16(static_cast<short>(0x8FFF)));
+  _mm512_store_si512(hi, _mm512_mask_add_epi16(h, nonzero, h, _mm512_set1_epi16(102 << 7)));
+  // ±m as bf16 bits less 35 in the exponent, indexed by sign·8 + m (entries 0 and 8 unused).
+  const __m512i table = _mm512_set_epi16(  // entry 31 first; 16..31 repeat 0..15
+      -0x50A0, -0x50C0, -0x50E0, -0x5100, -0x5140, -0x5180, -0x5200, 0x0, 0x2F60, 0x2F40, 0x2F20, 0x2F00, 0x2EC0,
+      0x2E80, 0x2E00, 0x0, -0x50A0, -0x50C0, -0x50E0, -0x5100, -0x5140, -0x5180, -0x5200, 0x0, 0x2F60, 0x2F40, 0x2F20,
+      0x2F00, 0x2EC0, 0x2E80, 0x2E00, 0x0);
+  const __mmask32 has_lo = _mm512_test_epi16_mask(code, _mm512_set1_epi16(0x7000));
+  const __m512i m = _mm512_permutexvar_epi16(_mm512_srli_epi16(code, 12), table);
+  _mm512_store_si512(lo, _mm512_maskz_add_epi16(has_lo, m, _mm512_and_si512(code, e_field)));
+}
+
+// One block (16 column pairs × 16 rows, 1 KiB of codes) → its hi and lo blocks (1 KiB of bf16
 // each, same placement).
 inline void split_f16_block(const uint8_t* src, uint16_t* hi, uint16_t* lo) {
-  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int v = 0; v < 16; ++v) {
-    const __m512i raw = _mm512_load_si512(src + v * 64);
-    const __m512 x0 = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));  // lanes 0..7's pairs
-    const __m512 x1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1));
-    const __m512 h0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x0), top));
-    const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x1), top));
-    // Both halves hold at most 8 significant bits, so rounding them to bf16 changes nothing.
-    _mm512_store_si512(hi + v * 32, (__m512i)_mm512_cvtne2ps_pbh(h1, h0));
-    _mm512_store_si512(lo + v * 32, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
+  for (int v = 0; v < 16; ++v) split_f16_codes32(src + v * 64, hi + v * 32, lo + v * 32);
+}
+
+}  // namespace
+
+void split_f16_codes(const uint16_t* codes, int64_t n, uint16_t* hi, uint16_t* lo) {
+  LFM_CHECK(n % 32 == 0, "kernels: F16 codes are split 32 at a time, not ", n);
+  alignas(64) uint16_t c[32], h[32], l[32];
+  for (int64_t i = 0; i < n; i += 32) {
+    std::memcpy(c, codes + i, sizeof c);
+    split_f16_codes32(c, h, l);
+    std::memcpy(hi + i, h, sizeof h);
+    std::memcpy(lo + i, l, sizeof l);
   }
 }
+
+namespace {
 
 // Split blocks of a panel: block kb's hi at kb·2 KiB, its lo 1 KiB after.
 constexpr int64_t kSplitBlockBytes = 2048;
