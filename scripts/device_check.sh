@@ -140,6 +140,17 @@ run 150 env LFM_CUDA_GRAPHS=stats $TESTS --gtest_filter='Fixtures/EngineTest.*_c
 run 60 sh -c "LFM_CUDA_GRAPHS=stats $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1,64 -d 0,512 -r 2 > $out/bench_bf16_graphs.json" ||
   echo "bench bf16_graphs failed" >> "$log"
 
+say "programmatic dependent launch of the GEMVs (LFM_CUDA_PDL=1): kernel tests, then batch-1 decode against plain launches (alternated), and once in graphs"
+run 60 env LFM_CUDA_PDL=1 $CUDA_TESTS
+for round in 1 2; do
+  for pdl in 0 1; do
+    run 30 sh -c "LFM_CUDA_PDL=$pdl $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1 -r 2 > $out/bench_pdl${pdl}_r$round.json" ||
+      echo "bench pdl $pdl failed" >> "$log"
+  done
+done
+run 30 sh -c "LFM_CUDA_PDL=1 LFM_CUDA_GRAPHS=1 $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1 -r 2 > $out/bench_pdl1_graphs.json" ||
+  echo "bench pdl graphs failed" >> "$log"
+
 say "sampled decode (temperature 0.8, top-k 40): the rows' candidates down against whole rows down"
 for from in candidates rows; do
   run 60 sh -c "$LFM bench --device cuda --json -m $models/bf16 -p 0 -n 64 -b 1,64 -r 2 --temperature 0.8 --top-k 40 --sample-from $from > $out/bench_bf16_sampled_$from.json" ||

@@ -71,6 +71,7 @@ struct DecodeTrace {
   std::vector<trace::Step> steps;  // the traced decode steps, in order
   uint64_t file_bytes = 0;         // the GGUF's size: the weights' bytes (tied head counted once)
   uint64_t kv_bytes_per_token = 0; // K and V of one position over every attention layer
+  std::vector<int32_t> tokens;     // the greedy ids, every step's
 };
 
 // Greedy decode of one sequence (batch 1, ids chosen on the device, as `lfm bench`'s tg does):
@@ -100,6 +101,7 @@ DecodeTrace trace_decode(const std::string& path, int warm, int traced) {
     fwd.step(std::span<const BatchItem>(&item, 1), so);
     if (s >= warm) out.steps.push_back(trace::end());
     next = so.argmax.at(0);
+    out.tokens.push_back(next);
   }
   return out;
 }
@@ -278,6 +280,40 @@ TEST_F(CostModel, DecodeStepIsOneGraphReplayWithOneRoundTrip) {
       EXPECT_EQ(g.launches.size(), p.launches.size()) << shape << ": the graph replays the op-by-op launches";
       // A regression bound on the launches themselves (tiny: 4 layers).
       EXPECT_LE(p.launches.size(), shape == "tiny" ? 60u : 80u) << shape;
+    }
+  }
+}
+
+// LFM_CUDA_PDL=1 launches the GEMV kernel with programmatic dependent launch (launch.cuh): every
+// one of a decode step's vector-GEMV launches carries it and no other launch does, op by op and
+// in a graph; every thread waits before it touches memory (the emulator fails the launch
+// otherwise); the tokens are those of plain launches, dense and MoE.
+TEST_F(CostModel, ProgrammaticLaunchesAreTheGemvsAndKeepTheTokens) {
+  const test::TempDir dir("lfm_costmodel");
+  for (const std::string shape : {"tiny", "tiny-moe"}) {
+    const std::string path = random_model(dir, shape, "");
+    for (const char* graphs : {"0", "1"}) {
+      ScopedEnv g("LFM_CUDA_GRAPHS", graphs);
+      DecodeTrace plain, pdl;
+      {
+        ScopedEnv env("LFM_CUDA_PDL", "0");
+        plain = trace_decode(path, 3, 2);
+      }
+      {
+        ScopedEnv env("LFM_CUDA_PDL", "1");
+        pdl = trace_decode(path, 3, 2);
+      }
+      EXPECT_EQ(pdl.tokens, plain.tokens) << shape << " graphs " << graphs;
+      for (size_t i = 0; i < 2; ++i) {
+        int gemvs = 0;
+        for (const trace::Launch& l : pdl.steps[i].launches) {
+          const bool gemv = l.kernel.find("matmul_vec_kernel") != std::string::npos;
+          gemvs += gemv;
+          EXPECT_EQ(l.pdl, gemv) << shape << ": " << l.kernel;
+        }
+        EXPECT_GT(gemvs, 0) << shape;
+        for (const trace::Launch& l : plain.steps[i].launches) EXPECT_FALSE(l.pdl) << shape << ": " << l.kernel;
+      }
     }
   }
 }

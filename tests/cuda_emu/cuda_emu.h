@@ -57,6 +57,10 @@
 #define LFM_LAUNCH(grid, block, shared_bytes, stream, ...) \
   ::lfm_emu::launcher(#__VA_ARGS__, grid, block, shared_bytes, stream, __VA_ARGS__)
 #define LFM_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::lfm_emu::dynamic_shared())
+#define LFM_LAUNCH_PDL(pdl, grid, block, shared_bytes, stream, ...) \
+  ::lfm_emu::launcher(#__VA_ARGS__, grid, block, shared_bytes, stream, __VA_ARGS__, pdl)
+#define LFM_GRID_DEPENDENCY_WAIT() ::lfm_emu::grid_dependency_wait()
+#define LFM_PREFETCH_L2(p, bytes) ((void)(p), (void)(bytes))
 
 // ---- device intrinsics ----
 inline void __syncthreads() { ::lfm_emu::sync_block(); }

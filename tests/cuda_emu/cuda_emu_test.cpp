@@ -79,6 +79,16 @@ TEST(CudaEmu, TheTraceCountsTheSectorsAKernelTouches) {
   EXPECT_EQ(strided, (std::vector<uint64_t>{256, 64, 256, 8, 1, 1}));
 }
 
+// A kernel launched with programmatic dependent launch may start before the kernel ahead of it
+// has finished, so its threads must not touch global memory before LFM_GRID_DEPENDENCY_WAIT: the
+// emulator fails a launch whose thread announces an access before its wait, naming the kernel.
+TEST(CudaEmu, ProgrammaticLaunchesMustWaitBeforeTheirAccesses) {
+  EXPECT_EQ(pdl_read_error(false), "");
+  const std::string e = pdl_read_error(true);
+  EXPECT_NE(e.find("before LFM_GRID_DEPENDENCY_WAIT"), std::string::npos) << e;
+  EXPECT_NE(e.find("pdl_double_kernel"), std::string::npos) << e;
+}
+
 TEST(CudaEmu, GraphsReplayWhatTheyCaptured) {
   EXPECT_EQ(graph_replays(3, 2.5f), 7.5f);
   EXPECT_TRUE(sync_in_capture_refused());

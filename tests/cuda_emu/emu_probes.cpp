@@ -121,6 +121,16 @@ __global__ void wmma_kernel(const float* a, const float* b, float* out) {
   for (int i = static_cast<int>(threadIdx.x); i < 256; i += 32) out[256 + i] = so[i];
 }
 
+__global__ void pdl_double_kernel(const float* x, float* y, int n, bool early) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (early && i < n) LFM_TRACE_LOAD(x + i, 4);
+  LFM_GRID_DEPENDENCY_WAIT();
+  if (i >= n) return;
+  LFM_TRACE_LOAD(x + i, 4);
+  LFM_TRACE_STORE(y + i, 4);
+  y[i] = 2.0f * x[i];
+}
+
 template <typename T>
 T* device(size_t n) {
   void* p = nullptr;
@@ -280,6 +290,17 @@ std::vector<float> wmma_products(const std::vector<float>& a, const std::vector<
   cudaFree(db);
   cudaFree(dout);
   return r;
+}
+
+std::string pdl_read_error(bool early) {
+  float* x = device<float>(64);
+  float* y = device<float>(64);
+  LFM_LAUNCH_PDL(true, 1, 64, 0, nullptr, pdl_double_kernel)(x, y, 64, early);
+  cudaStreamSynchronize(nullptr);
+  std::string e = error_and_reset();
+  cudaFree(x);
+  cudaFree(y);
+  return e;
 }
 
 }  // namespace lfm_emu_probe

@@ -38,6 +38,11 @@ bool sync_in_capture_refused();
 // distinct load bytes, store sectors, launches, traced}.
 std::vector<uint64_t> strided_read_trace(int threads, int stride);
 
+// One launch with programmatic dependent launch (LFM_LAUNCH_PDL) of 64 threads computing y = 2x,
+// each thread announcing its read of x after LFM_GRID_DEPENDENCY_WAIT, or (early) also before
+// it: the error the runtime reported ("" for none).
+std::string pdl_read_error(bool early);
+
 // a [16 × 8] · b [8 × 16] (row-major) through the emulated wmma tf32 tiles of one warp: the
 // product of the inputs rounded to tf32 (256 values), then the three-term product of their tf32
 // big and small parts (256 more).

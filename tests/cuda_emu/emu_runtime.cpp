@@ -197,7 +197,7 @@ void submit(const LaunchConfig& cfg, std::function<void()> thread_body) {
     return;
   }
   const cudaError_t err = stream_op(cfg.stream, [cfg, body = std::move(thread_body)] {
-    trace::launch_begin(cfg.kernel, cfg.grid, cfg.block);
+    trace::launch_begin(cfg.kernel, cfg.grid, cfg.block, cfg.pdl);
     struct EndLaunch {
       ~EndLaunch() { trace::launch_end(); }
     } end_launch;

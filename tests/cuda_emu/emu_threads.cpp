@@ -63,6 +63,7 @@ struct Fiber {
   uint64_t gen = 0;
   void* stack = nullptr;
   uint64_t collectives = 0;  // warp_collective calls this block
+  bool waited = false;       // LFM_GRID_DEPENDENCY_WAIT called this block
 };
 
 // warp_collective's memo: call k of a warp's lanes in slot k % kCollectiveSlots.
@@ -92,6 +93,8 @@ struct Run {
   uint64_t gen = 0;
   bool in_fibers = false;
   bool synced = false;
+  bool direct_waited = false;  // run_block_directly's thread called LFM_GRID_DEPENDENCY_WAIT
+  std::string pdl_error;       // the first access before a wait in a pdl launch
   void* scheduler_sp = nullptr;
   std::vector<unsigned char> dynamic;
 };
@@ -210,6 +213,7 @@ void run_block_in_fibers() {
     f.tid = thread_at(i, r.cfg->block);
     f.wait = Wait::kRunnable;
     f.collectives = 0;
+    f.waited = false;
   }
   r.live = r.n;
   r.arrived = 0;
@@ -244,6 +248,7 @@ void run_block_directly() {
   for (int i = 0; i < r.n; ++i) {
     r.current = i;
     r.tid = thread_at(i, r.cfg->block);
+    r.direct_waited = false;
     (*r.body)();
   }
 }
@@ -318,6 +323,22 @@ void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_byte
 
 int lane_id() { return g_run.current % 32; }
 
+bool g_pdl_launch = false;
+
+void grid_dependency_wait() {
+  if (!g_run.cfg) misuse("LFM_GRID_DEPENDENCY_WAIT outside a kernel");
+  (g_run.in_fibers ? current().waited : g_run.direct_waited) = true;
+}
+
+// Recorded, not raised: a fiber cannot unwind to the launch. run_grid fails the launch after.
+void pdl_access_check() {
+  Run& r = g_run;
+  if (!r.cfg || (r.in_fibers ? current().waited : r.direct_waited) || !r.pdl_error.empty()) return;
+  r.pdl_error = "thread " + std::to_string(r.current) + " of block (" + std::to_string(r.bidx.x) + "," +
+                std::to_string(r.bidx.y) + "," + std::to_string(r.bidx.z) +
+                ") accessed global memory before LFM_GRID_DEPENDENCY_WAIT (a programmatic dependent launch)";
+}
+
 uint64_t warp_exchange(uint64_t bits, int src) {
   enter_barrier();
   const int lane = g_run.current % 32;
@@ -374,6 +395,8 @@ void run_grid(const LaunchConfig& cfg, const std::function<void()>& thread_body)
   const bool first = g_seen.insert(cfg.key).second;
   r.in_fibers = first || g_syncing.count(cfg.key) > 0;
   r.synced = false;
+  r.pdl_error.clear();
+  g_pdl_launch = cfg.pdl;
   try {
     for (unsigned z = 0; z < cfg.grid.z; ++z)
       for (unsigned y = 0; y < cfg.grid.y; ++y)
@@ -386,11 +409,14 @@ void run_grid(const LaunchConfig& cfg, const std::function<void()>& thread_body)
         }
   } catch (...) {
     if (r.synced) g_syncing.insert(cfg.key);
+    g_pdl_launch = false;
     r.cfg = nullptr;
     throw;
   }
   if (r.synced) g_syncing.insert(cfg.key);
+  g_pdl_launch = false;
   r.cfg = nullptr;
+  if (!r.pdl_error.empty()) throw std::runtime_error("cuda emulator: " + r.pdl_error + " in " + cfg.kernel);
 }
 
 }  // namespace lfm_emu

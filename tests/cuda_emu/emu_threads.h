@@ -90,6 +90,7 @@ struct LaunchConfig {
   dim3 grid, block;
   size_t shared_bytes;
   cudaStream_t stream;
+  bool pdl = false;  // launched with programmatic dependent launch (LFM_LAUNCH_PDL)
 };
 
 // Checks the configuration, then runs the grid (or records it while the stream is captured).
@@ -112,8 +113,12 @@ struct Launcher {
 
 template <typename... P>
 Launcher<P...> launcher(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                        void (*kernel)(P...)) {
-  return Launcher<P...>{{name, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, stream}, kernel};
+                        void (*kernel)(P...), bool pdl = false) {
+  return Launcher<P...>{{name, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, stream, pdl}, kernel};
 }
+
+// LFM_GRID_DEPENDENCY_WAIT() in an emulated kernel: the launches run one after another, so there
+// is nothing to wait for; the thread is marked as having waited (see g_pdl_launch).
+void grid_dependency_wait();
 
 }  // namespace lfm_emu

@@ -136,11 +136,12 @@ void set_op(std::string_view op) {
   g_op = op;
 }
 
-void launch_begin(const char* kernel, dim3 grid, dim3 block) {
+void launch_begin(const char* kernel, dim3 grid, dim3 block, bool pdl) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_active) return;
   Launch l;
   l.kernel = kernel;
+  l.pdl = pdl;
   l.op = g_op;
   l.grid = grid;
   l.block = block;

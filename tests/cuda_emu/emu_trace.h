@@ -22,8 +22,14 @@
 namespace lfm_emu {
 
 extern bool g_trace_accesses;  // true only while a launch runs under trace::begin
+// True while a launch with programmatic dependent launch runs (launch.cuh's LFM_LAUNCH_PDL): an
+// announced access is then checked to come after the thread's LFM_GRID_DEPENDENCY_WAIT
+// (emu_threads.cpp; a thread that did not wait fails the launch).
+extern bool g_pdl_launch;
+void pdl_access_check();
 void trace_access_slow(const void* p, size_t bytes, bool store);
 inline void trace_access(const void* p, size_t bytes, bool store) {
+  if (g_pdl_launch) pdl_access_check();
   if (g_trace_accesses) trace_access_slow(p, bytes, store);
 }
 
@@ -35,6 +41,7 @@ struct Launch {
   dim3 grid, block;
   bool traced = false;    // some access was announced
   bool in_graph = false;  // run by a graph's replay (cudaGraphLaunch), not launched from the host
+  bool pdl = false;       // launched with programmatic dependent launch (LFM_LAUNCH_PDL)
   // Bytes the threads asked for (a sector read twice counts twice), the distinct sectors they
   // touched, and the distinct bytes within those sectors ("useful": what a perfect access would move).
   uint64_t load_bytes = 0, load_sectors = 0, load_useful = 0;
@@ -69,7 +76,7 @@ bool active();
 void set_op(std::string_view op);
 
 // The runtime's hooks (emu_runtime.cpp).
-void launch_begin(const char* kernel, dim3 grid, dim3 block);
+void launch_begin(const char* kernel, dim3 grid, dim3 block, bool pdl = false);
 void launch_end();
 void copy(cudaMemcpyKind kind, size_t bytes);
 void memset_call();

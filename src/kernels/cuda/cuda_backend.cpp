@@ -57,6 +57,12 @@ bool plain_attention_only() {
   return env && std::strcmp(env, "plain") == 0;
 }
 
+// LFM_CUDA_PDL=1: the GEMV kernel launched with programmatic dependent launch.
+bool pdl_launches_requested() {
+  const char* env = std::getenv("LFM_CUDA_PDL");
+  return env && std::strcmp(env, "1") == 0;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device, ThreadPool& pool)
@@ -69,6 +75,7 @@ CudaBackend::CudaBackend(int device, ThreadPool& pool)
   cudaDeviceProp prop{};
   LFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   name_ = cat("cuda:", device, " (", prop.name, ", sm_", prop.major, prop.minor, ")");
+  cuda::set_pdl_launches(pdl_launches_requested());
   LFM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   LFM_CUBLAS_CHECK(blas_lib_.create(&blas_));
   LFM_CUBLAS_CHECK(blas_lib_.set_stream(blas_, stream_));

@@ -135,6 +135,12 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
 
 // Matrices that read the same input (Backend::matmul_shared: q/k/v, w1/w3), up to 4, of one
 // dtype and column count, in one launch; each output computed as matmul computes it.
+// Whether the vector GEMV kernel (decode, verification, small batches) is launched with
+// programmatic dependent launch (launch.cuh: its blocks start while the kernel before them ends,
+// asking L2 for their weight rows first). Process-wide; CudaBackend sets it from LFM_CUDA_PDL=1
+// when it is made (off by default until it has run on a GPU).
+void set_pdl_launches(bool on);
+
 constexpr int kMaxSharedMatmuls = 4;
 struct SharedMatmul {
   int count = 0;

@@ -8,6 +8,7 @@
 // sum, the lanes' butterfly and then the warps' sums in order, so an output's value depends
 // neither on n nor on the other tokens.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,19 +29,33 @@ constexpr int kTokenGroup = 8;
 // expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
 // (matmul_shared): matrix g is shared.w[g], with its own output and row count; gated
 // (matmul_swiglu): one block column, the kernel reading both matrices. A plain matmul has none.
+// a[g] for a kernel parameter's array: indexing it with a run-time g makes every thread copy
+// the parameters to local memory first (a 128-byte stack frame); selects keep them in the
+// constant bank.
+template <typename T>
+__device__ __forceinline__ T pick(const T (&a)[kMaxSharedMatmuls], int g) {
+  T v = a[0];
+#pragma unroll
+  for (int i = 1; i < kMaxSharedMatmuls; ++i)
+    if (g == i) v = a[i];
+  return v;
+}
+
 struct Groups {
   const void* const* w_list = nullptr;
   const int32_t* first = nullptr;
   SharedMatmul shared;
   bool gated = false;  // shared.w[0], shared.w[1] as gate and up; silu(gate) · up into shared.y[0]
-  // Points w, x, y, n and rows at this block's matmul; false when it has no rows.
+  // Points w, x, y, n and rows at this block's matmul; false when it has no rows. GATED: the
+  // one block column reads shared.w[0] and [1].
+  template <bool GATED>
   __device__ __forceinline__ bool select(const uint8_t* __restrict__& w, const float* __restrict__& x, int64_t& n,
                                          float* __restrict__& y, int64_t cols, int64_t& rows) const {
-    const int g = static_cast<int>(blockIdx.y);
+    const int g = GATED ? 0 : static_cast<int>(blockIdx.y);
     if (shared.count > 0) {
-      w = static_cast<const uint8_t*>(shared.w[g]);
-      y = shared.y[g];
-      rows = shared.rows[g];
+      w = static_cast<const uint8_t*>(pick(shared.w, g));
+      y = pick(shared.y, g);
+      rows = pick(shared.rows, g);
       return true;
     }
     if (!first) return true;
@@ -68,6 +83,16 @@ __device__ __forceinline__ void load_x8(const float* __restrict__ p, float* x) {
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
+// Asks L2 for rows [row0, row0 + R) of w (contiguous, row_bytes each) from one thread, where
+// the span's address and size allow the bulk prefetch.
+template <int R>
+__device__ __forceinline__ void prefetch_rows(const void* w, size_t row_bytes, int64_t rows, int64_t row0) {
+  if (threadIdx.x != 0 || row0 >= rows) return;
+  const size_t bytes = static_cast<size_t>(rows - row0 < R ? rows - row0 : R) * row_bytes;
+  const uint8_t* p = static_cast<const uint8_t*>(w) + static_cast<size_t>(row0) * row_bytes;
+  if ((reinterpret_cast<uintptr_t>(p) | bytes) % 16 == 0 && bytes < (size_t{1} << 31)) LFM_PREFETCH_L2(p, bytes);
+}
+
 // silu(g) · u, as swiglu computes it.
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
@@ -87,7 +112,18 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
   __shared__ float partial[kWarpsPerBlock][M * R][NT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
-  if (!groups.select(w, x, n, y, cols, rows) || row0 >= rows) return;  // uniform over the block
+  // Launched with pdl (LFM_CUDA_PDL=1) this block may start before the kernel ahead of it ends:
+  // the weights no kernel writes are asked for first, everything else after the wait (expert
+  // matmuls read their row counts from memory an earlier kernel wrote, so they only wait).
+  if (!groups.first) {
+    const bool shared = groups.shared.count > 0;
+    const int g = GATED ? 0 : static_cast<int>(blockIdx.y);
+    prefetch_rows<R>(shared ? pick(groups.shared.w, g) : w, row_bytes, shared ? pick(groups.shared.rows, g) : rows,
+                     row0);
+    if constexpr (GATED) prefetch_rows<R>(groups.shared.w[1], row_bytes, groups.shared.rows[1], row0);
+  }
+  LFM_GRID_DEPENDENCY_WAIT();
+  if (!groups.template select<GATED>(w, x, n, y, cols, rows) || row0 >= rows) return;  // uniform over the block
   const int nr = static_cast<int>(rows - row0 < R ? rows - row0 : R);
   const uint8_t* wr[M * R];  // row r of matrix m at wr[m * R + r] (rows past the end: row0's)
 #pragma unroll
@@ -153,7 +189,7 @@ __global__ void matmul_scalar_kernel(const uint8_t* __restrict__ w, size_t row_b
                               const float* __restrict__ x, int64_t n, float* __restrict__ y, Groups groups) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (!groups.select(w, x, n, y, cols, rows) || row >= rows) return;
+  if (!groups.template select<false>(w, x, n, y, cols, rows) || row >= rows) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
   for (int64_t t0 = 0; t0 < n; t0 += kTokenGroup) {
     const int nt = static_cast<int>(n - t0 < kTokenGroup ? n - t0 : kTokenGroup);
@@ -223,6 +259,10 @@ unsigned grid_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 
 
 namespace {
 
+// Whether the vector kernel is launched with programmatic dependent launch (set_pdl_launches).
+std::atomic<bool> g_pdl{false};
+bool pdl_requested() { return g_pdl.load(std::memory_order_relaxed); }
+
 // Rows a vector-kernel block takes: fewer when its registers hold more (8 or 16 tokens, two matrices).
 constexpr int vec_rows(bool one_token, bool gated) { return one_token ? (gated ? 2 : 4) : (gated ? 1 : 2); }
 
@@ -231,7 +271,8 @@ void launch_vec(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, 
                 const Groups& groups, unsigned grid_y, cudaStream_t s) {
   constexpr int R = vec_rows(NT == 1, GATED);
   const dim3 grid(grid_for(rows, R), grid_y), block(32 * kWarpsPerBlock);
-  LFM_LAUNCH(grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x, n, y, groups);
+  LFM_LAUNCH_PDL(pdl_requested(), grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x,
+                                                                                            n, y, groups);
 }
 
 // Launches the kernel for `type`: the vector one (one, 8 or 16 tokens at a time, gated or not)
@@ -292,6 +333,8 @@ bool matmul_vector_ok(DType type, const void* w, int64_t cols, const float* x) {
   return !scalar_matmuls_forced() && cols % 8 == 0 && device_row_bytes(type, cols) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
+
+void set_pdl_launches(bool on) { g_pdl.store(on, std::memory_order_relaxed); }
 
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s) {
