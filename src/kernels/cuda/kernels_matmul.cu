@@ -46,6 +46,7 @@ struct Groups {
   const int32_t* first = nullptr;
   SharedMatmul shared;
   bool gated = false;  // shared.w[0], shared.w[1] as gate and up; silu(gate) · up into shared.y[0]
+  bool pdl = false;    // launched with programmatic dependent launch: ask L2 for the weights before the wait
   // Points w, x, y, n and rows at this block's matmul; false when it has no rows. GATED: the
   // one block column reads shared.w[0] and [1].
   template <bool GATED>
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
   // Launched with pdl (LFM_CUDA_PDL=1) this block may start before the kernel ahead of it ends:
   // the weights no kernel writes are asked for first, everything else after the wait (expert
   // matmuls read their row counts from memory an earlier kernel wrote, so they only wait).
-  if (!groups.first) {
+  if (groups.pdl && !groups.first) {
     const bool shared = groups.shared.count > 0;
     const int g = GATED ? 0 : static_cast<int>(blockIdx.y);
     prefetch_rows<R>(shared ? pick(groups.shared.w, g) : w, row_bytes, shared ? pick(groups.shared.rows, g) : rows,
@@ -271,8 +272,9 @@ void launch_vec(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, 
                 const Groups& groups, unsigned grid_y, cudaStream_t s) {
   constexpr int R = vec_rows(NT == 1, GATED);
   const dim3 grid(grid_for(rows, R), grid_y), block(32 * kWarpsPerBlock);
-  LFM_LAUNCH_PDL(pdl_requested(), grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x,
-                                                                                            n, y, groups);
+  Groups g = groups;
+  g.pdl = pdl_requested();
+  LFM_LAUNCH_PDL(g.pdl, grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x, n, y, g);
 }
 
 // Launches the kernel for `type`: the vector one (one, 8 or 16 tokens at a time, gated or not)
