@@ -1,7 +1,6 @@
 #include "kernels/weight_pack.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
