@@ -25,10 +25,6 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kTokenGroup = 8;
 
-// Several matmuls in one launch, block column blockIdx.y choosing one. Grouped (grouped_matmul):
-// expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
-// (matmul_shared): matrix g is shared.w[g], with its own output and row count; gated
-// (matmul_swiglu): one block column, the kernel reading both matrices. A plain matmul has none.
 // a[g] for a kernel parameter's array: indexing it with a run-time g makes every thread copy
 // the parameters to local memory first (a 128-byte stack frame); selects keep them in the
 // constant bank.
@@ -41,6 +37,10 @@ __device__ __forceinline__ T pick(const T (&a)[kMaxSharedMatmuls], int g) {
   return v;
 }
 
+// Several matmuls in one launch, block column blockIdx.y choosing one. Grouped (grouped_matmul):
+// expert e's rows of x and y are [first[e], first[e + 1]) and its matrix w_list[e]. Shared input
+// (matmul_shared): matrix g is shared.w[g], with its own output and row count; gated
+// (matmul_swiglu): one block column, the kernel reading both matrices. A plain matmul has none.
 struct Groups {
   const void* const* w_list = nullptr;
   const int32_t* first = nullptr;
