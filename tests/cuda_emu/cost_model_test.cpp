@@ -452,8 +452,9 @@ TEST_F(CostModel, OneDotTwoBDecodeStepOnAnH200) {
     launches += r.launches;
     if (r.op.rfind("matmul", 0) == 0 || r.op.rfind("gemm", 0) == 0) matmuls += r.launches;
   }
-  // Regression bounds on the step's shape, measured today: 141 launches, 65 of them matmuls.
-  EXPECT_LE(launches, 141.5);
+  // Regression bounds on the step's shape, measured today: 131 launches (a decode step's short
+  // conv is one launch a layer), 65 of them matmuls.
+  EXPECT_LE(launches, 131.5);
   EXPECT_LE(matmuls, 65.5);
 
   // Calibration. The model with the constants above predicts the measured step of 7992185 ...

@@ -240,6 +240,8 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
   step_.n_tiles = static_cast<int32_t>(tiles.size());
   step_.n_wide_tiles = static_cast<int32_t>(wide.size());
   step_.n_rows = rows;
+  step_.max_run_rows = 0;
+  for (const SeqRun& r : runs) step_.max_run_rows = std::max(step_.max_run_rows, r.n_rows);
   step_runs_ = runs.data();
   step_n_runs_ = runs.size();
   int64_t max_keys = 0;

@@ -61,7 +61,7 @@ void append_signature(std::vector<uint64_t>& words, const DevConv& conv) {
 
 void append_signature(std::vector<uint64_t>& words, const DevStep& step) {
   lfm::append_signatures(words, step.runs, step.blocks, step.ckpts, step.row_run, step.tiles, step.wide_tiles,
-                         step.n_runs, step.n_tiles, step.n_wide_tiles, step.n_rows);
+                         step.n_runs, step.n_tiles, step.n_wide_tiles, step.n_rows, step.max_run_rows);
 }
 
 void append_signature(std::vector<uint64_t>& words, const SharedMatmul& m) {

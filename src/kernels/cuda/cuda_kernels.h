@@ -41,6 +41,7 @@ struct DevStep {
   const DevTile* wide_tiles = nullptr;
   int32_t n_runs = 0, n_tiles = 0, n_wide_tiles = 0;
   int64_t n_rows = 0;
+  int64_t max_run_rows = 0;  // the most rows of one run (1: a decode step)
 };
 
 // State pool geometry (kernels/state_pools.h) as the kernels take it.

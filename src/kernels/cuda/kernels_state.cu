@@ -47,17 +47,12 @@ __device__ __forceinline__ float conv_input(const ConvIn& u, const DevConv& conv
   return load_state(conv.type, conv.state, (static_cast<int64_t>(r.conv_slot) * conv.rows + hist + tau) * conv.dim + c);
 }
 
-// One thread per (row, channel), every row at once: bias, then the taps oldest first, then the new
-// input (the reference's order). Reads the state as it was before the step.
-__global__ void short_conv_out_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel, const float* w,
-                                      const float* bias, float* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= step.n_rows * conv.dim) return;
-  const int64_t row = i / conv.dim, c = i % conv.dim, hist = kernel - 1;
-  const int32_t ri = step.row_run[row];
-  if (ri < 0) return;
-  const DevRun r = step.runs[ri];
-  const int64_t t = row - r.row0;
+// Row `row` of run r, channel c: bias, then the taps oldest first, then the new input (the
+// reference's order), reading the state as it was before the step.
+__device__ __forceinline__ void conv_out_row(const ConvIn& u, const DevConv& conv, const DevRun& r, int64_t row,
+                                             int64_t c, int64_t kernel, const float* w, const float* bias,
+                                             float* out) {
+  const int64_t t = row - r.row0, hist = kernel - 1;
   float z = bias ? bias[c] : 0.0f;
   for (int64_t k = 0; k < hist; ++k) z = __fadd_rn(z, __fmul_rn(w[c * kernel + k], conv_input(u, conv, r, hist, t - hist + k, c)));
   z = __fadd_rn(z, __fmul_rn(w[c * kernel + hist], conv_input(u, conv, r, hist, t, c)));
@@ -65,13 +60,11 @@ __global__ void short_conv_out_kernel(ConvIn u, DevConv conv, DevStep step, int6
   out[row * conv.dim + c] = u.proj ? u.proj[row * 3 * conv.dim + conv.dim + c] * z : z;
 }
 
-// One thread per (run, channel), after the outputs: the checkpoints (the window after each
-// checkpointed position) and the new state (the window after the run's last row).
-__global__ void short_conv_state_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(step.n_runs) * conv.dim) return;
-  const int64_t c = i % conv.dim, dim = conv.dim, hist = kernel - 1;
-  const DevRun r = step.runs[i / conv.dim];
+// Run r, channel c, after its outputs: the checkpoints (the window after each checkpointed
+// position) and the new state (the window after the run's last row).
+__device__ __forceinline__ void conv_state_run(const ConvIn& u, const DevConv& conv, const DevStep& step,
+                                               const DevRun& r, int64_t c, int64_t kernel) {
+  const int64_t dim = conv.dim, hist = kernel - 1;
   const int64_t slot = static_cast<int64_t>(r.conv_slot) * conv.rows * dim;
   float old[kMaxConvHistory];
   for (int64_t k = 0; k < hist; ++k) old[k] = load_state(conv.type, conv.state, slot + k * dim + c);
@@ -84,6 +77,37 @@ __global__ void short_conv_state_kernel(ConvIn u, DevConv conv, DevStep step, in
   float now[kMaxConvHistory];
   for (int64_t k = 0; k < hist; ++k) now[k] = in(r.n_rows - hist + k);
   for (int64_t k = 0; k < hist; ++k) store_state(conv.type, conv.state, slot + k * dim + c, now[k]);
+}
+
+// One thread per (row, channel), every row at once.
+__global__ void short_conv_out_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel, const float* w,
+                                      const float* bias, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= step.n_rows * conv.dim) return;
+  const int64_t row = i / conv.dim, c = i % conv.dim;
+  const int32_t ri = step.row_run[row];
+  if (ri < 0) return;
+  conv_out_row(u, conv, step.runs[ri], row, c, kernel, w, bias, out);
+}
+
+// One thread per (run, channel), after the outputs.
+__global__ void short_conv_state_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(step.n_runs) * conv.dim) return;
+  conv_state_run(u, conv, step, step.runs[i / conv.dim], i % conv.dim, kernel);
+}
+
+// A step whose runs have one row each (decode): one thread per (run, channel) writes the row's
+// output, then the run's state, in one launch instead of the two above. Only this thread reads
+// or writes its (run, channel) state, and it reads before it writes: the same bits.
+__global__ void short_conv_decode_kernel(ConvIn u, DevConv conv, DevStep step, int64_t kernel, const float* w,
+                                         const float* bias, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(step.n_runs) * conv.dim) return;
+  const DevRun r = step.runs[i / conv.dim];
+  const int64_t c = i % conv.dim;
+  conv_out_row(u, conv, r, r.row0, c, kernel, w, bias, out);
+  conv_state_run(u, conv, step, r, c, kernel);
 }
 
 unsigned blocks_for(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
@@ -109,6 +133,11 @@ void short_conv_gated(const float* u, const float* proj, const DevConv& conv, co
   const int64_t n = step.n_rows * conv.dim, runs = static_cast<int64_t>(step.n_runs) * conv.dim;
   if (n == 0) return;
   const ConvIn in{proj ? nullptr : u, proj};
+  if (step.max_run_rows == 1) {
+    LFM_LAUNCH(blocks_for(runs, 128), 128, 0, s, short_conv_decode_kernel)(in, conv, step, kernel, w, bias, out);
+    LFM_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   LFM_LAUNCH(blocks_for(n, 256), 256, 0, s, short_conv_out_kernel)(in, conv, step, kernel, w, bias, out);
   LFM_CUDA_CHECK(cudaGetLastError());
   LFM_LAUNCH(blocks_for(runs, 128), 128, 0, s, short_conv_state_kernel)(in, conv, step, kernel);
