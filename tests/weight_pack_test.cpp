@@ -97,6 +97,25 @@ TEST(WeightPack, F16CodesSplitEveryValueAsTheFloatSplitDoes) {
   }
 }
 
+// The packer's AVX-512 encoder gives every f16 pattern's code as pairs16_f16_code does (zeros and
+// subnormals included, in whole vectors and the tail), and refuses a value without one wherever it is.
+TEST(WeightPack, F16CodesOfTheVectorEncoderAreTheScalarOnes) {
+  if (!cpu_features().avx512f || !cpu_features().avx512bw) GTEST_SKIP() << "the encoder needs AVX-512 BW";
+  std::vector<uint16_t> values;
+  for (uint32_t h = 0; h < 65536; ++h)
+    if (pairs16_f16_code(static_cast<uint16_t>(h)) >= 0) values.push_back(static_cast<uint16_t>(h));
+  for (uint16_t h : {0x0001, 0x8001, 0x03FF, 0x0400, 0x57FF, 0x0000, 0x8000}) values.push_back(h);  // a tail of 7
+  std::vector<uint16_t> codes(values.size());
+  ASSERT_TRUE(bf16_pairs::encode_f16_codes(values.data(), static_cast<int64_t>(values.size()), codes.data()));
+  for (size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(codes[i], pairs16_f16_code(values[i])) << "f16 bits " << values[i];
+  for (const size_t at : {size_t{5}, values.size() - 3}) {  // in a vector, in the tail
+    std::vector<uint16_t> bad = values;
+    bad[at] = 0x7C00;  // inf
+    EXPECT_FALSE(bf16_pairs::encode_f16_codes(bad.data(), static_cast<int64_t>(bad.size()), codes.data())) << at;
+  }
+}
+
 // An F16 matrix holding a value without a code is packed in kChunks16 (its exact float kernels)
 // by the model's weight preparation, and the column-pair packer alone refuses it naming the value.
 TEST(WeightPack, F16MatrixBeyondTheCodesTakesTheChunkLayout) {

@@ -203,26 +203,34 @@ const int32_t* f16_code_table() {
   return table.data();
 }
 
+// codes of a row of f16 values (pairs16_f16_code): 32 at a time where the CPU has AVX-512 BW, else
+// from the table; false once a value has none.
+bool f16_row_codes(const uint16_t* f16, int64_t n, uint16_t* codes) {
+#ifndef LFM_REFERENCE_KERNELS_ONLY
+  static const bool simd = cpu_features().avx512f && cpu_features().avx512bw;
+  if (simd) return bf16_pairs::encode_f16_codes(f16, n, codes);
+#endif
+  const int32_t* table = f16_code_table();
+  int32_t any = 0;  // negative once a value has no code
+  for (int64_t c = 0; c < n; ++c) {
+    any |= table[f16[c]];
+    codes[c] = static_cast<uint16_t>(table[f16[c]]);
+  }
+  return any >= 0;
+}
+
 // Writes w in kPairs16; false (dst partly written) where an F16 value has no code.
 bool write_pairs16(const TensorView& w, uint8_t* base) {
   const int64_t M = w.shape[0], K = w.shape[1];
   const size_t panel_bytes = pairs16_panel_bytes(K);
   std::memset(base, 0, pairs16_bytes(w));
   const bool f16 = w.dtype == DType::F16;
-  const int32_t* table = f16 ? f16_code_table() : nullptr;
-  std::vector<uint16_t> codes(f16 ? static_cast<size_t>(K) : 0);
+  std::vector<uint16_t> codes(f16 ? static_cast<size_t>(K) : 0), values(f16 ? static_cast<size_t>(K) : 0);
   for (int64_t r = 0; r < M; ++r) {
     const uint8_t* row = w.row(r);
     if (f16) {
-      int32_t any = 0;  // negative once a value has no code
-      for (int64_t c = 0; c < K; ++c) {
-        uint16_t h;
-        std::memcpy(&h, row + 2 * c, 2);
-        const int32_t code = table[h];
-        any |= code;
-        codes[c] = static_cast<uint16_t>(code);
-      }
-      if (any < 0) return false;
+      std::memcpy(values.data(), row, static_cast<size_t>(K) * 2);
+      if (!f16_row_codes(values.data(), K, codes.data())) return false;
       row = reinterpret_cast<const uint8_t*>(codes.data());
     }
     uint8_t* lane = base + (r / kPackRows) * panel_bytes + 4 * (r % kPackRows);

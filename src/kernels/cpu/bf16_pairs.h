@@ -53,6 +53,9 @@ void matmul_panels(const uint16_t* planes, int terms, int64_t rows, int64_t n, c
 // hi and lo (bf16 bits) of n F16 values stored as kPairs16 codes (weight_pack.h; n a multiple of
 // 32), as the AMX kernel splits them. Needs AVX-512 BW; for tests.
 void split_f16_codes(const uint16_t* codes, int64_t n, uint16_t* hi, uint16_t* lo);
+// codes[i] = pairs16_f16_code(f16[i]) for i < n (weight_pack.h), 32 at a time; false (codes
+// partly written) when a value has none. Needs AVX-512 BW.
+bool encode_f16_codes(const uint16_t* f16, int64_t n, uint16_t* codes);
 
 // Whether the CPU has AVX-512 F/BW/BF16 (LFM_ISA below avx512 says no).
 bool dot_available();

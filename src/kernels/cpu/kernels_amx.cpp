@@ -216,6 +216,32 @@ void split_f16_codes(const uint16_t* codes, int64_t n, uint16_t* hi, uint16_t* l
   }
 }
 
+bool encode_f16_codes(const uint16_t* f16, int64_t n, uint16_t* codes) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i h = _mm512_loadu_si512(f16 + i);
+    const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
+    if (_mm512_cmpge_epu16_mask(a, _mm512_set1_epi16(0x5800))) return false;  // |w| ≥ 128, inf, NaN
+    // Normal values: sign | m << 12 | (E5 + 10) << 7 | F, as pairs16_f16_code.
+    const __m512i code = _mm512_or_si512(
+        _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi16(static_cast<short>(0x8000))),
+                        _mm512_slli_epi16(_mm512_and_si512(a, _mm512_set1_epi16(7)), 12)),
+        _mm512_add_epi16(_mm512_srli_epi16(a, 3), _mm512_set1_epi16(10 << 7)));
+    _mm512_storeu_si512(codes + i, code);
+    // Zeros and subnormals (rare in weights) one at a time.
+    for (__mmask32 small = _mm512_cmplt_epu16_mask(a, _mm512_set1_epi16(0x0400)); small; small &= small - 1) {
+      const int64_t j = i + __builtin_ctz(small);
+      codes[j] = static_cast<uint16_t>(pairs16_f16_code(f16[j]));
+    }
+  }
+  for (; i < n; ++i) {
+    const int32_t code = pairs16_f16_code(f16[i]);
+    if (code < 0) return false;
+    codes[i] = static_cast<uint16_t>(code);
+  }
+  return true;
+}
+
 namespace {
 
 // Split blocks of a panel: block kb's hi at kb·2 KiB, its lo 1 KiB after.
