@@ -193,30 +193,19 @@ size_t pairs16_bytes(const TensorView& w) {
   return static_cast<size_t>((w.shape[0] + kPackRows - 1) / kPackRows) * pairs16_panel_bytes(w.shape[1]);
 }
 
-// pairs16_f16_code of every f16 bit pattern (−1: none), built once: packing looks codes up.
-const int32_t* f16_code_table() {
-  static const std::vector<int32_t> table = [] {
-    std::vector<int32_t> t(65536);
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = pairs16_f16_code(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table.data();
-}
-
 // codes of a row of f16 values (pairs16_f16_code): 32 at a time where the CPU has AVX-512 BW, else
-// from the table; false once a value has none.
+// one by one; false once a value has none.
 bool f16_row_codes(const uint16_t* f16, int64_t n, uint16_t* codes) {
 #ifndef LFM_REFERENCE_KERNELS_ONLY
   static const bool simd = cpu_features().avx512f && cpu_features().avx512bw;
   if (simd) return bf16_pairs::encode_f16_codes(f16, n, codes);
 #endif
-  const int32_t* table = f16_code_table();
-  int32_t any = 0;  // negative once a value has no code
   for (int64_t c = 0; c < n; ++c) {
-    any |= table[f16[c]];
-    codes[c] = static_cast<uint16_t>(table[f16[c]]);
+    const int32_t code = pairs16_f16_code(f16[c]);
+    if (code < 0) return false;
+    codes[c] = static_cast<uint16_t>(code);
   }
-  return any >= 0;
+  return true;
 }
 
 // Writes w in kPairs16; false (dst partly written) where an F16 value has no code.
@@ -242,11 +231,10 @@ bool write_pairs16(const TensorView& w, uint8_t* base) {
 
 void pack_pairs16_into(const TensorView& w, uint8_t* base) {
   if (write_pairs16(w, base)) return;
-  const int32_t* table = f16_code_table();
   for (int64_t i = 0; i < w.numel(); ++i) {
     uint16_t h;
     std::memcpy(&h, w.row(i / w.cols()) + 2 * (i % w.cols()), 2);
-    LFM_CHECK(table[h] >= 0, "weight pack: F16 value ", f16_to_f32(h), " (row ", i / w.cols(), ", column ",
+    LFM_CHECK(pairs16_f16_code(h) >= 0, "weight pack: F16 value ", f16_to_f32(h), " (row ", i / w.cols(), ", column ",
               i % w.cols(), ") has no column-pair code (|w| >= 128, inf or NaN)");
   }
 }

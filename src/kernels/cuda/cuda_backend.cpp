@@ -192,8 +192,8 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
   std::vector<int32_t> blocks;
   std::vector<cuda::DevCheckpoint> ckpts;
   std::vector<cuda::DevTile> tiles, wide;
-  int64_t rows = 0;
-  for (const SeqRun& r : runs) rows = std::max(rows, r.row0 + r.n_rows);
+  int64_t rows = 0, max_run_rows = 0;
+  for (const SeqRun& r : runs) rows = std::max(rows, r.row0 + r.n_rows), max_run_rows = std::max(max_run_rows, r.n_rows);
   std::vector<int32_t> row_run(static_cast<size_t>(rows), -1);
   for (size_t i = 0; i < runs.size(); ++i) {
     const SeqRun& r = runs[i];
@@ -240,8 +240,7 @@ void CudaBackend::begin_step(std::span<const SeqRun> runs) {
   step_.n_tiles = static_cast<int32_t>(tiles.size());
   step_.n_wide_tiles = static_cast<int32_t>(wide.size());
   step_.n_rows = rows;
-  step_.max_run_rows = 0;
-  for (const SeqRun& r : runs) step_.max_run_rows = std::max(step_.max_run_rows, r.n_rows);
+  step_.max_run_rows = max_run_rows;
   step_runs_ = runs.data();
   step_n_runs_ = runs.size();
   int64_t max_keys = 0;
