@@ -140,16 +140,26 @@ run 150 env LFM_CUDA_GRAPHS=stats $TESTS --gtest_filter='Fixtures/EngineTest.*_c
 run 60 sh -c "LFM_CUDA_GRAPHS=stats $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1,64 -d 0,512 -r 2 > $out/bench_bf16_graphs.json" ||
   echo "bench bf16_graphs failed" >> "$log"
 
-say "programmatic dependent launch of the GEMVs (LFM_CUDA_PDL=1): kernel tests, then batch-1 decode against plain launches (alternated), and once in graphs"
-run 60 env LFM_CUDA_PDL=1 $CUDA_TESTS
-for round in 1 2; do
-  for pdl in 0 1; do
-    run 30 sh -c "LFM_CUDA_PDL=$pdl $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1 -r 2 > $out/bench_pdl${pdl}_r$round.json" ||
-      echo "bench pdl $pdl failed" >> "$log"
+# ab_switch VAR TAG: batch-1 decode with VAR=0 and VAR=1 alternated twice, then each in CUDA graphs
+# (bench_TAG<value>_r<round>.json, bench_TAG<value>_graphs.json).
+ab_switch() {
+  local var=$1 tag=$2 round val
+  for round in 1 2 graphs; do
+    for val in 0 1; do
+      local graphs=0 name=r$round
+      [ $round = graphs ] && graphs=1 name=graphs
+      run 30 sh -c "$var=$val LFM_CUDA_GRAPHS=$graphs $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1 -r 2 > $out/bench_$tag${val}_$name.json" ||
+        echo "bench $var=$val ($round) failed" >> "$log"
+    done
   done
-done
-run 30 sh -c "LFM_CUDA_PDL=1 LFM_CUDA_GRAPHS=1 $LFM bench --device cuda --json -m $models/bf16 -p 0 -n 128 -b 1 -r 2 > $out/bench_pdl1_graphs.json" ||
-  echo "bench pdl graphs failed" >> "$log"
+}
+
+say "programmatic dependent launch of the GEMVs (LFM_CUDA_PDL=1): kernel tests, then batch-1 decode against plain launches (alternated), and in graphs"
+run 60 env LFM_CUDA_PDL=1 $CUDA_TESTS
+ab_switch LFM_CUDA_PDL pdl
+
+say "the fused launches (a branch's last projection with the residual add and norm, in_proj with the conv, K/V stored by q/k norm + RoPE) against the separate ops (LFM_CUDA_FUSE=0): batch-1 decode alternated, and in graphs"
+ab_switch LFM_CUDA_FUSE fuse
 
 say "sampled decode (temperature 0.8, top-k 40): the rows' candidates down against whole rows down"
 for from in candidates rows; do

@@ -154,6 +154,17 @@ class Backend : public DeviceMemory {
     rms_norm(h, w, rows, dim, eps, out);
   }
 
+  // A residual branch's last projection, the residual add and the next RMSNorm: h += x · Wᵀ
+  // ([n, W.rows]), then out = rms_norm(h) · norm (norm null: the sum only). y [n, W.rows] is
+  // scratch for the product. Bit for bit matmul, then add_rms_norm (or add); a device backend may
+  // add each product into h as it computes it and take the norm in the same launch.
+  virtual void matmul_add_rms_norm(const float* x, int64_t n, const TensorView& w, float* y, float* h,
+                                   const float* norm, float eps, float* out) {
+    matmul(x, n, w, y);
+    if (norm) add_rms_norm(h, y, norm, n, w.shape[0], eps, out);
+    else add(h, y, n * w.shape[0]);
+  }
+
   // NeoX (rotate-half) RoPE in place on x [n_tokens, n_heads, head_dim]; token t sits at
   // positions[t]; inv_freq has head_dim / 2 entries.
   virtual void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int64_t* positions,
@@ -177,6 +188,16 @@ class Backend : public DeviceMemory {
   // Stores the step's new keys and values: row r of k, v [T, kv_heads, head_dim] goes to the
   // position its run gives it (pos0 + r - row0), through the run's block table.
   virtual void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) = 0;
+
+  // qk_norm_rope, then kv_write of the roped keys and v [T, kv_heads, head_dim]: bit for bit the
+  // two; a device backend may store each key head as it ropes it (one launch for both).
+  virtual void qk_norm_rope_kv_write(float* q, float* k, const float* v, const float* qw, const float* kw,
+                                     int64_t n_tokens, int64_t n_heads, int64_t kv_heads, int64_t head_dim, float eps,
+                                     const int64_t* positions, const float* inv_freq, const KvPool& pool,
+                                     std::span<const SeqRun> runs) {
+    qk_norm_rope(q, k, qw, kw, n_tokens, n_heads, kv_heads, head_dim, eps, positions, inv_freq);
+    kv_write(pool, runs, k, v);
+  }
 
   // Causal GQA attention over paged keys/values that kv_write has already stored.
   // q [T, n_heads, head_dim]; the query of row r sits at position p = pos0 + r - row0 of its run
@@ -207,6 +228,16 @@ class Backend : public DeviceMemory {
     short_conv(u, pool, runs, kernel, w, bias, out);
     mul_rows(proj + d, 3 * d, out, d, T, d, out, d);
   }
+  // The conv block's first half: proj [T, 3·dim] = x · in_projᵀ, then gated_short_conv (out, u as
+  // there). Bit for bit matmul then gated_short_conv; a device backend may run a decode step's
+  // conv inside the projection's launch.
+  virtual void matmul_gated_short_conv(const float* x, int64_t n, const TensorView& in_proj, float* proj,
+                                       const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
+                                       const float* w, const float* bias, float* u, float* out) {
+    matmul(x, n, in_proj, proj);
+    gated_short_conv(proj, pool, runs, kernel, w, bias, u, out);
+  }
+
 
   // out = silu(gate) * up, elementwise over n values.
   virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;
@@ -283,6 +314,16 @@ class Backend : public DeviceMemory {
   // t < rows; x [*, cols], src and weights [rows, k].
   virtual void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
                            int64_t cols, float* out) = 0;
+  // An MoE layer's end: h += moe_combine(x, src, weights) ([rows, cols]), then out = rms_norm(h) ·
+  // norm (norm null: the sum only). y [rows, cols] is scratch for the combination. Bit for bit
+  // moe_combine then add_rms_norm (or add); a device backend may do all three in one pass a row.
+  virtual void moe_combine_add_rms_norm(const float* x, const int32_t* src, const float* weights, int64_t rows,
+                                        int64_t k, int64_t cols, float* y, float* h, const float* norm, float eps,
+                                        float* out) {
+    moe_combine(x, src, weights, rows, k, cols, y);
+    if (norm) add_rms_norm(h, y, norm, rows, cols, eps, out);
+    else add(h, y, rows * cols);
+  }
   // Groups the choices by expert, for the experts' matmuls: experts [rows, k] (moe_route's) →
   // first [n_experts + 1] (expert e owns rows [first[e], first[e + 1]) of the grouped batch,
   // rows · k of them in all), index [rows · k] (grouped row r is token index[r]; an expert's

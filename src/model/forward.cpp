@@ -111,33 +111,27 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     item_row0 += static_cast<int64_t>(it.tokens.size());
   }
 
-  // Each residual add runs with the RMSNorm after it (Backend::add_rms_norm), so a_ holds the
-  // normed input of the next block when a layer starts.
+  // Each residual add runs with the RMSNorm after it (Backend::add_rms_norm, or with the branch's
+  // last projection too: residual_add), so a_ holds the normed input of the next block when a
+  // layer starts.
   be_.rms_norm(h_, w.layers[0].operator_norm.ptr(), T_, d, c.norm_eps, a_);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers[i];
+    const float* next_norm = i + 1 < c.n_layers ? w.layers[i + 1].operator_norm.ptr() : nullptr;
     observe(i, ".input", h_, T_, d);
-    // h = h + Mixer(RMSNorm(h))
+    // h = h + Mixer(RMSNorm(h)); a = RMSNorm(h)
     observe(i, ".operator_norm", a_, T_, d);
     if (lw.kind == LayerKind::Conv)
       conv_mixer(lw, i);
     else
       attention_mixer(lw, i);
-    observe(i, lw.kind == LayerKind::Conv ? ".conv" : ".self_attn", mix_, T_, d);
-    // h = h + FFN(RMSNorm(h))
-    be_.add_rms_norm(h_, mix_, lw.ffn_norm.ptr(), T_, d, c.norm_eps, a_);
     observe(i, ".ffn_norm.input", h_, T_, d);
     observe(i, ".ffn_norm", a_, T_, d);
-    current_layer_ = i;
+    // h = h + FFN(a); a = the next layer's RMSNorm(h)
     if (c.layer_is_moe(i))
-      moe_ffn(lw.moe, T_);
+      moe_ffn(lw.moe, i, next_norm);
     else
-      dense_ffn(lw.ffn, a_, T_, mix_);
-    observe(i, ".feed_forward", mix_, T_, d);
-    if (i + 1 < c.n_layers)
-      be_.add_rms_norm(h_, mix_, w.layers[i + 1].operator_norm.ptr(), T_, d, c.norm_eps, a_);
-    else
-      be_.add(h_, mix_, T_ * d);
+      dense_ffn(lw.ffn, i, next_norm);
     observe(i, "", h_, T_, d);
   }
 
@@ -226,12 +220,16 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer) {
   const int64_t d = c.hidden_size;
   const ConvWeights& cw = lw.conv;
   float* proj = scratch<float>(proj_buf_, T_ * 3 * d);  // [T, 3d]: B | C | x
-  be_.matmul(a_, T_, cw.in_proj, proj);
-  if (!cw.in_bias.empty()) be_.add_bias(proj, cw.in_bias.ptr(), T_, 3 * d);
   float* u = scratch<float>(tmp_buf_, T_ * d);
   float* z = scratch<float>(tmp2_buf_, T_ * d);  // z, then y
   const ConvPool pool = cache_.conv_pool(model_.state_slot(layer));
   const float* bias = cw.conv_bias.empty() ? nullptr : cw.conv_bias.ptr();
+  if (!observer_ && cw.in_bias.empty()) {  // the same bits, in one op
+    be_.matmul_gated_short_conv(a_, T_, cw.in_proj, proj, pool, runs_, c.conv_kernel, cw.kernel.ptr(), bias, u, z);
+    return residual_add(z, cw.out_proj, &cw.out_bias, lw.ffn_norm.ptr(), layer, ".conv");
+  }
+  be_.matmul(a_, T_, cw.in_proj, proj);
+  if (!cw.in_bias.empty()) be_.add_bias(proj, cw.in_bias.ptr(), T_, 3 * d);
   if (observer_) {  // each product on its own, for the observer
     be_.mul_rows(proj, 3 * d, proj + 2 * d, 3 * d, T_, d, u, d);  // u = B ⊙ x
     observe(layer, ".conv.conv.input", u, T_, d);
@@ -242,8 +240,7 @@ void Forward::conv_mixer(const LayerWeights& lw, int64_t layer) {
   } else {  // the same bits, in one op
     be_.gated_short_conv(proj, pool, runs_, c.conv_kernel, cw.kernel.ptr(), bias, u, z);
   }
-  be_.matmul(z, T_, cw.out_proj, mix_);
-  if (!cw.out_bias.empty()) be_.add_bias(mix_, cw.out_bias.ptr(), T_, d);
+  residual_add(z, cw.out_proj, &cw.out_bias, lw.ffn_norm.ptr(), layer, ".conv");
 }
 
 // GQA attention: q/k per-head RMSNorm, NeoX RoPE at each token's own position, K/V stored in the
@@ -261,6 +258,8 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer) {
   observe(layer, ".self_attn.q_proj", q, T_, H * hd);
   observe(layer, ".self_attn.k_proj", k, T_, G * hd);
   observe(layer, ".self_attn.v", v, T_, G * hd);
+  // K/V go into the paged cache first; attention then reads every key, this step's too, from it.
+  const KvPool pool = cache_.kv_pool(model_.state_slot(layer));
   if (observer_) {  // each step on its own, for the observer
     be_.rms_norm(q, aw.q_norm.ptr(), T_ * H, hd, c.norm_eps, q);
     be_.rms_norm(k, aw.k_norm.ptr(), T_ * G, hd, c.norm_eps, k);
@@ -270,39 +269,60 @@ void Forward::attention_mixer(const LayerWeights& lw, int64_t layer) {
     be_.rope_neox(k, T_, G, hd, positions_, model_.rope_inv_freq().ptr());
     observe(layer, ".self_attn.q_rope", q, T_, H * hd);
     observe(layer, ".self_attn.k_rope", k, T_, G * hd);
+    be_.kv_write(pool, runs_, k, v);
   } else {  // the same bits, in one op
-    be_.qk_norm_rope(q, k, aw.q_norm.ptr(), aw.k_norm.ptr(), T_, H, G, hd, c.norm_eps, positions_,
-                     model_.rope_inv_freq().ptr());
+    be_.qk_norm_rope_kv_write(q, k, v, aw.q_norm.ptr(), aw.k_norm.ptr(), T_, H, G, hd, c.norm_eps, positions_,
+                              model_.rope_inv_freq().ptr(), pool, runs_);
   }
-
-  // K/V go into the paged cache first; attention then reads every key, this step's too, from it.
   float* att = scratch<float>(proj_buf_, T_ * H * hd);
-  const KvPool pool = cache_.kv_pool(model_.state_slot(layer));
-  be_.kv_write(pool, runs_, k, v);
   be_.attention(q, pool, runs_, H, 1.0f / std::sqrt(static_cast<float>(hd)), att, c.window(layer));
   observe(layer, ".self_attn.out_proj.input", att, T_, H * hd);
-  be_.matmul(att, T_, aw.out, mix_);
+  residual_add(att, aw.out, nullptr, lw.ffn_norm.ptr(), layer, ".self_attn");
 }
 
-// SwiGLU: W2 (silu(W1 f) ⊙ W3 f).
-void Forward::dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out) {
+// SwiGLU on a_: W2 (silu(W1 a) ⊙ W3 a), added into h (residual_add).
+void Forward::dense_ffn(const FfnWeights& w, int64_t layer, const float* next_norm) {
   const int64_t F = w.w1.shape[0];
-  float* gate = scratch<float>(gate_buf_, rows * F);
-  float* up = scratch<float>(up_buf_, rows * F);
-  be_.matmul_swiglu(in, rows, w.w1, w.w3, gate, up);
-  be_.matmul(gate, rows, w.w2, out);
+  float* gate = scratch<float>(gate_buf_, T_ * F);
+  float* up = scratch<float>(up_buf_, T_ * F);
+  be_.matmul_swiglu(a_, T_, w.w1, w.w3, gate, up);
+  residual_add(gate, w.w2, nullptr, next_norm, layer, ".feed_forward");
+}
+
+// A branch's end: h += y · Wᵀ (+ bias), then a = RMSNorm(h) · norm (norm null: the sum only).
+// One op (Backend::matmul_add_rms_norm) unless a bias or the observer wants the branch's output
+// (mix_) on its own.
+void Forward::residual_add(const float* y, const TensorView& w, const WeightVector* bias, const float* norm,
+                           int64_t layer, const char* name) {
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.hidden_size;
+  const bool biased = bias && !bias->empty();
+  if (!biased && !observer_) return be_.matmul_add_rms_norm(y, T_, w, mix_, h_, norm, c.norm_eps, a_);
+  be_.matmul(y, T_, w, mix_);
+  if (biased) be_.add_bias(mix_, bias->ptr(), T_, d);
+  observe(layer, name, mix_, T_, d);
+  add_mix(norm);
+}
+
+// h += mix_, then a = RMSNorm(h) · norm (norm null: the sum only).
+void Forward::add_mix(const float* norm) {
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.hidden_size;
+  if (norm) be_.add_rms_norm(h_, mix_, norm, T_, d, c.norm_eps, a_);
+  else be_.add(h_, mix_, T_ * d);
 }
 
 // Sigmoid-routed MoE (LFM2_SPEC.md §3.7): the expert bias only steers selection; weights come
 // from the unbiased scores, renormalised (+1e-6) and scaled (Backend::moe_route). Each token sums
 // its experts in ascending expert order, so its result does not depend on which other tokens are
 // present. Routing, grouping and the experts' matmuls stay on the backend.
-void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
+void Forward::moe_ffn(const MoeWeights& w, int64_t layer, const float* next_norm) {
   const ModelConfig& c = model_.config();
+  const int64_t rows = T_;
   const int64_t d = c.hidden_size, E = c.n_experts, k = c.n_experts_used;
   float* logits = scratch<float>(moe_logits_buf_, rows * E);
   be_.matmul(a_, rows, w.router, logits);
-  observe(current_layer_, ".feed_forward.gate", logits, rows, E);
+  observe(layer, ".feed_forward.gate", logits, rows, E);
   int32_t* experts_dev = scratch<int32_t>(moe_experts_buf_, rows * k);
   float* weights_dev = scratch<float>(moe_weights_buf_, rows * k);
   be_.moe_route(logits, rows, E, k, w.expert_bias.empty() ? nullptr : w.expert_bias.ptr(), c.norm_topk_prob,
@@ -329,7 +349,12 @@ void Forward::moe_ffn(const MoeWeights& w, int64_t rows) {
   be_.moe_matmul(in, first_dev, moe_w3_, R, up);
   be_.swiglu(gate, up, R * F, gate);
   be_.moe_matmul(gate, first_dev, moe_w2_, R, out);
+  // Each token's k outputs weighted into h, and the next norm (one op unless observed).
+  if (!observer_)
+    return be_.moe_combine_add_rms_norm(out, src_dev, weights_dev, rows, k, d, mix_, h_, next_norm, c.norm_eps, a_);
   be_.moe_combine(out, src_dev, weights_dev, rows, k, d, mix_);
+  observe(layer, ".feed_forward", mix_, T_, d);
+  add_mix(next_norm);
 }
 
 }  // namespace lfm

@@ -117,8 +117,11 @@ class Forward {
  private:
   void conv_mixer(const LayerWeights& lw, int64_t layer);
   void attention_mixer(const LayerWeights& lw, int64_t layer);
-  void dense_ffn(const FfnWeights& w, const float* in, int64_t rows, float* out);
-  void moe_ffn(const MoeWeights& w, int64_t rows);
+  void dense_ffn(const FfnWeights& w, int64_t layer, const float* next_norm);
+  void residual_add(const float* y, const TensorView& w, const WeightVector* bias, const float* norm, int64_t layer,
+                    const char* name);
+  void moe_ffn(const MoeWeights& w, int64_t layer, const float* next_norm);
+  void add_mix(const float* norm);
   void download_choices(std::span<const BatchItem> items, float* logits, int64_t R, StepOutput& out);
   void download_shortlists(std::span<const BatchItem> items, float* logits, StepOutput& out);
   // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.
@@ -138,7 +141,6 @@ class Forward {
 
   // Step scratch in the backend's memory, sized by the packed token count T (reused between steps).
   int64_t T_ = 0;
-  int64_t current_layer_ = 0;  // for observer names inside the FFN
   std::vector<SeqRun> runs_;   // one per item (host descriptors)
   float *h_ = nullptr, *a_ = nullptr, *mix_ = nullptr;  // [T, d]: residual stream, normed input, mixer/FFN output
   const int64_t* positions_ = nullptr;                   // [T]

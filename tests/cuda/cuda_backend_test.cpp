@@ -13,6 +13,7 @@
 #include "convert/quant.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "cuda_test_fixture.h"
 #include "gpu_under_test.h"
 #include "kernels/backend_factory.h"
 #include "kernels/reference_backend.h"
@@ -25,42 +26,6 @@ namespace lfm {
 namespace {
 
 using test::randn;
-
-class CudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!test::gpu_present(&why)) GTEST_SKIP() << why;
-    gpu_ = test::make_gpu_backend(pool_);
-    ref_ = make_reference_backend(pool_);
-  }
-  // Host floats (or ints) into a new device buffer, and back.
-  template <typename T>
-  DeviceBuffer up(const std::vector<T>& v) {
-    DeviceBuffer b = gpu_->allocate(v.size() * sizeof(T));
-    gpu_->upload(b.data(), v.data(), v.size() * sizeof(T));
-    return b;
-  }
-  template <typename T>
-  std::vector<T> down(const DeviceBuffer& b, size_t n) {
-    std::vector<T> v(n);
-    gpu_->download(v.data(), b.data(), n * sizeof(T));
-    return v;
-  }
-  static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0, scale = 1e-6;
-    for (float x : b) scale = std::max(scale, static_cast<double>(std::fabs(x)));
-    if (a.size() != b.size()) return INFINITY;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-      if (std::isnan(d)) return INFINITY;
-      worst = std::max(worst, d);
-    }
-    return worst / scale;
-  }
-  ThreadPool pool_{2};
-  std::unique_ptr<Backend> gpu_, ref_;
-};
 
 TEST_F(CudaTest, RowOpsMatchTheReference) {
   const int64_t rows = 7, dim = 333, hd = 64, heads = 3;
@@ -103,7 +68,6 @@ TEST_F(CudaTest, RowOpsMatchTheReference) {
   EXPECT_LE(rel_err(down<float>(dq, qr.size()), qr), 1e-6);
 }
 
-// The fused residual add + RMSNorm gives the bits of add then rms_norm, sum and norm alike.
 // The text encoder's ops (segment attention with GQA, causal masks and key limits; the stateless
 // segment conv, causal and centred) against the reference backend.
 TEST_F(CudaTest, SegmentOpsMatchTheReference) {
@@ -180,35 +144,7 @@ TEST_F(CudaTest, SpeechEncoderOpsMatchTheReference) {
   EXPECT_LT(rel_err(down<float>(datt, want.size()), want), 1e-5) << "rel_pos_attention";
 }
 
-TEST_F(CudaTest, AddRmsNormIsAddThenRmsNorm) {
-  const int64_t rows = 5, dim = 2048 + 37;
-  const auto h0 = randn(rows * dim, 21), x = randn(rows * dim, 22), w = randn(dim, 23);
-  auto dh1 = up(h0), dh2 = up(h0), dx = up(x), dw = up(w);
-  DeviceBuffer o1 = gpu_->allocate(rows * dim * 4), o2 = gpu_->allocate(rows * dim * 4);
-  gpu_->add_rms_norm(dh1.as<float>(), dx.as<float>(), dw.as<float>(), rows, dim, 1e-5f, o1.as<float>());
-  gpu_->add(dh2.as<float>(), dx.as<float>(), rows * dim);
-  gpu_->rms_norm(dh2.as<float>(), dw.as<float>(), rows, dim, 1e-5f, o2.as<float>());
-  EXPECT_EQ(down<float>(dh1, rows * dim), down<float>(dh2, rows * dim));
-  EXPECT_EQ(down<float>(o1, rows * dim), down<float>(o2, rows * dim));
-}
 
-// Query/key norm and RoPE in one launch: the bits of the four ops it replaces.
-TEST_F(CudaTest, QkNormRopeIsNormsThenRopes) {
-  const int64_t T = 5, H = 4, G = 2, hd = 64;
-  const auto q = randn(T * H * hd, 31), k = randn(T * G * hd, 32), qw = randn(hd, 33), kw = randn(hd, 34);
-  std::vector<float> f(hd / 2);
-  for (int64_t j = 0; j < hd / 2; ++j) f[j] = std::pow(10000.0f, -2.0f * j / hd);
-  const std::vector<int64_t> pos = {0, 7, 300, 4095, 70000};
-  auto q1 = up(q), q2 = up(q), k1 = up(k), k2 = up(k), dqw = up(qw), dkw = up(kw), df = up(f), dp = up(pos);
-  gpu_->qk_norm_rope(q1.as<float>(), k1.as<float>(), dqw.as<float>(), dkw.as<float>(), T, H, G, hd, 1e-5f,
-                     dp.as<int64_t>(), df.as<float>());
-  gpu_->rms_norm(q2.as<float>(), dqw.as<float>(), T * H, hd, 1e-5f, q2.as<float>());
-  gpu_->rms_norm(k2.as<float>(), dkw.as<float>(), T * G, hd, 1e-5f, k2.as<float>());
-  gpu_->rope_neox(q2.as<float>(), T, H, hd, dp.as<int64_t>(), df.as<float>());
-  gpu_->rope_neox(k2.as<float>(), T, G, hd, dp.as<int64_t>(), df.as<float>());
-  EXPECT_EQ(down<float>(q1, q.size()), down<float>(q2, q.size()));
-  EXPECT_EQ(down<float>(k1, k.size()), down<float>(k2, k.size()));
-}
 
 // Logit edits bit for bit; candidates, their order among ties and the tail as the plain loops give.
 TEST_F(CudaTest, SamplingOpsMatchPlainLoops) { test::check_sampling_ops(*gpu_); }
@@ -235,27 +171,6 @@ TEST_F(CudaTest, MoeOpsMatchTheReference) {
   EXPECT_LE(rel_err(down<float>(dout, want.size()), want), 1e-6);
 }
 
-// A matrix of `type` from random floats, as stored, in a view the GPU has prepared.
-struct GpuMatrix {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-  std::unique_ptr<PreparedWeights> prepared;
-};
-GpuMatrix make_matrix(Backend& be, DType type, int64_t rows, int64_t cols, uint64_t seed) {
-  GpuMatrix m;
-  const auto f = randn(rows * cols, seed, 0.5f);
-  m.bytes.resize(dtype_row_bytes(type, cols) * rows);
-  for (int64_t r = 0; r < rows; ++r)
-    quantize_row(type, f.data() + r * cols, m.bytes.data() + r * dtype_row_bytes(type, cols), cols);
-  m.view.dtype = type;
-  m.view.shape = {rows, cols};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
-  WeightSet set;
-  set.matrices.push_back(&m.view);
-  m.prepared = be.prepare_weights(set);
-  return m;
-}
 
 // Widths that end in a partial 256-column chunk, that leave some of a block's 4 warps without a
 // chunk, and (plain types) that only the scalar kernel reads; 37 rows (not a multiple of the
@@ -329,51 +244,9 @@ TEST_F(CudaTest, EmbeddingEveryTypeMatchesTheReference) {
   }
 }
 
-// Matrices on one input (q/k/v of different heights) in one launch: the bits of separate matmuls.
-TEST_F(CudaTest, SharedInputMatmulsInOneLaunchMatchSeparateOnes) {
-  const int64_t cols = 256;
-  for (DType type : {DType::BF16, DType::Q8_0, DType::Q6_K}) {
-    GpuMatrix q = make_matrix(*gpu_, type, 40, cols, 81), k = make_matrix(*gpu_, type, 12, cols, 82),
-              v = make_matrix(*gpu_, type, 13, cols, 83);
-    const TensorView* ws[] = {&q.view, &k.view, &v.view};
-    for (int64_t n : {1, 5}) {
-      const auto x = randn(n * cols, 84 + n);
-      auto dx = up(x);
-      std::vector<DeviceBuffer> one, sep;
-      std::vector<float*> ys;
-      for (const TensorView* w : ws) {
-        one.push_back(gpu_->allocate(n * w->shape[0] * 4));
-        sep.push_back(gpu_->allocate(n * w->shape[0] * 4));
-        ys.push_back(one.back().as<float>());
-      }
-      gpu_->matmul_shared(dx.as<float>(), n, ws, ys);
-      for (size_t i = 0; i < 3; ++i) {
-        gpu_->matmul(dx.as<float>(), n, *ws[i], sep[i].as<float>());
-        const size_t count = static_cast<size_t>(n * ws[i]->shape[0]);
-        EXPECT_EQ(down<float>(one[i], count), down<float>(sep[i], count)) << dtype_name(type) << " n=" << n << " matrix " << i;
-      }
-    }
-  }
-}
 
-// The FFN's gate and up products with SwiGLU in one launch: the bits of two matmuls and swiglu.
-TEST_F(CudaTest, MatmulSwigluIsTwoMatmulsThenSwiglu) {
-  const int64_t cols = 512, rows = 72;
-  for (DType type : {DType::BF16, DType::Q4_0, DType::Q4_K}) {
-    GpuMatrix w1 = make_matrix(*gpu_, type, rows, cols, 91), w3 = make_matrix(*gpu_, type, rows, cols, 92);
-    for (int64_t n : {1, 3, 9}) {
-      const auto x = randn(n * cols, 93 + n);
-      auto dx = up(x);
-      DeviceBuffer g1 = gpu_->allocate(n * rows * 4), u1 = gpu_->allocate(n * rows * 4);
-      DeviceBuffer g2 = gpu_->allocate(n * rows * 4), u2 = gpu_->allocate(n * rows * 4);
-      gpu_->matmul_swiglu(dx.as<float>(), n, w1.view, w3.view, g1.as<float>(), u1.as<float>());
-      gpu_->matmul(dx.as<float>(), n, w1.view, g2.as<float>());
-      gpu_->matmul(dx.as<float>(), n, w3.view, u2.as<float>());
-      gpu_->swiglu(g2.as<float>(), u2.as<float>(), n * rows, g2.as<float>());
-      EXPECT_EQ(down<float>(g1, n * rows), down<float>(g2, n * rows)) << dtype_name(type) << " n=" << n;
-    }
-  }
-}
+
+
 
 // The experts' grouping and grouped matmuls on the device: the reference's grouping, and each
 // expert's rows the bits a matmul on them alone gives (one launch for every expert; experts with
@@ -434,6 +307,7 @@ TEST_F(CudaTest, FixturesMatchTransformers) {
     }
   }
 }
+
 
 // Greedy tokens of each sequence alone and among 16 of mixed lengths, and equal to the CPU's.
 TEST_F(CudaTest, GreedyTokensAloneInABatchAndOnTheCpuAgree) {

@@ -21,7 +21,8 @@ void add_launch(OpRow& row, const trace::Launch& l, const Device& dev, bool grap
   } else if (l.traced) {
     flops = static_cast<double>(l.load_useful);  // ~2 FLOPs per 2-byte weight in a GEMV: negligible
   }
-  const double t = std::max({floor_s, moved / (dev.hbm_bytes_per_s * dev.achievable), flops / peak});
+  const double t = std::max({floor_s, moved / (dev.hbm_bytes_per_s * dev.achievable), flops / peak}) +
+                   l.serial_passes * dev.serial_pass_s;
   row.launches += 1;
   row.load_bytes += static_cast<double>(l.load_bytes);
   row.moved_bytes += moved;

@@ -1,13 +1,14 @@
 // A cost model of the CUDA backend on an H200, from what the emulator's trace saw
 // (emu_trace.h): each launch is predicted to take
-//   max(launch floor, bytes moved / achievable HBM bandwidth, FLOPs / peak)
-// where bytes moved are the distinct 32-byte sectors the launch touched (what DRAM would serve)
-// and the floor is the launch's own cost: ~5 µs per launch issued from the host one by one
-// (the 2026-12-04 H200 profile: small kernels at 10–12 µs with a wait on each side, a step of
-// ~250 launches 1.88 ms), ~1.5 µs per node when a CUDA graph is replayed. Each host round trip
-// (a synchronisation) adds a fixed latency. Launches whose accesses are not announced to the
-// trace (untraced: the row ops, cuBLAS) are predicted at their floor, except cuBLAS GEMMs, whose
-// m, n, k the trace keeps (bytes of the operands once, FLOPs on the tensor cores).
+//   max(launch floor, bytes moved / achievable HBM bandwidth, FLOPs / peak) + serial passes
+// where bytes moved are the distinct 32-byte sectors the launch touched (what DRAM would serve),
+// the floor is the launch's own cost: ~5 µs per launch issued from the host one by one (the
+// 2026-12-04 H200 profile: small kernels at 10–12 µs with a wait on each side, a step of ~250
+// launches 1.88 ms), ~1.5 µs per node when a CUDA graph is replayed, and serial passes are those
+// one block makes alone at the launch's end (a last-block RMSNorm). Each host round trip (a
+// synchronisation) adds a fixed latency. Launches whose accesses are not announced to the trace
+// (untraced: the row ops, cuBLAS) are predicted at their floor, except cuBLAS GEMMs, whose m, n, k
+// the trace keeps (bytes of the operands once, FLOPs on the tensor cores).
 //
 // The model is for decode, which is memory- and launch-bound: FLOPs of a GEMV (2 per weight) are
 // ~1% of what its bytes cost at these peaks and never decide a launch's time.
@@ -30,6 +31,9 @@ struct Device {
   double launch_floor_s = 5e-6;        // per launch issued from the host
   double graph_node_floor_s = 1.5e-6;  // per node of a replayed graph
   double round_trip_s = 10e-6;         // per host synchronisation (wait + wake-up)
+  // One block's pass over a row of a few thousand floats in L2 after the rest of its grid is done
+  // (a last-block RMSNorm): a few dependent L2 round trips per thread, none overlapped by other blocks.
+  double serial_pass_s = 0.5e-6;
 };
 
 // One op's share of a step (launches grouped by the backend op they serve, or their kernel).

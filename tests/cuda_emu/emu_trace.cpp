@@ -207,6 +207,10 @@ void release(const void* base) {
 
 // Called from the kernels' fibers; launches run one at a time under the runtime's lock, so the
 // trace's state needs no lock of its own here.
+void trace_serial_passes_slow(int passes) {
+  if (trace::g_launch) trace::g_launch->serial_passes += passes;
+}
+
 void trace_access_slow(const void* p, size_t bytes, bool store) {
   using namespace trace;
   if (!g_launch || bytes == 0) return;

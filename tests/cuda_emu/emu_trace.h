@@ -32,6 +32,10 @@ inline void trace_access(const void* p, size_t bytes, bool store) {
   if (g_pdl_launch) pdl_access_check();
   if (g_trace_accesses) trace_access_slow(p, bytes, store);
 }
+void trace_serial_passes_slow(int passes);
+inline void trace_serial_passes(int passes) {
+  if (g_trace_accesses) trace_serial_passes_slow(passes);
+}
 
 namespace trace {
 
@@ -51,6 +55,8 @@ struct Launch {
   // emulator run one after another, so lanes whose control flow differs pair up wrongly).
   // request_bytes: the distinct bytes each request's lanes asked for, summed over requests.
   uint64_t requests = 0, request_sectors = 0, request_bytes = 0;
+  // Passes one block makes alone over a row after the rest of the grid is done (LFM_TRACE_SERIAL_PASSES).
+  int serial_passes = 0;
   uint64_t threads() const { return 1ull * grid.x * grid.y * grid.z * block.x * block.y * block.z; }
 };
 
@@ -92,3 +98,4 @@ void release(const void* base);
 
 #define LFM_TRACE_LOAD(p, bytes) ::lfm_emu::trace_access((p), (bytes), false)
 #define LFM_TRACE_STORE(p, bytes) ::lfm_emu::trace_access((p), (bytes), true)
+#define LFM_TRACE_SERIAL_PASSES(n) ::lfm_emu::trace_serial_passes(n)

@@ -45,37 +45,30 @@ class CudaPreparedWeights final : public PreparedWeights {
   DeviceBuffer arena;
 };
 
-// LFM_CUDA_GEMM=own: see kGemmMinTokens (cuda_backend_impl.h).
-bool own_kernels_only() {
-  const char* env = std::getenv("LFM_CUDA_GEMM");
-  return env && std::strcmp(env, "own") == 0;
-}
-
-// LFM_CUDA_ATTN=plain keeps prefill attention on the CUDA-core kernel.
-bool plain_attention_only() {
-  const char* env = std::getenv("LFM_CUDA_ATTN");
-  return env && std::strcmp(env, "plain") == 0;
-}
-
-// LFM_CUDA_PDL=1: the GEMV kernel launched with programmatic dependent launch.
-bool pdl_launches_requested() {
-  const char* env = std::getenv("LFM_CUDA_PDL");
-  return env && std::strcmp(env, "1") == 0;
+// Whether the environment variable `name` is set to `value` (the backend's switches:
+// LFM_CUDA_GEMM=own, see kGemmMinTokens; LFM_CUDA_ATTN=plain keeps prefill attention on the
+// CUDA-core kernel; LFM_CUDA_PDL=1 launches the GEMV kernel with programmatic dependent launch;
+// LFM_CUDA_FUSE=0 runs matmul_add_rms_norm, matmul_gated_short_conv, moe_combine_add_rms_norm and
+// qk_norm_rope_kv_write as their separate ops).
+bool env_is(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env && std::strcmp(env, value) == 0;
 }
 
 }  // namespace
 
 CudaBackend::CudaBackend(int device, ThreadPool& pool)
     : device_(device),
-      own_only_(own_kernels_only()),
-      attention_tc_(!own_only_ && !plain_attention_only()),
+      own_only_(env_is("LFM_CUDA_GEMM", "own")),
+      attention_tc_(!own_only_ && !env_is("LFM_CUDA_ATTN", "plain")),
+      fuse_(!env_is("LFM_CUDA_FUSE", "0")),
       blas_lib_(cuda::cublas_library()) {
   (void)pool;
   LFM_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   LFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   name_ = cat("cuda:", device, " (", prop.name, ", sm_", prop.major, prop.minor, ")");
-  cuda::set_pdl_launches(pdl_launches_requested());
+  cuda::set_pdl_launches(env_is("LFM_CUDA_PDL", "1"));
   LFM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   LFM_CUBLAS_CHECK(blas_lib_.create(&blas_));
   LFM_CUBLAS_CHECK(blas_lib_.set_stream(blas_, stream_));
@@ -91,6 +84,7 @@ CudaBackend::CudaBackend(int device, ThreadPool& pool)
   // cuBLAS's workspace fixed here, so a captured GEMM never allocates.
   blas_workspace_ = allocate(kBlasWorkspaceBytes);
   LFM_CUBLAS_CHECK(blas_lib_.set_workspace(blas_, blas_workspace_.data(), blas_workspace_.size()));
+  add_norm_done_ = allocate(sizeof(unsigned));  // zeroed
 }
 
 CudaBackend::~CudaBackend() {

@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
                      std::span<float* const> ys) override;
   void matmul_swiglu(const float* x, int64_t n, const TensorView& w1, const TensorView& w3, float* gate,
                      float* up) override;
+  void matmul_add_rms_norm(const float* x, int64_t n, const TensorView& w, float* y, float* h, const float* norm,
+                           float eps, float* out) override;
   void embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) override;
   void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) override;
   void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t dim, float eps,
@@ -67,12 +69,18 @@ class CudaBackend final : public Backend {
                     int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions,
                     const float* inv_freq) override;
   void kv_write(const KvPool& pool, std::span<const SeqRun> runs, const float* k, const float* v) override;
+  void qk_norm_rope_kv_write(float* q, float* k, const float* v, const float* qw, const float* kw, int64_t n_tokens,
+                             int64_t n_heads, int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions,
+                             const float* inv_freq, const KvPool& pool, std::span<const SeqRun> runs) override;
   void attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads, float scale,
                  float* out, int64_t window) override;
   void short_conv(const float* u, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel, const float* w,
                   const float* bias, float* out) override;
   void gated_short_conv(const float* proj, const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
                         const float* w, const float* bias, float* u, float* out) override;
+  void matmul_gated_short_conv(const float* x, int64_t n, const TensorView& in_proj, float* proj, const ConvPool& pool,
+                               std::span<const SeqRun> runs, int64_t kernel, const float* w, const float* bias,
+                               float* u, float* out) override;
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override;
   void mul(const float* a, const float* b, int64_t n, float* out) override { mul_rows(a, n, b, n, 1, n, out, n); }
   void add(float* y, const float* x, int64_t n) override;
@@ -107,6 +115,8 @@ class CudaBackend final : public Backend {
   void logsumexp_rows(const float* logits, int64_t vocab, const int32_t* rows, int64_t count, double* out) override;
   void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                    float* out) override;
+  void moe_combine_add_rms_norm(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
+                                int64_t cols, float* y, float* h, const float* norm, float eps, float* out) override;
 
  private:
   cuda::OpProfile::Timer time_op(std::string_view name) { return profile_.time(stream_, name); }
@@ -138,6 +148,9 @@ class CudaBackend final : public Backend {
   int device_;
   bool own_only_;
   bool attention_tc_;  // tensor-core attention for prefill steps (not with own_only_; LFM_CUDA_ATTN=plain says no)
+  // A decode GEMV's residual add + norm or short conv, the MoE combine + add + norm, the K/V store
+  // after q/k norm + RoPE, each in one launch (LFM_CUDA_FUSE=0: the separate ops).
+  bool fuse_;
   cuda::OpProfile profile_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
@@ -159,6 +172,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer conv_segment_buf_;  // segment_conv's per-row segments
   std::vector<int64_t> conv_segment_host_;
   DeviceBuffer partial_buf_;  // attention's per-split partials
+  DeviceBuffer add_norm_done_;  // matmul_add_rms_norm's arrival counter (4 bytes, 0 between launches)
   struct ExpertList {
     std::vector<const void*> ptrs;  // host copy of what dev holds
     DeviceBuffer dev;

@@ -96,6 +96,19 @@ void CudaBackend::moe_combine(const float* x, const int32_t* src, const float* w
           x, src, weights, rows, k, cols, out);
 }
 
+void CudaBackend::moe_combine_add_rms_norm(const float* x, const int32_t* src, const float* weights, int64_t rows,
+                                           int64_t k, int64_t cols, float* y, float* h, const float* norm, float eps,
+                                           float* out) {
+  if (!fuse_ || (norm && out == h))
+    return Backend::moe_combine_add_rms_norm(x, src, weights, rows, k, cols, y, h, norm, eps, out);
+  auto timer = time_op("moe_combine_add_rms_norm");
+  enqueue("moe_combine_add_rms_norm", [this](const float* x, const int32_t* src, const float* w, int64_t rows,
+                                             int64_t k, int64_t cols, float* h, const float* norm, float eps,
+                                             float* out) {
+    cuda::moe_combine_add_rms_norm(x, src, w, rows, k, cols, h, norm, eps, out, stream_);
+  }, x, src, weights, rows, k, cols, h, norm, eps, out);
+}
+
 // A device array of the experts' weight pointers, uploaded once per expert set (keyed by its
 // first matrix, checked against the whole list).
 const void* const* CudaBackend::expert_list(std::span<const TensorView* const> ws) {

@@ -59,6 +59,22 @@ void CudaBackend::matmul_swiglu(const float* x, int64_t n, const TensorView& w1,
           w1.dtype, device_weight(w1), device_weight(w3), w1.shape[0], w1.shape[1], x, n, gate);
 }
 
+// One token: the product added into h and the norm taken in the matmul's own launch (its last
+// block), add_rms_norm's bits. Batches take the two launches.
+void CudaBackend::matmul_add_rms_norm(const float* x, int64_t n, const TensorView& w, float* y, float* h,
+                                      const float* norm, float eps, float* out) {
+  LFM_CHECK(w.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(w.shape));
+  const void* dw = device_weight(w);
+  const int64_t rows = w.shape[0], cols = w.shape[1];
+  if (!fuse_ || n != 1 || !cuda::matmul_vector_ok(w.dtype, dw, cols, x) || (norm && out == h))
+    return Backend::matmul_add_rms_norm(x, n, w, y, h, norm, eps, out);
+  auto timer = time_op(profile_.enabled() ? cat("matmul_add_rms_norm ", dtype_name(w.dtype)) : std::string());
+  enqueue("matmul_add_rms_norm", [this](DType t, const void* dw, int64_t rows, int64_t cols, const float* x, float* h,
+                                        const float* norm, float eps, float* out, unsigned* done) {
+    cuda::matmul_add_rms_norm(t, dw, rows, cols, x, h, norm, eps, out, done, stream_);
+  }, w.dtype, dw, rows, cols, x, h, norm, eps, out, static_cast<unsigned*>(add_norm_done_.data()));
+}
+
 void CudaBackend::embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) {
   auto timer = time_op("embedding");
   enqueue("embedding", [this](DType t, const void* table, int64_t cols, const int32_t* ids, int64_t n, float* out) {
@@ -108,6 +124,22 @@ void CudaBackend::kv_write(const KvPool& pool, std::span<const SeqRun> runs, con
   }, dev_kv(pool), step_, k, v);
 }
 
+void CudaBackend::qk_norm_rope_kv_write(float* q, float* k, const float* v, const float* qw, const float* kw,
+                                        int64_t n_tokens, int64_t n_heads, int64_t kv_heads, int64_t head_dim,
+                                        float eps, const int64_t* positions, const float* inv_freq,
+                                        const KvPool& pool, std::span<const SeqRun> runs) {
+  if (!fuse_)
+    return Backend::qk_norm_rope_kv_write(q, k, v, qw, kw, n_tokens, n_heads, kv_heads, head_dim, eps, positions,
+                                          inv_freq, pool, runs);
+  auto timer = time_op("qk_norm_rope_kv_write");
+  check_step(runs);
+  enqueue("qk_norm_rope_kv_write", [this](float* q, float* k, const float* v, const float* qw, const float* kw,
+                                          int64_t n, int64_t h, int64_t g, int64_t hd, float eps, const int64_t* pos,
+                                          const float* f, const cuda::DevKv& kv, const cuda::DevStep& step) {
+    cuda::qk_norm_rope_kv_write(q, k, v, qw, kw, n, h, g, hd, eps, pos, f, kv, step, stream_);
+  }, q, k, v, qw, kw, n_tokens, n_heads, kv_heads, head_dim, eps, positions, inv_freq, dev_kv(pool), step_);
+}
+
 void CudaBackend::attention(const float* q, const KvPool& pool, std::span<const SeqRun> runs, int64_t n_heads,
                             float scale, float* out, int64_t window) {
   auto timer = time_op("attention");
@@ -151,6 +183,27 @@ void CudaBackend::gated_short_conv(const float* proj, const ConvPool& pool, std:
                                      int64_t kernel, const float* w, const float* bias, float* out) {
     cuda::short_conv_gated(nullptr, proj, conv, step, kernel, w, bias, out, stream_);
   }, proj, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w, bias, out);
+}
+
+// A decode step of one token: the conv inside the projection's launch (its blocks' channels).
+void CudaBackend::matmul_gated_short_conv(const float* x, int64_t n, const TensorView& in_proj, float* proj,
+                                          const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
+                                          const float* w, const float* bias, float* u, float* out) {
+  LFM_CHECK(in_proj.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(in_proj.shape));
+  const void* dw = device_weight(in_proj);
+  const int64_t cols = in_proj.shape[1];
+  if (!fuse_ || n != 1 || step_.n_rows != 1 || step_.max_run_rows != 1 || in_proj.shape[0] != 3 * pool.dim ||
+      !cuda::matmul_vector_ok(in_proj.dtype, dw, cols, x))
+    return Backend::matmul_gated_short_conv(x, n, in_proj, proj, pool, runs, kernel, w, bias, u, out);
+  auto timer = time_op(profile_.enabled() ? cat("matmul_gated_short_conv ", dtype_name(in_proj.dtype)) : std::string());
+  check_step(runs);
+  LFM_CHECK(pool.rows == kernel - 1, "cuda: conv kernel ", kernel, " does not match state rows ", pool.rows);
+  enqueue("matmul_gated_short_conv", [this](DType t, const void* dw, int64_t dim, int64_t cols, const float* x,
+                                            float* proj, const cuda::DevConv& conv, const cuda::DevStep& step,
+                                            int64_t kernel, const float* w, const float* bias, float* out) {
+    cuda::matmul_gated_short_conv(t, dw, dim, cols, x, proj, conv, step, kernel, w, bias, out, stream_);
+  }, in_proj.dtype, dw, pool.dim, cols, x, proj, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim},
+          step_, kernel, w, bias, out);
 }
 
 void CudaBackend::swiglu(const float* gate, const float* up, int64_t n, float* out) {

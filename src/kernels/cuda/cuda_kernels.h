@@ -96,6 +96,11 @@ void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, co
 void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t n_tokens, int64_t n_heads,
                   int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions, const float* inv_freq,
                   cudaStream_t s);
+// Backend::qk_norm_rope_kv_write: qk_norm_rope's blocks, each key head also storing its roped
+// values into the cache, then one block per (token, value head) storing v, as kv_write does.
+void qk_norm_rope_kv_write(float* q, float* k, const float* v, const float* qw, const float* kw, int64_t n_tokens,
+                           int64_t n_heads, int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions,
+                           const float* inv_freq, const DevKv& kv, const DevStep& step, cudaStream_t s);
 void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
 void mul_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t cols, float* out,
               int64_t ldo, cudaStream_t s);
@@ -108,6 +113,10 @@ void moe_route(const float* logits, int64_t rows, int64_t n_experts, int64_t k, 
                bool normalize, float scale, int32_t* experts, float* weights, cudaStream_t s);
 void moe_combine(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k, int64_t cols,
                  float* out, cudaStream_t s);
+// Backend::moe_combine_add_rms_norm: one block per row, the bits of moe_combine then add_rms_norm
+// (norm_w null: then add).
+void moe_combine_add_rms_norm(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
+                              int64_t cols, float* h, const float* norm_w, float eps, float* out, cudaStream_t s);
 // Backend::moe_group (one block; deterministic: an expert's tokens in ascending order).
 void moe_group(const int32_t* experts, int64_t rows, int64_t k, int64_t n_experts, int32_t* first, int32_t* index,
                int32_t* src, cudaStream_t s);
@@ -133,6 +142,21 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
 // same whatever n (kernels_matmul.cu says how).
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s);
+
+// Backend::matmul_add_rms_norm for one token: h[0, :rows] += x · Wᵀ, then (norm_w given) out =
+// rms_norm(h) · norm_w, in one launch: the vector kernel adds each output into h, and the last of
+// its blocks to finish takes the norm with add_rms_norm's arithmetic (the same bits as matmul then
+// add_rms_norm). done: a device word, 0 before and after the launch (the launches of one stream
+// may share it). Needs what the vector kernel reads (matmul_vector_ok).
+void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* h,
+                         const float* norm_w, float eps, float* out, unsigned* done, cudaStream_t s);
+
+// Backend::matmul_gated_short_conv for a decode step of one token: proj [1, 3·dim] = x · Wᵀ (W
+// [3·dim, cols]: B | C | x), each block's channels then running short_conv_gated's decode conv
+// (the same bits), in one launch. Needs what the vector kernel reads.
+void matmul_gated_short_conv(DType type, const void* w, int64_t dim, int64_t cols, const float* x, float* proj,
+                             const DevConv& conv, const DevStep& step, int64_t kernel, const float* taps,
+                             const float* bias, float* out, cudaStream_t s);
 
 // Matrices that read the same input (Backend::matmul_shared: q/k/v, w1/w3), up to 4, of one
 // dtype and column count, in one launch; each output computed as matmul computes it.

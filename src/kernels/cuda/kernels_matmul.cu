@@ -11,12 +11,15 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/block_decode.cuh"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/conv_state.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_norm.cuh"
 
 namespace lfm::cuda {
 
@@ -46,13 +49,33 @@ struct Groups {
   const int32_t* first = nullptr;
   SharedMatmul shared;
   bool gated = false;  // shared.w[0], shared.w[1] as gate and up; silu(gate) · up into shared.y[0]
+  // matmul_add_rms_norm (Mode::kAddNorm): each output is added into h[t, row] instead of written
+  // to y; the last block to finish takes out[t] = rms_norm(h[t]) · w (w null: no norm). done: a
+  // device word that is 0 before the launch and after it.
+  struct AddNorm {
+    float* h = nullptr;
+    const float* w = nullptr;
+    float eps = 0;
+    float* out = nullptr;
+    unsigned* done = nullptr;
+  } add;
+  // matmul_gated_short_conv (Mode::kShortConv): the conv the block's channels run after their
+  // projection rows are written (a decode step: every run one row).
+  struct ShortConv {
+    DevConv conv{};
+    DevStep step{};
+    int64_t kernel = 0;
+    const float* taps = nullptr;
+    const float* bias = nullptr;
+    float* out = nullptr;
+  } conv;
   bool pdl = false;    // launched with programmatic dependent launch: ask L2 for the weights before the wait
-  // Points w, x, y, n and rows at this block's matmul; false when it has no rows. GATED: the
-  // one block column reads shared.w[0] and [1].
-  template <bool GATED>
+  // Points w, x, y, n and rows at this block's matmul; false when it has no rows. ONE_COLUMN
+  // (gated, short conv): the one block column reads shared.w[0 ..].
+  template <bool ONE_COLUMN>
   __device__ __forceinline__ bool select(const uint8_t* __restrict__& w, const float* __restrict__& x, int64_t& n,
                                          float* __restrict__& y, int64_t cols, int64_t& rows) const {
-    const int g = GATED ? 0 : static_cast<int>(blockIdx.y);
+    const int g = ONE_COLUMN ? 0 : static_cast<int>(blockIdx.y);
     if (shared.count > 0) {
       w = static_cast<const uint8_t*>(pick(shared.w, g));
       y = pick(shared.y, g);
@@ -94,22 +117,90 @@ __device__ __forceinline__ void prefetch_rows(const void* w, size_t row_bytes, i
   if ((reinterpret_cast<uintptr_t>(p) | bytes) % 16 == 0 && bytes < (size_t{1} << 31)) LFM_PREFETCH_L2(p, bytes);
 }
 
+// A load that skips L1: memory other blocks of the kernel write (L1 is not coherent across SMs).
+__device__ __forceinline__ float load_l2(const float* p) {
+  LFM_TRACE_LOAD(p, 4);
+  return __ldcg(p);
+}
+
+// The kAddNorm kernel's end: once every block has added its outputs into h, the last block to
+// arrive normalises the n rows of h with add_rms_norm_kernel's arithmetic (row_norm.cuh), from
+// 128 threads, and resets the counter for the next launch.
+__device__ void add_norm_in_last_block(const Groups::AddNorm& a, int64_t dim, int64_t n) {
+  __shared__ unsigned arrived;
+  __shared__ double partial[8];
+  __threadfence();  // this block's sums in h, visible before its arrival counts
+  __syncthreads();
+  if (threadIdx.x == 0) arrived = atomicAdd(a.done, 1u);
+  __syncthreads();
+  if (arrived != gridDim.x * gridDim.y - 1) return;
+  __threadfence();
+  if (a.w) {
+    if (threadIdx.x == 0) LFM_TRACE_SERIAL_PASSES(static_cast<int>(2 * n));  // the squares, then the outputs
+    for (int64_t t = 0; t < n; ++t) {
+      const float* hr = a.h + t * dim;
+      float* o = a.out + t * dim;
+      const float scale =
+          rms_scale(sum_squares_as_256<32 * kWarpsPerBlock>([&](int64_t i) { return load_l2(hr + i); }, dim, partial),
+                    dim, a.eps);
+      for (int64_t i = threadIdx.x; i < dim; i += 32 * kWarpsPerBlock) {
+        LFM_TRACE_STORE(o + i, 4);
+        o[i] = a.w[i] * (load_l2(hr + i) * scale);
+      }
+    }
+  }
+  if (threadIdx.x == 0) *a.done = 0;
+}
+
 // silu(g) · u, as swiglu computes it.
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// The vector kernel. A block of 4 warps takes R rows (of both matrices when gated) and all their
+// What the vector kernel does with a row's sums. kStore: y = x · Wᵀ. kSwiglu (groups.gated): the
+// rows of shared.w[0] and [1], y = silu(first) · second. kAddNorm (matmul_add_rms_norm): added
+// into groups.add.h, then the norm (add_norm_in_last_block). kShortConv (matmul_gated_short_conv):
+// rows c, d + c and 2d + c of shared.w[0] (B, C and x of channel c) stored into y [n, 3d], then the
+// block's channels run their conv (groups.conv).
+enum class Mode { kStore, kSwiglu, kAddNorm, kShortConv };
+__host__ __device__ constexpr int matrices_read(Mode m) { return m == Mode::kSwiglu ? 2 : m == Mode::kShortConv ? 3 : 1; }
+
+// Where row 0 of matrix m of a vector-kernel block starts (w: the launch's matrix, or after select).
+template <Mode MODE>
+__device__ __forceinline__ const uint8_t* matrix_of(const uint8_t* w, const Groups& groups, int m, int64_t rows,
+                                                    size_t row_bytes) {
+  if constexpr (MODE == Mode::kSwiglu) return static_cast<const uint8_t*>(groups.shared.w[m]);
+  else if constexpr (MODE == Mode::kShortConv) return w + static_cast<size_t>(m) * rows * row_bytes;
+  else return w;
+}
+
+// The kShortConv kernel's end: its projection rows written, one thread per (token, channel) of
+// the block runs the gated conv of that token's run (one row), as short_conv_decode_kernel does.
+__device__ void short_conv_of_block(const Groups::ShortConv& sc, const float* proj, int64_t row0, int nr, int64_t n) {
+  __syncthreads();  // the block's projection rows in y, visible to its threads
+  const ConvIn in{nullptr, proj};
+  for (int64_t i = threadIdx.x; i < nr * n; i += 32 * kWarpsPerBlock) {
+    const int64_t t = i / nr, c = row0 + i % nr;
+    const int32_t ri = sc.step.row_run[t];
+    if (ri < 0) continue;
+    const DevRun r = sc.step.runs[ri];
+    conv_out_row(in, sc.conv, r, t, c, sc.kernel, sc.taps, sc.bias, sc.out);
+    conv_state_run(in, sc.conv, sc.step, r, c, sc.kernel);
+  }
+}
+
+// The vector kernel. A block of 4 warps takes R rows (of each matrix it reads) and all their
 // columns: a row is cut into chunks of 256 columns, chunk c going to warp c % 4, lane l decoding
 // columns 256c + 8l .. +7. Each token's 8 activations are loaded once per chunk and used for the
 // R rows, so activations are read R times less than weights would have them; every load is 8 or
 // 16 aligned bytes. A row's output is, per token, each lane's in-order sum over its chunks, the
 // lanes' butterfly, then the 4 warps' sums added in warp order: the same bits whatever n, NT
-// (1 for a single token: fewer registers) or R. cols a multiple of 8 (32 for quantized types);
-// x 16-byte aligned. Gated (groups.gated): the rows of shared.w[1] too, out = silu(first) · second.
-template <DType T, int NT, int R, bool GATED>
+// (1 for a single token: fewer registers), R or MODE. cols a multiple of 8 (32 for quantized
+// types); x 16-byte aligned.
+template <DType T, int NT, int R, Mode MODE>
 __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
                                                          int64_t cols, const float* __restrict__ x, int64_t n,
                                                          float* __restrict__ y, Groups groups) {
-  constexpr int M = GATED ? 2 : 1;  // matrices read
+  constexpr int M = matrices_read(MODE);
+  constexpr bool one_column = MODE == Mode::kSwiglu || MODE == Mode::kShortConv;
   __shared__ float partial[kWarpsPerBlock][M * R][NT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
@@ -117,19 +208,28 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
   // the weights no kernel writes are asked for first, everything else after the wait (expert
   // matmuls read their row counts from memory an earlier kernel wrote, so they only wait).
   if (groups.pdl && !groups.first) {
-    const bool shared = groups.shared.count > 0;
-    const int g = GATED ? 0 : static_cast<int>(blockIdx.y);
-    prefetch_rows<R>(shared ? pick(groups.shared.w, g) : w, row_bytes, shared ? pick(groups.shared.rows, g) : rows,
-                     row0);
-    if constexpr (GATED) prefetch_rows<R>(groups.shared.w[1], row_bytes, groups.shared.rows[1], row0);
+    if constexpr (one_column) {
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        prefetch_rows<R>(matrix_of<MODE>(w, groups, m, rows, row_bytes), row_bytes,
+                         MODE == Mode::kSwiglu ? groups.shared.rows[m] : rows, row0);
+    } else {
+      const bool shared = groups.shared.count > 0;
+      const int g = static_cast<int>(blockIdx.y);
+      prefetch_rows<R>(shared ? pick(groups.shared.w, g) : w, row_bytes, shared ? pick(groups.shared.rows, g) : rows,
+                       row0);
+    }
   }
   LFM_GRID_DEPENDENCY_WAIT();
-  if (!groups.template select<GATED>(w, x, n, y, cols, rows) || row0 >= rows) return;  // uniform over the block
+  // Uniform over the block. Never taken by kAddNorm or kShortConv (one matrix, the grid exactly
+  // over its rows or channels): kAddNorm's blocks must all arrive at its end.
+  if constexpr (MODE != Mode::kShortConv)
+    if (!groups.template select<one_column>(w, x, n, y, cols, rows) || row0 >= rows) return;
   const int nr = static_cast<int>(rows - row0 < R ? rows - row0 : R);
   const uint8_t* wr[M * R];  // row r of matrix m at wr[m * R + r] (rows past the end: row0's)
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const uint8_t* base = m == 0 ? w : static_cast<const uint8_t*>(groups.shared.w[1]);
+    const uint8_t* base = matrix_of<MODE>(w, groups, m, rows, row_bytes);
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[m * R + r] = base + static_cast<size_t>(row0 + (r < nr ? r : 0)) * row_bytes;
   }
@@ -175,12 +275,27 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
 #pragma unroll
           for (int k = 1; k < kWarpsPerBlock; ++k) v[m] += partial[k][m * R + r][t];
         }
-        LFM_TRACE_STORE(&y[(t0 + t) * rows + row0 + r], 4);
-        y[(t0 + t) * rows + row0 + r] = GATED ? silu_times(v[0], v[M - 1]) : v[0];
+        const int64_t at = (t0 + t) * rows + row0 + r;
+        if constexpr (MODE == Mode::kAddNorm) {
+          LFM_TRACE_STORE(&groups.add.h[at], 4);
+          groups.add.h[at] = load_l2(&groups.add.h[at]) + v[0];  // add_rms_norm's h + x
+        } else if constexpr (MODE == Mode::kShortConv) {
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            float* p = &y[(t0 + t) * M * rows + m * rows + row0 + r];  // [n, 3d]: B | C | x
+            LFM_TRACE_STORE(p, 4);
+            *p = v[m];
+          }
+        } else {
+          LFM_TRACE_STORE(&y[at], 4);
+          y[at] = MODE == Mode::kSwiglu ? silu_times(v[0], v[M - 1]) : v[0];
+        }
       }
     }
     __syncthreads();
   }
+  if constexpr (MODE == Mode::kAddNorm) add_norm_in_last_block(groups.add, rows, n);
+  if constexpr (MODE == Mode::kShortConv) short_conv_of_block(groups.conv, y, row0, nr, n);
 }
 
 // The kernel for what the vector one cannot read: x not 16-byte aligned, or a plain type's cols
@@ -264,17 +379,20 @@ namespace {
 std::atomic<bool> g_pdl{false};
 bool pdl_requested() { return g_pdl.load(std::memory_order_relaxed); }
 
-// Rows a vector-kernel block takes: fewer when its registers hold more (8 or 16 tokens, two matrices).
-constexpr int vec_rows(bool one_token, bool gated) { return one_token ? (gated ? 2 : 4) : (gated ? 1 : 2); }
+// Rows a vector-kernel block takes (of each matrix it reads): fewer when its registers hold more
+// (8 or 16 tokens, two or three matrices).
+constexpr int vec_rows(bool one_token, int matrices) {
+  return one_token ? (matrices == 1 ? 4 : 2) : (matrices == 1 ? 2 : 1);
+}
 
-template <DType T, int NT, bool GATED>
+template <DType T, int NT, Mode MODE>
 void launch_vec(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
                 const Groups& groups, unsigned grid_y, cudaStream_t s) {
-  constexpr int R = vec_rows(NT == 1, GATED);
+  constexpr int R = vec_rows(NT == 1, matrices_read(MODE));
   const dim3 grid(grid_for(rows, R), grid_y), block(32 * kWarpsPerBlock);
   Groups g = groups;
   g.pdl = pdl_requested();
-  LFM_LAUNCH_PDL(g.pdl, grid, block, 0, s, matmul_vec_kernel<T, NT, R, GATED>)(w, row_bytes, rows, cols, x, n, y, g);
+  LFM_LAUNCH_PDL(g.pdl, grid, block, 0, s, matmul_vec_kernel<T, NT, R, MODE>)(w, row_bytes, rows, cols, x, n, y, g);
 }
 
 // Launches the kernel for `type`: the vector one (one, 8 or 16 tokens at a time, gated or not)
@@ -291,29 +409,37 @@ void launch_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, 
     const dim3 grid(grid_for(rows, kWarpsPerBlock), grid_y), block(32 * kWarpsPerBlock);
     LFM_LAUNCH(grid, block, 0, s, matmul_scalar_kernel<T>)(w, row_bytes, rows, cols, x, n, y, groups);
   } else if (groups.gated) {
-    if (one_token) launch_vec<T, 1, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
-    else if (sixteen) launch_vec<T, 2 * kTokenGroup, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
-    else launch_vec<T, kTokenGroup, true>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    if (one_token) launch_vec<T, 1, Mode::kSwiglu>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else if (sixteen) launch_vec<T, 2 * kTokenGroup, Mode::kSwiglu>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else launch_vec<T, kTokenGroup, Mode::kSwiglu>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
   } else {
-    if (one_token) launch_vec<T, 1, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
-    else if (sixteen) launch_vec<T, 2 * kTokenGroup, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
-    else launch_vec<T, kTokenGroup, false>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    if (one_token) launch_vec<T, 1, Mode::kStore>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else if (sixteen) launch_vec<T, 2 * kTokenGroup, Mode::kStore>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+    else launch_vec<T, kTokenGroup, Mode::kStore>(w, row_bytes, rows, cols, x, n, y, groups, grid_y, s);
+  }
+}
+
+// f(std::integral_constant<DType, T>{}) for the matmul kernels' weight types.
+template <typename F>
+void with_matmul_type(DType type, const char* op, F&& f) {
+  switch (type) {
+    case DType::F32: return f(std::integral_constant<DType, DType::F32>{});
+    case DType::F16: return f(std::integral_constant<DType, DType::F16>{});
+    case DType::BF16: return f(std::integral_constant<DType, DType::BF16>{});
+    case DType::Q8_0: return f(std::integral_constant<DType, DType::Q8_0>{});
+    case DType::Q4_0: return f(std::integral_constant<DType, DType::Q4_0>{});
+    case DType::Q4_K: return f(std::integral_constant<DType, DType::Q4_K>{});
+    case DType::Q5_K: return f(std::integral_constant<DType, DType::Q5_K>{});
+    case DType::Q6_K: return f(std::integral_constant<DType, DType::Q6_K>{});
+    default: fail("cuda: ", op, " has no kernel for ", dtype_name(type), " weights");
   }
 }
 
 void launch_matmul(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
                    bool vec, bool one_token, const Groups& groups, unsigned grid_y, cudaStream_t s) {
-  switch (type) {
-    case DType::F32: launch_typed<DType::F32>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::F16: launch_typed<DType::F16>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::BF16: launch_typed<DType::BF16>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::Q8_0: launch_typed<DType::Q8_0>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::Q4_0: launch_typed<DType::Q4_0>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::Q4_K: launch_typed<DType::Q4_K>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::Q5_K: launch_typed<DType::Q5_K>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    case DType::Q6_K: launch_typed<DType::Q6_K>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s); break;
-    default: fail("cuda: matmul has no kernel for ", dtype_name(type), " weights");
-  }
+  with_matmul_type(type, "matmul", [&](auto t) {
+    launch_typed<decltype(t)::value>(w, rows, cols, x, n, y, vec, one_token, groups, grid_y, s);
+  });
   LFM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -343,6 +469,39 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
   if (rows == 0 || n == 0) return;
   launch_matmul(type, static_cast<const uint8_t*>(w), rows, cols, x, n, y, matmul_vector_ok(type, w, cols, x), n == 1,
                 Groups{}, 1, s);
+}
+
+void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* h,
+                         const float* norm_w, float eps, float* out, unsigned* done, cudaStream_t s) {
+  if (rows == 0) return;
+  LFM_CHECK(matmul_vector_ok(type, w, cols, x) && done && (!norm_w || (out && out != h)),
+            "cuda: matmul_add_rms_norm needs a matrix and input the vector kernel reads, a counter, and an output "
+            "apart from the sum");
+  Groups groups;
+  groups.add = Groups::AddNorm{h, norm_w, eps, out, done};
+  with_matmul_type(type, "matmul_add_rms_norm", [&](auto t) {
+    launch_vec<decltype(t)::value, 1, Mode::kAddNorm>(static_cast<const uint8_t*>(w), device_row_bytes(type, cols), rows,
+                                                   cols, x, 1, nullptr, groups, 1, s);
+  });
+  LFM_CUDA_CHECK(cudaGetLastError());
+}
+
+void matmul_gated_short_conv(DType type, const void* w, int64_t dim, int64_t cols, const float* x, float* proj,
+                             const DevConv& conv, const DevStep& step, int64_t kernel, const float* taps,
+                             const float* bias, float* out, cudaStream_t s) {
+  if (dim == 0) return;
+  LFM_CHECK(matmul_vector_ok(type, w, cols, x) && step.n_rows == 1 && step.max_run_rows == 1 && conv.dim == dim &&
+                kernel >= 1 && kernel - 1 <= kMaxConvHistory,
+            "cuda: matmul_gated_short_conv takes one token (", step.n_rows, " rows), a state of ", dim,
+            " channels (", conv.dim, "), kernels of 1 to ", kMaxConvHistory + 1, " taps (", kernel,
+            ") and what the vector kernel reads");
+  Groups groups;
+  groups.conv = Groups::ShortConv{conv, step, kernel, taps, bias, out};
+  with_matmul_type(type, "matmul_gated_short_conv", [&](auto t) {
+    launch_vec<decltype(t)::value, 1, Mode::kShortConv>(static_cast<const uint8_t*>(w), device_row_bytes(type, cols),
+                                                        dim, cols, x, 1, proj, groups, 1, s);
+  });
+  LFM_CUDA_CHECK(cudaGetLastError());
 }
 
 void matmul_shared(DType type, const SharedMatmul& m, int64_t cols, const float* x, int64_t n, bool vec, cudaStream_t s) {

@@ -8,6 +8,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_norm.cuh"
+#include "kernels/cuda/state_access.cuh"
 
 namespace lfm::cuda {
 
@@ -20,57 +22,70 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
   __shared__ double partial[8];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
-  double ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += 256) ss += static_cast<double>(xr[i]) * xr[i];
-  ss = block_reduce<256>(ss, partial, SumOp());
-  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
+  const float scale = rms_scale(sum_squares_as_256<256>([&](int64_t i) { return xr[i]; }, dim, partial), dim, eps);
   for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (xr[i] * scale);
 }
 
 // h += x, then rms_norm_kernel's arithmetic on the sums (each thread reads back what it wrote).
+// matmul_add_rms_norm's last block takes the same norm with 128 threads.
 __global__ void add_rms_norm_kernel(float* __restrict__ h, const float* __restrict__ x, const float* __restrict__ w,
                                     int64_t dim, float eps, float* __restrict__ out) {
   __shared__ double partial[8];
   float* hr = h + static_cast<int64_t>(blockIdx.x) * dim;
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
-  double ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += 256) {
-    float v = hr[i];
-    v += xr[i];
+  const auto add = [&](int64_t i) {
+    const float v = hr[i] + xr[i];
     hr[i] = v;
-    ss += static_cast<double>(v) * v;
-  }
-  ss = block_reduce<256>(ss, partial, SumOp());
-  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
+    return v;
+  };
+  const float scale = rms_scale(sum_squares_as_256<256>(add, dim, partial), dim, eps);
   for (int64_t i = threadIdx.x; i < dim; i += 256) o[i] = w[i] * (hr[i] * scale);
 }
 
 // One block per (token, head) of q then k: rms_norm_kernel's arithmetic over the head, then
-// rope_kernel's on the normed values.
+// rope_kernel's on the normed values. With a cache to store into (store.kv.k set): each key head's
+// roped values go to the cache too, and blocks for the value heads follow, storing as kv_write does.
 constexpr int kMaxNormRopeDim = 256;
+struct KvStore {
+  DevKv kv{};
+  DevStep step{};
+  const float* v = nullptr;  // [T, kv_heads, head_dim]
+};
 __global__ void qk_norm_rope_kernel(float* q, float* k, const float* __restrict__ qw, const float* __restrict__ kw,
                                     int64_t n_heads, int64_t kv_heads, int64_t head_dim, float eps,
-                                    const int64_t* __restrict__ positions, const float* __restrict__ inv_freq) {
+                                    const int64_t* __restrict__ positions, const float* __restrict__ inv_freq,
+                                    KvStore store) {
   __shared__ double partial[8];
-  __shared__ float v[kMaxNormRopeDim];
-  const int64_t heads = n_heads + kv_heads, t = blockIdx.x / heads, h = blockIdx.x % heads;
+  __shared__ float normed[kMaxNormRopeDim];
+  const bool to_cache = store.kv.k != nullptr;
+  const int64_t heads = n_heads + (to_cache ? 2 : 1) * kv_heads, t = blockIdx.x / heads, h = blockIdx.x % heads;
+  int64_t base = 0, slot = 0;  // the head's cache slot (a row that stores nothing: none)
+  const bool stores = to_cache && h >= n_heads && kv_slot(store.kv, store.step, t, (h - n_heads) % kv_heads, base, slot);
+  if (h >= n_heads + kv_heads) {  // a value head
+    if (!stores) return;
+    const float* vr = store.v + (t * kv_heads + (h - n_heads - kv_heads)) * head_dim;
+    for (int64_t i = threadIdx.x; i < head_dim; i += 256) store_state(store.kv.type, store.kv.v, base + slot * head_dim + i, vr[i]);
+    return;
+  }
   float* x = h < n_heads ? q + (t * n_heads + h) * head_dim : k + (t * kv_heads + (h - n_heads)) * head_dim;
   const float* w = h < n_heads ? qw : kw;
-  double ss = 0;
-  for (int64_t i = threadIdx.x; i < head_dim; i += 256) ss += static_cast<double>(x[i]) * x[i];
-  ss = block_reduce<256>(ss, partial, SumOp());
-  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(head_dim) + eps));
-  for (int64_t i = threadIdx.x; i < head_dim; i += 256) v[i] = w[i] * (x[i] * scale);
+  const float scale = rms_scale(sum_squares_as_256<256>([&](int64_t i) { return x[i]; }, head_dim, partial), head_dim, eps);
+  for (int64_t i = threadIdx.x; i < head_dim; i += 256) normed[i] = w[i] * (x[i] * scale);
   __syncthreads();
   const int64_t half = head_dim / 2;
   for (int64_t j = threadIdx.x; j < half; j += 256) {
     const float angle = static_cast<float>(positions[t]) * inv_freq[j];
     const float cs = static_cast<float>(cos(static_cast<double>(angle)));
     const float sn = static_cast<float>(sin(static_cast<double>(angle)));
-    const float a = v[j], b = v[j + half];
-    x[j] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
-    x[j + half] = __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
+    const float a = normed[j], b = normed[j + half];
+    const float lo = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)), hi = __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
+    x[j] = lo;
+    x[j + half] = hi;
+    if (stores) {  // keys dim-major
+      store_state(store.kv.type, store.kv.k, base + j * store.kv.block_tokens + slot, lo);
+      store_state(store.kv.type, store.kv.k, base + (j + half) * store.kv.block_tokens + slot, hi);
+    }
   }
 }
 
@@ -205,15 +220,44 @@ __global__ void moe_route_kernel(const float* logits, int64_t rows, int64_t n_ex
   }
 }
 
+// Σ_j weights[j] · x[src[j], c] over a token's k choices, in order from zero (src, weights: the
+// token's [k]).
+__device__ __forceinline__ float combine_choices(const float* x, const int32_t* src, const float* weights, int64_t k,
+                                                 int64_t cols, int64_t c) {
+  float acc = 0.0f;
+  for (int64_t j = 0; j < k; ++j) acc = __fadd_rn(acc, __fmul_rn(weights[j], x[static_cast<int64_t>(src[j]) * cols + c]));
+  return acc;
+}
+
 __global__ void moe_combine_kernel(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
                                    int64_t cols, float* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
-  const int64_t t = i / cols, c = i % cols;
-  float acc = 0.0f;
-  for (int64_t j = 0; j < k; ++j)
-    acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], x[static_cast<int64_t>(src[t * k + j]) * cols + c]));
-  out[i] = acc;
+  const int64_t t = i / cols;
+  out[i] = combine_choices(x, src + t * k, weights + t * k, k, cols, i % cols);
+}
+
+// One block per token: h += moe_combine_kernel's sum, then (w given) add_rms_norm_kernel's norm.
+__global__ void moe_combine_add_rms_norm_kernel(const float* x, const int32_t* src, const float* weights, int64_t k,
+                                                int64_t cols, float* __restrict__ h, const float* __restrict__ w,
+                                                float eps, float* __restrict__ out) {
+  __shared__ double partial[8];
+  const int64_t t = blockIdx.x;
+  const int32_t* st = src + t * k;
+  const float* wt = weights + t * k;
+  float* hr = h + t * cols;
+  const auto add = [&](int64_t i) {
+    const float v = hr[i] + combine_choices(x, st, wt, k, cols, i);
+    hr[i] = v;
+    return v;
+  };
+  if (!w) {
+    for (int64_t i = threadIdx.x; i < cols; i += 256) add(i);
+    return;
+  }
+  const float scale = rms_scale(sum_squares_as_256<256>(add, cols, partial), cols, eps);
+  float* o = out + t * cols;
+  for (int64_t i = threadIdx.x; i < cols; i += 256) o[i] = w[i] * (hr[i] * scale);
 }
 
 // One block: thread e counts expert e's choices, one thread turns the counts into first rows,
@@ -298,7 +342,22 @@ void qk_norm_rope(float* q, float* k, const float* qw, const float* kw, int64_t 
   const int64_t blocks = n_tokens * (n_heads + kv_heads);
   if (blocks == 0) return;
   LFM_LAUNCH(static_cast<unsigned>(blocks), 256, 0, s, qk_norm_rope_kernel)(q, k, qw, kw, n_heads, kv_heads, head_dim, eps,
-                                                                    positions, inv_freq);
+                                                                    positions, inv_freq, KvStore{});
+  check_launch();
+}
+
+void qk_norm_rope_kv_write(float* q, float* k, const float* v, const float* qw, const float* kw, int64_t n_tokens,
+                           int64_t n_heads, int64_t kv_heads, int64_t head_dim, float eps, const int64_t* positions,
+                           const float* inv_freq, const DevKv& kv, const DevStep& step, cudaStream_t s) {
+  LFM_CHECK(head_dim % 2 == 0 && head_dim <= kMaxNormRopeDim, "cuda: qk_norm_rope supports even head_dim up to ",
+            kMaxNormRopeDim, ", got ", head_dim);
+  LFM_CHECK(kv.k && kv.kv_heads == kv_heads && kv.head_dim == head_dim && step.n_rows == n_tokens,
+            "cuda: qk_norm_rope_kv_write's cache (", kv.kv_heads, " heads of ", kv.head_dim, ") or step (", step.n_rows,
+            " rows) does not fit ", n_tokens, " tokens of ", kv_heads, " heads of ", head_dim);
+  const int64_t blocks = n_tokens * (n_heads + 2 * kv_heads);
+  if (blocks == 0) return;
+  LFM_LAUNCH(static_cast<unsigned>(blocks), 256, 0, s, qk_norm_rope_kernel)(q, k, qw, kw, n_heads, kv_heads, head_dim, eps,
+                                                                    positions, inv_freq, KvStore{kv, step, v});
   check_launch();
 }
 
@@ -387,6 +446,14 @@ void moe_combine(const float* x, const int32_t* src, const float* weights, int64
                  float* out, cudaStream_t s) {
   if (rows * cols == 0) return;
   LFM_LAUNCH(blocks_for(rows * cols, 256), 256, 0, s, moe_combine_kernel)(x, src, weights, rows, k, cols, out);
+  check_launch();
+}
+
+void moe_combine_add_rms_norm(const float* x, const int32_t* src, const float* weights, int64_t rows, int64_t k,
+                              int64_t cols, float* h, const float* norm_w, float eps, float* out, cudaStream_t s) {
+  if (rows == 0) return;
+  LFM_LAUNCH(static_cast<unsigned>(rows), 256, 0, s, moe_combine_add_rms_norm_kernel)(x, src, weights, k, cols, h,
+                                                                                     norm_w, eps, out);
   check_launch();
 }
 

@@ -8,10 +8,12 @@
 #define LFM_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
 #endif
 // LFM_TRACE_LOAD(p, bytes) / LFM_TRACE_STORE(p, bytes): a global-memory access announced to the
-// emulator's cost-model trace (tests/cuda_emu/emu_trace.h); nothing here.
+// emulator's cost-model trace (tests/cuda_emu/emu_trace.h); LFM_TRACE_SERIAL_PASSES(n): n passes
+// over a row that one block makes alone at a launch's end (latency the bytes do not show). Nothing here.
 #ifndef LFM_TRACE_LOAD
 #define LFM_TRACE_LOAD(p, bytes) ((void)0)
 #define LFM_TRACE_STORE(p, bytes) ((void)0)
+#define LFM_TRACE_SERIAL_PASSES(n) ((void)0)
 #endif
 #ifndef LFM_DYNAMIC_SHARED
 #define LFM_DYNAMIC_SHARED(T, name) extern __shared__ T name[]

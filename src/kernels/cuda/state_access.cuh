@@ -68,4 +68,18 @@ __device__ __forceinline__ int64_t head_block(const DevKv& kv, int32_t block, in
   return (static_cast<int64_t>(block) * kv.kv_heads + g) * kv.block_tokens * kv.head_dim;
 }
 
+// Where packed row `row`'s key and value of KV head g go: the head's part of the block holding the
+// row's position (head_block) and the position's slot t in it; false for a row that stores nothing.
+// Key dim d is at base + d · block_tokens + t, value dim d at base + t · head_dim + d.
+__device__ __forceinline__ bool kv_slot(const DevKv& kv, const DevStep& step, int64_t row, int64_t g, int64_t& base,
+                                        int64_t& t) {
+  const int32_t ri = step.row_run[row];
+  if (ri < 0) return false;
+  const DevRun r = step.runs[ri];
+  const int64_t pos = r.pos0 + (row - r.row0);
+  t = pos % kv.block_tokens;
+  base = head_block(kv, step.blocks[r.blocks_at + pos / kv.block_tokens], g);
+  return true;
+}
+
 }  // namespace lfm::cuda
