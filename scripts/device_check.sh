@@ -181,7 +181,7 @@ run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
 run 200 env LFM_CUDA_GEMM=own $CUDA_TESTS
 
 say "where a step's time goes (LFM_CUDA_PROFILE=1: GPU time per op between CUDA events, no waits; =sync: wall time with waits)"
-for args in "-p 0 -n 64" "-p 2048 -n 0" "-p 0 -n 16 -b 64"; do
+for args in "-p 0 -n 64" "-p 2048 -n 0" "-p 0 -n 16 -b 64" "-p 0 -n 32 -d 2048"; do
   echo "-- lfm bench $args" >> "$log"
   run 60 env LFM_CUDA_PROFILE=1 $LFM bench --device cuda -m $models/bf16 $args -r 1
 done

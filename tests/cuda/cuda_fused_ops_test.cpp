@@ -49,14 +49,15 @@ TEST_F(CudaTest, QkNormRopeIsNormsThenRopes) {
   EXPECT_EQ(down<float>(k1, k.size()), down<float>(k2, k.size()));
 }
 
-// Matrices on one input (q/k/v of different heights) in one launch: the bits of separate matmuls.
+// Matrices on one input (q/k/v of different heights) in one launch, or (70 tokens) cuBLAS GEMMs
+// from one conversion of the input: the bits of separate matmuls.
 TEST_F(CudaTest, SharedInputMatmulsInOneLaunchMatchSeparateOnes) {
   const int64_t cols = 256;
-  for (DType type : {DType::BF16, DType::Q8_0, DType::Q6_K}) {
+  for (DType type : {DType::BF16, DType::F16, DType::F32, DType::Q8_0, DType::Q6_K}) {
     GpuMatrix q = make_matrix(*gpu_, type, 40, cols, 81), k = make_matrix(*gpu_, type, 12, cols, 82),
               v = make_matrix(*gpu_, type, 13, cols, 83);
     const TensorView* ws[] = {&q.view, &k.view, &v.view};
-    for (int64_t n : {1, 5}) {
+    for (int64_t n : {1, 5, 70}) {
       const auto x = randn(n * cols, 84 + n);
       auto dx = up(x);
       std::vector<DeviceBuffer> one, sep;
@@ -81,7 +82,7 @@ TEST_F(CudaTest, MatmulSwigluIsTwoMatmulsThenSwiglu) {
   const int64_t cols = 512, rows = 72;
   for (DType type : {DType::BF16, DType::Q4_0, DType::Q4_K}) {
     GpuMatrix w1 = make_matrix(*gpu_, type, rows, cols, 91), w3 = make_matrix(*gpu_, type, rows, cols, 92);
-    for (int64_t n : {1, 3, 9}) {
+    for (int64_t n : {1, 3, 9, 70}) {
       const auto x = randn(n * cols, 93 + n);
       auto dx = up(x);
       DeviceBuffer g1 = gpu_->allocate(n * rows * 4), u1 = gpu_->allocate(n * rows * 4);
@@ -166,8 +167,8 @@ TEST_F(CudaTest, MoeCombineAddRmsNormIsCombineThenAddRmsNorm) {
 // The fused ops a step runs (the branch's last projection with the residual add and norm, an MoE
 // layer's combine with them, q/k norm + RoPE with the K/V store, the gated conv) give the bits of
 // the separate ops Forward runs when an activation observer watches: a prompt, then decode steps
-// of one token (where the one-launch kernels run) and of two sequences, dense and MoE, each
-// step's logits equal with and without the observer.
+// of one token (where the one-launch kernels run), of two sequences and of twenty, dense and MoE,
+// each step's logits equal with and without the observer.
 TEST_F(CudaTest, FusedOpsGiveTheSeparateOpsBits) {
   for (const std::string name : {"lfm2_b_layertypes_tied_f32", "lfm2moe_g_untied_nobias_scaled_f32"}) {
     LoadOptions opt;
@@ -175,7 +176,7 @@ TEST_F(CudaTest, FusedOpsGiveTheSeparateOpsBits) {
     auto model = load_model(test::fixture_dir(name), opt);
     auto run = [&](bool observed) {
       StatePlanOptions plan = test::f32_plan(64);
-      plan.parallel = 2;
+      plan.parallel = 20;
       auto cache = make_state_cache(*model, plan, *gpu_);
       Forward fwd(*model, *gpu_, *cache);
       int observations = 0;
@@ -194,6 +195,14 @@ TEST_F(CudaTest, FusedOpsGiveTheSeparateOpsBits) {
       const std::vector<int32_t> next[] = {{11}, {12}, {13}, {14}};
       for (int i = 0; i < 3; ++i) step({BatchItem{a, next[i]}});
       for (int i = 0; i < 2; ++i) step({BatchItem{a, next[i + 1]}, BatchItem{b, next[i]}});
+      // 20 sequences a token each (a pass of 16 tokens and one of 4), twice: 18 of them new.
+      std::vector<Sequence*> more;
+      for (int i = 0; i < 18; ++i) more.push_back(cache->open(64));
+      for (int i = 0; i < 2; ++i) {
+        std::vector<BatchItem> items = {BatchItem{a, next[3 - i]}, BatchItem{b, next[2 + i]}};
+        for (size_t j = 0; j < more.size(); ++j) items.push_back(BatchItem{more[j], next[(j + i) % 4]});
+        step(items);
+      }
       EXPECT_EQ(observations > 0, observed);
       return logits;
     };

@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -100,7 +101,10 @@ void store_element(void* base, cudaDataType_t t, size_t i, float v) {
 
 size_t element_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
-// C (m × n, column-major, ldc) = alpha · op(A) · op(B) + beta · C, every dot product in float, in order.
+// C (m × n, column-major, ldc) = alpha · op(A) · op(B) + beta · C, every dot product in float, in
+// order. The operands are unpacked to float once: op(B) as n × k, op(A) in panels of 8 rows (k × 8
+// each), so that the eight outputs of a panel and column run side by side, each its own in-order
+// sum (a loop vectorised across outputs, not within a sum), with the panel in cache for every column.
 void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* a,
           cudaDataType_t at, int lda, const void* b, cudaDataType_t bt, int ldb, float beta, void* c,
           cudaDataType_t ct, int ldc) {
@@ -110,20 +114,34 @@ void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float
   if (!on_device(a, a_span * element_bytes(at)) || !on_device(b, b_span * element_bytes(bt)) ||
       !on_device(c, c_span * element_bytes(ct)))
     throw std::runtime_error("cuda emulator: a GEMM operand runs past its device allocation");
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
-      float acc = 0;
-      for (int l = 0; l < k; ++l) {
-        const size_t ai = ta == CUBLAS_OP_N ? static_cast<size_t>(i) + static_cast<size_t>(l) * lda
-                                            : static_cast<size_t>(l) + static_cast<size_t>(i) * lda;
-        const size_t bi = tb == CUBLAS_OP_N ? static_cast<size_t>(l) + static_cast<size_t>(j) * ldb
-                                            : static_cast<size_t>(j) + static_cast<size_t>(l) * ldb;
-        acc += load_element(a, at, ai) * load_element(b, bt, bi);
+  constexpr size_t kPanel = 8;
+  const size_t M = static_cast<size_t>(m), N = static_cast<size_t>(n), K = static_cast<size_t>(k);
+  const size_t panels = (M + kPanel - 1) / kPanel;
+  std::vector<float> b_nk(N * K), panel(K * kPanel);  // b_nk[j · k + l] = op(B)[l, j]; panel[l · 8 + r] = op(A)[i0 + r, l]
+  for (size_t j = 0; j < N; ++j)
+    for (size_t l = 0; l < K; ++l)
+      b_nk[j * K + l] = load_element(b, bt, tb == CUBLAS_OP_N ? l + j * static_cast<size_t>(ldb)
+                                                              : j + l * static_cast<size_t>(ldb));
+  for (size_t p = 0; p < panels; ++p) {
+    const size_t i0 = p * kPanel, w = std::min(kPanel, M - i0);
+    for (size_t l = 0; l < K; ++l)
+      for (size_t r = 0; r < kPanel; ++r) {
+        const size_t i = i0 + (r < w ? r : 0);
+        panel[l * kPanel + r] = load_element(a, at, ta == CUBLAS_OP_N ? i + l * static_cast<size_t>(lda)
+                                                                      : l + i * static_cast<size_t>(lda));
       }
-      const size_t ci = static_cast<size_t>(i) + static_cast<size_t>(j) * ldc;
-      const float old = beta == 0.0f ? 0.0f : load_element(c, ct, ci);
-      store_element(c, ct, ci, alpha * acc + beta * old);
+    for (size_t j = 0; j < N; ++j) {
+      const float* bj = &b_nk[j * K];
+      float acc[kPanel] = {};
+      for (size_t l = 0; l < K; ++l)
+        for (size_t r = 0; r < kPanel; ++r) acc[r] += panel[l * kPanel + r] * bj[l];
+      for (size_t r = 0; r < w; ++r) {
+        const size_t ci = i0 + r + j * static_cast<size_t>(ldc);
+        const float old = beta == 0.0f ? 0.0f : load_element(c, ct, ci);
+        store_element(c, ct, ci, alpha * acc[r] + beta * old);
+      }
     }
+  }
 }
 
 }  // namespace

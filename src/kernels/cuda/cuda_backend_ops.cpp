@@ -22,15 +22,22 @@ void CudaBackend::matmul(const float* x, int64_t n, const TensorView& w, float* 
   }, w.dtype, dw, rows, cols, x, n, y);
 }
 
-// Matrices of one type and width on the same input (q/k/v, w1/w3) in one launch when the batch
-// takes the warp-per-row kernels; each output the bits matmul gives.
+// Matrices of one type and width on the same input (q/k/v, w1/w3): in one launch when the batch
+// takes the warp-per-row kernels, else through cuBLAS from one conversion of the input; each
+// output the bits matmul gives.
 void CudaBackend::matmul_shared(const float* x, int64_t n, std::span<const TensorView* const> ws,
                                 std::span<float* const> ys) {
-  bool one_launch = !ws.empty() && ws.size() <= static_cast<size_t>(cuda::kMaxSharedMatmuls) &&
-                    (n < kGemmMinTokens || own_only_);
+  bool alike = !ws.empty();
   for (const TensorView* w : ws)
-    one_launch = one_launch && w->shape.size() == 2 && w->dtype == ws[0]->dtype && w->shape[1] == ws[0]->shape[1];
-  if (!one_launch) return Backend::matmul_shared(x, n, ws, ys);
+    alike = alike && w->shape.size() == 2 && w->dtype == ws[0]->dtype && w->shape[1] == ws[0]->shape[1];
+  if (alike && n >= kGemmMinTokens && !own_only_) {
+    auto timer = time_op(profile_.enabled() ? cat("gemm ", dtype_name(ws[0]->dtype)) : std::string());
+    const uint16_t* xa = gemm_input(x, n, ws[0]->shape[1], ws[0]->dtype);
+    for (size_t i = 0; i < ws.size(); ++i)
+      gemm_converted(x, xa, n, ws[i]->dtype, device_weight(*ws[i]), ws[i]->shape[0], ws[i]->shape[1], ys[i]);
+    return;
+  }
+  if (!alike || ws.size() > static_cast<size_t>(cuda::kMaxSharedMatmuls)) return Backend::matmul_shared(x, n, ws, ys);
   auto timer = time_op(profile_.enabled() ? cat("matmul_shared ", dtype_name(ws[0]->dtype)) : std::string());
   const int64_t cols = ws[0]->shape[1];
   cuda::SharedMatmul m;
@@ -185,15 +192,16 @@ void CudaBackend::gated_short_conv(const float* proj, const ConvPool& pool, std:
   }, proj, cuda::DevConv{pool.state, pool.snapshots, pool.type, pool.rows, pool.dim}, step_, kernel, w, bias, out);
 }
 
-// A decode step of one token: the conv inside the projection's launch (its blocks' channels).
+// A decode step (one token a sequence, up to the vector kernel's batches): the conv inside the
+// projection's launch (its blocks' channels).
 void CudaBackend::matmul_gated_short_conv(const float* x, int64_t n, const TensorView& in_proj, float* proj,
                                           const ConvPool& pool, std::span<const SeqRun> runs, int64_t kernel,
                                           const float* w, const float* bias, float* u, float* out) {
   LFM_CHECK(in_proj.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(in_proj.shape));
   const void* dw = device_weight(in_proj);
   const int64_t cols = in_proj.shape[1];
-  if (!fuse_ || n != 1 || step_.n_rows != 1 || step_.max_run_rows != 1 || in_proj.shape[0] != 3 * pool.dim ||
-      !cuda::matmul_vector_ok(in_proj.dtype, dw, cols, x))
+  if (!fuse_ || n < 1 || (n >= kGemmMinTokens && !own_only_) || step_.n_rows != n || step_.max_run_rows != 1 ||
+      in_proj.shape[0] != 3 * pool.dim || !cuda::matmul_vector_ok(in_proj.dtype, dw, cols, x))
     return Backend::matmul_gated_short_conv(x, n, in_proj, proj, pool, runs, kernel, w, bias, u, out);
   auto timer = time_op(profile_.enabled() ? cat("matmul_gated_short_conv ", dtype_name(in_proj.dtype)) : std::string());
   check_step(runs);
@@ -247,19 +255,30 @@ void CudaBackend::gather_rows(const float* x, int64_t cols, const int32_t* index
 // weights multiply f16-rounded activations; BF16 and quantized ones (decoded to bf16 first)
 // bf16-rounded activations, as transformers running in those dtypes does.
 void CudaBackend::gemm(const float* x, int64_t n, DType type, const void* w, int64_t rows, int64_t cols, float* y) {
+  gemm_converted(x, gemm_input(x, n, cols, type), n, type, w, rows, cols, y);
+}
+
+const uint16_t* CudaBackend::gemm_input(const float* x, int64_t n, int64_t cols, DType type) {
+  if (type == DType::F32) return nullptr;
   // Scratch sized here, at the call: a queued op never allocates.
-  uint16_t* xa = nullptr;
+  ensure_capacity(*this, act_buf_, static_cast<size_t>(n * cols) * 2);
+  uint16_t* xa = act_buf_.as<uint16_t>();
+  enqueue("gemm", [this](const float* x, int64_t count, bool f16, uint16_t* xa) {
+    if (f16) cuda::to_f16(x, count, xa, stream_);
+    else cuda::to_bf16(x, count, xa, stream_);
+  }, x, n * cols, type == DType::F16, xa);
+  return xa;
+}
+
+void CudaBackend::gemm_converted(const float* x, const uint16_t* xa, int64_t n, DType type, const void* w,
+                                 int64_t rows, int64_t cols, float* y) {
   uint16_t* wa = nullptr;
-  if (type != DType::F32) {
-    ensure_capacity(*this, act_buf_, static_cast<size_t>(n * cols) * 2);
-    xa = act_buf_.as<uint16_t>();
-    if (type != DType::F16 && type != DType::BF16) {
-      ensure_capacity(*this, weight_buf_, static_cast<size_t>(rows * cols) * 2);
-      wa = weight_buf_.as<uint16_t>();
-    }
+  if (type != DType::F32 && type != DType::F16 && type != DType::BF16) {
+    ensure_capacity(*this, weight_buf_, static_cast<size_t>(rows * cols) * 2);
+    wa = weight_buf_.as<uint16_t>();
   }
-  enqueue("gemm", [this](const float* x, int64_t n, DType type, const void* w, int64_t rows, int64_t cols, float* y,
-                         uint16_t* xa, uint16_t* wa) {
+  enqueue("gemm", [this](const float* x, const uint16_t* xa, int64_t n, DType type, const void* w, int64_t rows,
+                         int64_t cols, float* y, uint16_t* wa) {
     const float one = 1.0f, zero = 0.0f;
     const int m = static_cast<int>(rows), nn = static_cast<int>(n), k = static_cast<int>(cols);
     if (type == DType::F32) {
@@ -267,21 +286,15 @@ void CudaBackend::gemm(const float* x, int64_t n, DType type, const void* w, int
                                    x, k, &zero, y, m));
       return;
     }
-    cudaDataType_t t = CUDA_R_16BF;
+    const cudaDataType_t t = type == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
     const void* a = w;
-    if (type == DType::F16) {
-      t = CUDA_R_16F;
-      cuda::to_f16(x, n * cols, xa, stream_);
-    } else {
-      cuda::to_bf16(x, n * cols, xa, stream_);
-      if (wa) {
-        cuda::dequantize_to_bf16(type, w, rows, cols, wa, stream_);
-        a = wa;
-      }
+    if (wa) {
+      cuda::dequantize_to_bf16(type, w, rows, cols, wa, stream_);
+      a = wa;
     }
     LFM_CUBLAS_CHECK(blas_lib_.gemm_ex(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &one, a, t, k, xa, t, k, &zero, y,
                                   CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }, x, n, type, w, rows, cols, y, xa, wa);
+  }, x, xa, n, type, w, rows, cols, y, wa);
 }
 
 }  // namespace lfm::cuda

@@ -151,9 +151,9 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
 void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* h,
                          const float* norm_w, float eps, float* out, unsigned* done, cudaStream_t s);
 
-// Backend::matmul_gated_short_conv for a decode step of one token: proj [1, 3·dim] = x · Wᵀ (W
-// [3·dim, cols]: B | C | x), each block's channels then running short_conv_gated's decode conv
-// (the same bits), in one launch. Needs what the vector kernel reads.
+// Backend::matmul_gated_short_conv for a decode step (step.n_rows tokens, one a run): proj [n,
+// 3·dim] = x · Wᵀ (W [3·dim, cols]: B | C | x), each block's channels then running
+// short_conv_gated's decode conv for every token (the same bits), in one launch. Needs what the vector kernel reads.
 void matmul_gated_short_conv(DType type, const void* w, int64_t dim, int64_t cols, const float* x, float* proj,
                              const DevConv& conv, const DevStep& step, int64_t kernel, const float* taps,
                              const float* bias, float* out, cudaStream_t s);

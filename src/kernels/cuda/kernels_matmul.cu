@@ -489,17 +489,22 @@ void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, 
 void matmul_gated_short_conv(DType type, const void* w, int64_t dim, int64_t cols, const float* x, float* proj,
                              const DevConv& conv, const DevStep& step, int64_t kernel, const float* taps,
                              const float* bias, float* out, cudaStream_t s) {
-  if (dim == 0) return;
-  LFM_CHECK(matmul_vector_ok(type, w, cols, x) && step.n_rows == 1 && step.max_run_rows == 1 && conv.dim == dim &&
-                kernel >= 1 && kernel - 1 <= kMaxConvHistory,
-            "cuda: matmul_gated_short_conv takes one token (", step.n_rows, " rows), a state of ", dim,
-            " channels (", conv.dim, "), kernels of 1 to ", kMaxConvHistory + 1, " taps (", kernel,
-            ") and what the vector kernel reads");
+  if (dim == 0 || step.n_rows == 0) return;
+  const int64_t n = step.n_rows;
+  LFM_CHECK(matmul_vector_ok(type, w, cols, x) && step.max_run_rows == 1 && conv.dim == dim && kernel >= 1 &&
+                kernel - 1 <= kMaxConvHistory,
+            "cuda: matmul_gated_short_conv takes decode steps (one token a sequence: ", step.max_run_rows,
+            " rows in a run), a state of ", dim, " channels (", conv.dim, "), kernels of 1 to ", kMaxConvHistory + 1,
+            " taps (", kernel, ") and what the vector kernel reads");
   Groups groups;
   groups.conv = Groups::ShortConv{conv, step, kernel, taps, bias, out};
   with_matmul_type(type, "matmul_gated_short_conv", [&](auto t) {
-    launch_vec<decltype(t)::value, 1, Mode::kShortConv>(static_cast<const uint8_t*>(w), device_row_bytes(type, cols),
-                                                        dim, cols, x, 1, proj, groups, 1, s);
+    constexpr DType T = decltype(t)::value;
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const size_t rb = device_row_bytes(type, cols);
+    if (n == 1) launch_vec<T, 1, Mode::kShortConv>(wb, rb, dim, cols, x, 1, proj, groups, 1, s);
+    else if (n <= kTokenGroup) launch_vec<T, kTokenGroup, Mode::kShortConv>(wb, rb, dim, cols, x, n, proj, groups, 1, s);
+    else launch_vec<T, 2 * kTokenGroup, Mode::kShortConv>(wb, rb, dim, cols, x, n, proj, groups, 1, s);
   });
   LFM_CUDA_CHECK(cudaGetLastError());
 }
