@@ -68,21 +68,6 @@ bool integer_path(const std::string& isa, DType dt, bool packed = false) {
   return isa == "avx512" && (dt == DType::Q4_0 || dt == DType::Q8_0 || (packed && rows16_packable(dt)));
 }
 
-// The most the int8 activation rounding can move y[t, j]: Σ over 32-blocks of
-// (amax_block / 254) · Σ_block |w|, plus float32 reassociation (2e-5·√K relative).
-double int8_bound(const float* x, const float* w, int64_t K, double ref) {
-  double b = 0;
-  for (int64_t k0 = 0; k0 < K; k0 += 32) {
-    double amax = 0, wsum = 0;
-    for (int64_t k = k0; k < k0 + 32; ++k) {
-      amax = std::max(amax, std::abs(double(x[k])));
-      wsum += std::abs(double(w[k]));
-    }
-    b += amax / 254.0 * wsum;
-  }
-  return 1.01 * b + 2e-5 * std::sqrt(double(K)) * (1 + std::abs(ref));
-}
-
 class SimdKernelsTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -112,7 +97,7 @@ TEST_P(SimdKernelsTest, MatmulMatchesReferenceForEveryType) {
         double tol = 2e-5 * std::sqrt(double(K)) * (1 + std::abs(a[i]));
         if (integer_path(GetParam(), dt, packed)) {
           dequantize_row(dt, w.view.row(i % out), wrow.data(), K);
-          tol = int8_bound(x.data() + (i / out) * K, wrow.data(), K, a[i]);
+          tol = test::int8_bound(x.data() + (i / out) * K, wrow.data(), K, a[i]);
         }  // packed BF16 (the AMX path where the CPU has it): float tolerance, see bf16_pairs.h;
            // bf16 activations: the reference rounds them too, so the same float tolerance
         ASSERT_NEAR(a[i], b[i], tol) << case_name(dt, packed, act) << " n=" << n << " out=" << out << " in=" << K << " at " << i;

@@ -3,6 +3,7 @@
 // and on size mismatches.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -134,6 +135,22 @@ std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f);
 
 // Instruction-set levels that backend tests run on: "generic" (the portable reference backend)
 // and each SIMD level; tests skip levels the CPU lacks (see skip_unless_supported).
+// The most int8 activations (a scale of amax / 127 per 32-value block, rounded to nearest) can
+// move y = Σ x · w from its float32 value ref: Σ over blocks of (amax / 254) · Σ_block |w|, plus
+// float32 reassociation (2e-5 · √K relative). x and w: K values (K a multiple of 32).
+inline double int8_bound(const float* x, const float* w, int64_t K, double ref) {
+  double b = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    double amax = 0, wsum = 0;
+    for (int64_t k = k0; k < k0 + 32; ++k) {
+      amax = std::max(amax, std::fabs(static_cast<double>(x[k])));
+      wsum += std::fabs(static_cast<double>(w[k]));
+    }
+    b += amax / 254.0 * wsum;
+  }
+  return 1.01 * b + 2e-5 * std::sqrt(static_cast<double>(K)) * (1 + std::fabs(ref));
+}
+
 inline std::vector<std::string> all_isas() { return {"generic", "avx2", "avx512"}; }
 
 // ---- temporary folders --------------------------------------------------------------------------

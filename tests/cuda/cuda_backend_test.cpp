@@ -16,6 +16,7 @@
 #include "cuda_test_fixture.h"
 #include "gpu_under_test.h"
 #include "kernels/backend_factory.h"
+#include "kernels/dequant.h"
 #include "kernels/reference_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
@@ -174,7 +175,8 @@ TEST_F(CudaTest, MoeOpsMatchTheReference) {
 
 // Widths that end in a partial 256-column chunk, that leave some of a block's 4 warps without a
 // chunk, and (plain types) that only the scalar kernel reads; 37 rows (not a multiple of the
-// rows a block takes). Quantized matrices are in the split-block layout on the device.
+// rows a block takes). Quantized matrices are in the split-block layout on the device;
+// Q8_0 and Q4_0 decode rows multiply int8 activations (within int8_bound).
 TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
   struct Case {
     DType type;
@@ -200,9 +202,24 @@ TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
         gpu_->matmul(dx.as<float>(), n, m.view, dy.as<float>());
         std::vector<float> want(n * rows);
         ref_->matmul(x.data(), n, host, want.data());
+        const auto got = down<float>(dy, want.size());
+        if ((type == DType::Q8_0 || type == DType::Q4_0) && n < 64) {
+          // The integer path: within the int8 activations' rounding of the float32 result.
+          std::vector<float> wf(rows * cols);
+          for (int64_t r = 0; r < rows; ++r)
+            dequantize_row(type, m.bytes.data() + r * dtype_row_bytes(type, cols), wf.data() + r * cols, cols);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+              const size_t i = static_cast<size_t>(t * rows + r);
+              EXPECT_LE(std::fabs(static_cast<double>(got[i]) - want[i]),
+                        test::int8_bound(x.data() + t * cols, wf.data() + r * cols, cols, want[i]))
+                  << dtype_name(type) << " cols " << cols << " n=" << n << " t " << t << " row " << r;
+            }
+          continue;
+        }
         // n = 70 takes the tensor cores with 16-bit activations (and bf16-decoded quantized weights).
         const double tol = n >= 64 ? 2e-2 : 1e-5;
-        EXPECT_LE(rel_err(down<float>(dy, want.size()), want), tol) << dtype_name(type) << " cols " << cols << " n=" << n;
+        EXPECT_LE(rel_err(got, want), tol) << dtype_name(type) << " cols " << cols << " n=" << n;
       }
       // Decode rows: a token's outputs are the same bits alone, among 7 (8 tokens a pass) and
       // among 13 (16 a pass: a speculative verification).

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -212,6 +213,81 @@ LFM_UNROLL
       for (int i = 0; i < 8; ++i) w[i] = d * s * v[i];
     }
   }
+}
+
+// The integer path of the vector matmul (Q8_0 and Q4_0 on int8 activations, as the CPU's AVX2 and
+// AVX-512 kernels run them): a lane's 8 weights as signed bytes and their block's scale, its 8
+// activations quantized per 32-value block, and their dot product in integers.
+template <DType T>
+inline constexpr bool int8_dot_v = T == DType::Q8_0 || T == DType::Q4_0;
+
+// Elements e .. e+7 (e a multiple of 8) of a Q8_0 / Q4_0 row in the split-block layout: the stored
+// codes as 8 bytes in two words (Q8_0: int8; Q4_0: the nibbles 0..15, whose offset of 8 the caller
+// takes out) and their block's scale d.
+template <DType T>
+__host__ __device__ __forceinline__ void load_codes8(const uint8_t* __restrict__ row, int64_t cols, int64_t e, uint2& q,
+                                                     float& d) {
+  static_assert(int8_dot_v<T>, "Q8_0 or Q4_0");
+  constexpr SplitBlock sb = split_block(T);
+  const int64_t nb = cols / sb.elems, b = e / sb.elems;
+  const int i0 = static_cast<int>(e % sb.elems);
+  const uint8_t* values = row + b * sb.value_bytes();
+  const uint8_t* scales = row + nb * sb.value_bytes() + b * sb.scale_bytes();
+  LFM_TRACE_LOAD(scales, 2);
+  d = half_at(scales);
+  if constexpr (T == DType::Q8_0) {
+    LFM_TRACE_LOAD(values + i0, 8);
+    q = load8_bytes(values + i0);
+  } else {  // element k of a block: nibble k / 16 of value byte k % 16
+    LFM_TRACE_LOAD(values + (i0 & 15), 8);
+    const uint2 v = load8_bytes(values + (i0 & 15));
+    const int shift = (i0 >> 4) * 4;
+    q = make_uint2((v.x >> shift) & 0x0F0F0F0Fu, (v.y >> shift) & 0x0F0F0F0Fu);
+  }
+}
+
+// c + Σ over the 4 byte lanes of a · b, each byte signed (dp4a).
+__host__ __device__ __forceinline__ int dot4_i8(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDA_ARCH__
+  return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
+#else
+  for (int i = 0; i < 4; ++i)
+    c += static_cast<int>(static_cast<int8_t>((a >> (8 * i)) & 0xFFu)) *
+         static_cast<int>(static_cast<int8_t>((b >> (8 * i)) & 0xFFu));
+  return c;
+#endif
+}
+
+// x rounded to the nearest integer, ties to even (|x| ≤ 127 here).
+__host__ __device__ __forceinline__ int round_to_int(float x) {
+#ifdef __CUDA_ARCH__
+  return __float2int_rn(x);
+#else
+  return static_cast<int>(std::nearbyint(x));
+#endif
+}
+
+// A lane's 8 activations of a 32-value block, quantized as the CPU's int8 kernels do: d = amax /
+// 127 over the block, q = round(x · (127 / amax)) (0 where amax is 0), packed as bytes.
+struct Codes8 {
+  uint2 q;
+  float d;
+};
+__host__ __device__ __forceinline__ Codes8 quantize8(const float* x, float amax) {
+  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+  uint32_t w[2] = {0, 0};
+LFM_UNROLL
+  for (int i = 0; i < 8; ++i)
+    w[i / 4] |= (static_cast<uint32_t>(round_to_int(x[i] * id)) & 0xFFu) << (8 * (i % 4));
+  return Codes8{make_uint2(w[0], w[1]), amax / 127.0f};
+}
+
+// Σ (w_i − offset) · q_i over a lane's 8 codes (offset 8 for Q4_0's nibbles, 0 for Q8_0), exact.
+template <DType T>
+__host__ __device__ __forceinline__ int dot8_codes(uint2 w, uint2 q) {
+  const int s = dot4_i8(w.x, q.x, dot4_i8(w.y, q.y, 0));
+  if constexpr (T == DType::Q4_0) return s - 8 * dot4_i8(q.x, 0x01010101u, dot4_i8(q.y, 0x01010101u, 0));
+  else return s;
 }
 
 // Element i of a row of a plain type.

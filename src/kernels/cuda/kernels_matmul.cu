@@ -3,7 +3,8 @@
 //
 // The vector kernel (decode and small batches): a block of 4 warps takes a few rows, each warp a
 // quarter of their 256-column chunks, each lane 8 columns of a chunk, loading its 8 weights of
-// each row (8 or 16 aligned bytes) and each token's 8 activations once for all the block's rows.
+// each row (8 or 16 aligned bytes) and each token's 8 activations once for all the block's rows;
+// Q8_0 and Q4_0 multiply int8 activations with dp4a.
 // The scalar kernel takes what vector loads cannot read. A row's output is each lane's in-order
 // sum, the lanes' butterfly and then the warps' sums in order, so an output's value depends
 // neither on n nor on the other tokens.
@@ -107,6 +108,16 @@ __device__ __forceinline__ void load_x8(const float* __restrict__ p, float* x) {
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
+// The largest |x| of the 32-value block a lane's 8 activations belong to (its 4 lanes: l ^ 1, l ^ 2).
+// Called by all 32 lanes.
+__device__ __forceinline__ float block_amax(const float* x) {
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  return fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+}
+
 // Asks L2 for rows [row0, row0 + R) of w (contiguous, row_bytes each) from one thread, where
 // the span's address and size allow the bulk prefetch.
 template <int R>
@@ -193,8 +204,10 @@ __device__ void short_conv_of_block(const Groups::ShortConv& sc, const float* pr
 // R rows, so activations are read R times less than weights would have them; every load is 8 or
 // 16 aligned bytes. A row's output is, per token, each lane's in-order sum over its chunks, the
 // lanes' butterfly, then the 4 warps' sums added in warp order: the same bits whatever n, NT
-// (1 for a single token: fewer registers), R or MODE. cols a multiple of 8 (32 for quantized
-// types); x 16-byte aligned.
+// (1 for a single token: fewer registers), R or MODE. Q8_0 and Q4_0 take the integer path: each
+// token's 8 activations quantized to int8 with their 32-value block's scale (the same codes in
+// every block and launch), a lane's term fma(float(Σ codes · codes), d_w · d_x, acc). cols a
+// multiple of 8 (32 for quantized types); x 16-byte aligned.
 template <DType T, int NT, int R, Mode MODE>
 __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
                                                          int64_t cols, const float* __restrict__ x, int64_t n,
@@ -242,6 +255,30 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
 #pragma unroll 2
     for (int64_t c = warp; c * 256 < cols; c += kWarpsPerBlock) {
       const int64_t e = c * 256 + lane * 8;
+      if constexpr (int8_dot_v<T>) {
+        // Every lane of the warp takes part (the block's amax is shared by shuffles); a lane past
+        // the row's end, whose 4-lane block is past it too (cols a multiple of 32), adds nothing.
+        const bool live = e < cols;
+        uint2 qw[M * R];
+        float dw[M * R];
+#pragma unroll
+        for (int i = 0; i < M * R; ++i) {
+          qw[i] = make_uint2(0, 0), dw[i] = 0.0f;
+          if (live && i % R < nr) load_codes8<T>(wr[i], cols, e, qw[i], dw[i]);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          if (t >= nt) break;
+          float xv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          if (live) load_x8(x0 + t * cols + e, xv);
+          const Codes8 qx = quantize8(xv, block_amax(xv));
+#pragma unroll
+          for (int i = 0; i < M * R; ++i)
+            if (live && i % R < nr)
+              acc[i * NT + t] = fmaf(static_cast<float>(dot8_codes<T>(qw[i], qx.q)), dw[i] * qx.d, acc[i * NT + t]);
+        }
+        continue;
+      }
       if (e >= cols) continue;
       float wv[M * R][8];
 #pragma unroll
