@@ -17,6 +17,7 @@
 #include "gpu_under_test.h"
 #include "kernels/backend_factory.h"
 #include "kernels/dequant.h"
+#include "kernels/split_blocks.h"
 #include "kernels/reference_backend.h"
 #include "model/forward.h"
 #include "model_test_util.h"
@@ -176,7 +177,7 @@ TEST_F(CudaTest, MoeOpsMatchTheReference) {
 // Widths that end in a partial 256-column chunk, that leave some of a block's 4 warps without a
 // chunk, and (plain types) that only the scalar kernel reads; 37 rows (not a multiple of the
 // rows a block takes). Quantized matrices are in the split-block layout on the device;
-// Q8_0 and Q4_0 decode rows multiply int8 activations (within int8_bound).
+// quantized decode rows multiply int8 activations (within int8_bound).
 TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
   struct Case {
     DType type;
@@ -203,7 +204,7 @@ TEST_F(CudaTest, MatmulEveryTypeMatchesTheReferenceAndIgnoresTheBatch) {
         std::vector<float> want(n * rows);
         ref_->matmul(x.data(), n, host, want.data());
         const auto got = down<float>(dy, want.size());
-        if ((type == DType::Q8_0 || type == DType::Q4_0) && n < 64) {
+        if (split_block(type).valid() && n < 64) {
           // The integer path: within the int8 activations' rounding of the float32 result.
           std::vector<float> wf(rows * cols);
           for (int64_t r = 0; r < rows; ++r)

@@ -110,6 +110,90 @@ LFM_UNROLL
 // 8 bytes at p (8-byte aligned) as two words.
 __host__ __device__ __forceinline__ uint2 load8_bytes(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
+// A lane's 8 stored codes of a quantized row (kernels/split_blocks.h) as bytes in two words, and
+// what turns code q into the weight: w = d · (q − code_offset_v<T>) − m (m only for Q4_K / Q5_K;
+// Q8_0's codes are signed bytes, the others' unsigned: Q4_0 4 bits, Q4_K 4, Q5_K 5, Q6_K 6).
+// Every load of values is an aligned 8 bytes, and a K-quant block's scales one aligned 16-byte
+// load (the same 16 bytes for the 32 lanes of a warp that decodes a block: one sector a warp
+// request). d and m are the stored format's numbers: d · sc and dmin · m for Q4_K / Q5_K, d · s
+// for Q6_K, as dequantize_row forms them.
+struct Codes8 {
+  uint2 q;
+  float d, m;
+};
+template <DType T>
+inline constexpr int code_offset_v = T == DType::Q4_0 ? 8 : T == DType::Q6_K ? 32 : 0;
+
+template <DType T>
+__host__ __device__ __forceinline__ Codes8 codes8(const uint8_t* __restrict__ row, int64_t cols, int64_t e) {
+  constexpr SplitBlock sb = split_block(T);
+  static_assert(sb.valid(), "a quantized type in the split-block layout");
+  const int64_t nb = cols / sb.elems;
+  const int64_t b = e / sb.elems;                  // block
+  const int i0 = static_cast<int>(e % sb.elems);   // first element within it
+  const uint8_t* values = row + b * sb.value_bytes();
+  const uint8_t* scales = row + nb * sb.value_bytes() + b * sb.scale_bytes();
+  Codes8 c{make_uint2(0, 0), 0.0f, 0.0f};
+  if constexpr (T == DType::Q8_0) {
+    LFM_TRACE_LOAD(scales, 2);
+    LFM_TRACE_LOAD(values + i0, 8);
+    c.d = half_at(scales);
+    c.q = load8_bytes(values + i0);
+  } else if constexpr (T == DType::Q4_0) {
+    // Element k of a block: nibble k / 16 of value byte k % 16.
+    LFM_TRACE_LOAD(scales, 2);
+    LFM_TRACE_LOAD(values + (i0 & 15), 8);
+    c.d = half_at(scales);
+    const uint2 q = load8_bytes(values + (i0 & 15));
+    const int shift = (i0 >> 4) * 4;
+    c.q = make_uint2((q.x >> shift) & 0x0F0F0F0Fu, (q.y >> shift) & 0x0F0F0F0Fu);
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    // Scales: d, dmin (halves), then the 12 packed bytes of the 6-bit scales and mins. Sub-block
+    // j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
+    const int j = i0 / 32, k = i0 % 32;
+    LFM_TRACE_LOAD(scales, 16);
+    LFM_TRACE_LOAD((T == DType::Q5_K ? values + 32 : values) + 32 * (j / 2) + k, 8);
+    if (T == DType::Q5_K) LFM_TRACE_LOAD(values + k, 8);
+    const uint4 s = *reinterpret_cast<const uint4*>(scales);
+    const float d = half_bits_to_float(static_cast<uint16_t>(s.x & 0xFFFFu));
+    const float dmin = half_bits_to_float(static_cast<uint16_t>(s.x >> 16));
+    int sc, m;
+    kquant_scale_min(j, s.y, s.z, s.w, sc, m);
+    c.d = d * static_cast<float>(sc), c.m = dmin * static_cast<float>(m);
+    const uint8_t* qs = values + (T == DType::Q5_K ? 32 : 0);
+    const uint2 q = load8_bytes(qs + 32 * (j / 2) + k);
+    const int shift = (j & 1) * 4;
+    uint32_t lo = (q.x >> shift) & 0x0F0F0F0Fu, hi = (q.y >> shift) & 0x0F0F0F0Fu;
+    if constexpr (T == DType::Q5_K) {  // the fifth bit: bit j of each qh byte, to bit 4
+      const uint2 h = load8_bytes(values + k);
+      lo |= ((h.x >> j) & 0x01010101u) << 4;
+      hi |= ((h.y >> j) & 0x01010101u) << 4;
+    }
+    c.q = make_uint2(lo, hi);
+  } else {  // Q6_K
+    // Half h (128 elements), quarter u (32), element k: low nibble u / 2 of ql[64h + 32 (u % 2) + k],
+    // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16] (the 16 int8 sub-scales, one
+    // load), then d (the block's last bytes, after the row's scales).
+    const int h = i0 / 128, u = (i0 % 128) / 32, k = i0 % 32;
+    const uint8_t* dp = row + nb * (sb.value_bytes() + sb.scale_bytes()) + b * sb.last_bytes;
+    LFM_TRACE_LOAD(values + 64 * h + 32 * (u & 1) + k, 8);
+    LFM_TRACE_LOAD(values + 128 + 32 * h + k, 8);
+    LFM_TRACE_LOAD(scales, 16);
+    LFM_TRACE_LOAD(dp, 2);
+    const uint2 ql = load8_bytes(values + 64 * h + 32 * (u & 1) + k);
+    const uint2 qh = load8_bytes(values + 128 + 32 * h + k);
+    const uint4 sv = *reinterpret_cast<const uint4*>(scales);
+    const float d = half_at(dp);
+    const int si = 8 * h + 2 * u + k / 16;  // sub-scale: byte si % 4 of word si / 4
+    const float sub = static_cast<float>(static_cast<int8_t>((word_of(sv, si >> 2) >> (8 * (si & 3))) & 0xFFu));
+    c.d = d * sub;
+    const int lshift = (u >> 1) * 4, hshift = 2 * u;  // 6-bit codes: low nibble | two high bits << 4
+    c.q = make_uint2(((ql.x >> lshift) & 0x0F0F0F0Fu) | (((qh.x >> hshift) & 0x03030303u) << 4),
+                     ((ql.y >> lshift) & 0x0F0F0F0Fu) | (((qh.y >> hshift) & 0x03030303u) << 4));
+  }
+  return c;
+}
+
 // Elements e .. e+7 (e a multiple of 8) of a row of `cols` elements into w[0..7]: quantized rows in
 // the split-block layout, plain rows as stored (16-byte aligned). The arithmetic per element is
 // the stored format's (dequantize_row's). A row's values start at `row`, its scales at
@@ -137,114 +221,25 @@ LFM_UNROLL
       }
     }
   } else {
-    constexpr SplitBlock sb = split_block(T);
-    const int64_t nb = cols / sb.elems;
-    const int64_t b = e / sb.elems;                  // block
-    const int i0 = static_cast<int>(e % sb.elems);   // first element within it
-    const uint8_t* values = row + b * sb.value_bytes();
-    const uint8_t* scales = row + nb * sb.value_bytes() + b * sb.scale_bytes();
-    if constexpr (T == DType::Q8_0) {
-      LFM_TRACE_LOAD(scales, 2);
-      LFM_TRACE_LOAD(values + i0, 8);
-      const float d = half_at(scales);
-      const uint2 q = load8_bytes(values + i0);
-      float v[8];  // int8 b as (b + 128) − 128: the sign bit flipped makes each byte b + 128
-      bytes_minus(q.x ^ 0x80808080u, q.y ^ 0x80808080u, 128.0f, v);
+    const Codes8 c = codes8<T>(row, cols, e);
+    float v[8];
+    if constexpr (T == DType::Q8_0)  // int8 b as (b + 128) − 128: the sign bit flipped makes each byte b + 128
+      bytes_minus(c.q.x ^ 0x80808080u, c.q.y ^ 0x80808080u, 128.0f, v);
+    else
+      bytes_minus(c.q.x, c.q.y, static_cast<float>(code_offset_v<T>), v);
 LFM_UNROLL
-      for (int i = 0; i < 8; ++i) w[i] = d * v[i];
-    } else if constexpr (T == DType::Q4_0) {
-      // Element k of a block: nibble k / 16 of value byte k % 16.
-      LFM_TRACE_LOAD(scales, 2);
-      LFM_TRACE_LOAD(values + (i0 & 15), 8);
-      const float d = half_at(scales);
-      const uint2 q = load8_bytes(values + (i0 & 15));
-      const int shift = (i0 >> 4) * 4;
-      float v[8];
-      bytes_minus((q.x >> shift) & 0x0F0F0F0Fu, (q.y >> shift) & 0x0F0F0F0Fu, 8.0f, v);
-LFM_UNROLL
-      for (int i = 0; i < 8; ++i) w[i] = d * v[i];
-    } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      // Scales: d, dmin (halves), then the 12 packed bytes of the 6-bit scales and mins. Sub-block
-      // j (32 elements): nibble j % 2 of qs[32 (j / 2) + k]; Q5_K's fifth bit is bit j of qh[k].
-      const int j = i0 / 32, k = i0 % 32;
-      LFM_TRACE_LOAD(scales, 16);
-      LFM_TRACE_LOAD((T == DType::Q5_K ? values + 32 : values) + 32 * (j / 2) + k, 8);
-      if (T == DType::Q5_K) LFM_TRACE_LOAD(values + k, 8);
-      const uint4 s = *reinterpret_cast<const uint4*>(scales);
-      const float d = half_bits_to_float(static_cast<uint16_t>(s.x & 0xFFFFu));
-      const float dmin = half_bits_to_float(static_cast<uint16_t>(s.x >> 16));
-      int sc, m;
-      kquant_scale_min(j, s.y, s.z, s.w, sc, m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      const uint8_t* qs = values + (T == DType::Q5_K ? 32 : 0);
-      const uint2 q = load8_bytes(qs + 32 * (j / 2) + k);
-      const int shift = (j & 1) * 4;
-      uint32_t lo = (q.x >> shift) & 0x0F0F0F0Fu, hi = (q.y >> shift) & 0x0F0F0F0Fu;
-      if constexpr (T == DType::Q5_K) {  // the fifth bit: bit j of each qh byte, to bit 4
-        const uint2 h = load8_bytes(values + k);
-        lo |= ((h.x >> j) & 0x01010101u) << 4;
-        hi |= ((h.y >> j) & 0x01010101u) << 4;
-      }
-      float v[8];
-      bytes_minus(lo, hi, 0.0f, v);
-LFM_UNROLL
-      for (int i = 0; i < 8; ++i) w[i] = d1 * v[i] - m1;
-    } else if constexpr (T == DType::Q6_K) {
-      // Half h (128 elements), quarter u (32), element k: low nibble u / 2 of ql[64h + 32 (u % 2) + k],
-      // bits 2u, 2u+1 of qh[32h + k]; scale scales[8h + 2u + k / 16] (the 16 int8 sub-scales, one
-      // load), then d (the block's last bytes, after the row's scales).
-      const int h = i0 / 128, u = (i0 % 128) / 32, k = i0 % 32;
-      const uint8_t* dp = row + nb * (sb.value_bytes() + sb.scale_bytes()) + b * sb.last_bytes;
-      LFM_TRACE_LOAD(values + 64 * h + 32 * (u & 1) + k, 8);
-      LFM_TRACE_LOAD(values + 128 + 32 * h + k, 8);
-      LFM_TRACE_LOAD(scales, 16);
-      LFM_TRACE_LOAD(dp, 2);
-      const uint2 ql = load8_bytes(values + 64 * h + 32 * (u & 1) + k);
-      const uint2 qh = load8_bytes(values + 128 + 32 * h + k);
-      const uint4 sv = *reinterpret_cast<const uint4*>(scales);
-      const float d = half_at(dp);
-      const int si = 8 * h + 2 * u + k / 16;  // sub-scale: byte si % 4 of word si / 4
-      const float s = static_cast<float>(static_cast<int8_t>((word_of(sv, si >> 2) >> (8 * (si & 3))) & 0xFFu));
-      const int lshift = (u >> 1) * 4, hshift = 2 * u;
-      float v[8];  // 6-bit values (low nibble | two high bits << 4) − 32
-      bytes_minus(((ql.x >> lshift) & 0x0F0F0F0Fu) | (((qh.x >> hshift) & 0x03030303u) << 4),
-                  ((ql.y >> lshift) & 0x0F0F0F0Fu) | (((qh.y >> hshift) & 0x03030303u) << 4), 32.0f, v);
-LFM_UNROLL
-      for (int i = 0; i < 8; ++i) w[i] = d * s * v[i];
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (T == DType::Q4_K || T == DType::Q5_K) w[i] = c.d * v[i] - c.m;
+      else w[i] = c.d * v[i];
     }
   }
 }
 
-// The integer path of the vector matmul (Q8_0 and Q4_0 on int8 activations, as the CPU's AVX2 and
-// AVX-512 kernels run them): a lane's 8 weights as signed bytes and their block's scale, its 8
-// activations quantized per 32-value block, and their dot product in integers.
+// The integer path of the vector matmul (every quantized type on int8 activations, the scheme of
+// the CPU's integer kernels): a lane's 8 activations of a token quantized with their 32-value
+// block's scale, and their dot product with the lane's 8 codes in integers.
 template <DType T>
-inline constexpr bool int8_dot_v = T == DType::Q8_0 || T == DType::Q4_0;
-
-// Elements e .. e+7 (e a multiple of 8) of a Q8_0 / Q4_0 row in the split-block layout: the stored
-// codes as 8 bytes in two words (Q8_0: int8; Q4_0: the nibbles 0..15, whose offset of 8 the caller
-// takes out) and their block's scale d.
-template <DType T>
-__host__ __device__ __forceinline__ void load_codes8(const uint8_t* __restrict__ row, int64_t cols, int64_t e, uint2& q,
-                                                     float& d) {
-  static_assert(int8_dot_v<T>, "Q8_0 or Q4_0");
-  constexpr SplitBlock sb = split_block(T);
-  const int64_t nb = cols / sb.elems, b = e / sb.elems;
-  const int i0 = static_cast<int>(e % sb.elems);
-  const uint8_t* values = row + b * sb.value_bytes();
-  const uint8_t* scales = row + nb * sb.value_bytes() + b * sb.scale_bytes();
-  LFM_TRACE_LOAD(scales, 2);
-  d = half_at(scales);
-  if constexpr (T == DType::Q8_0) {
-    LFM_TRACE_LOAD(values + i0, 8);
-    q = load8_bytes(values + i0);
-  } else {  // element k of a block: nibble k / 16 of value byte k % 16
-    LFM_TRACE_LOAD(values + (i0 & 15), 8);
-    const uint2 v = load8_bytes(values + (i0 & 15));
-    const int shift = (i0 >> 4) * 4;
-    q = make_uint2((v.x >> shift) & 0x0F0F0F0Fu, (v.y >> shift) & 0x0F0F0F0Fu);
-  }
-}
+inline constexpr bool int8_dot_v = split_block(T).valid();
 
 // c + Σ over the 4 byte lanes of a · b, each byte signed (dp4a).
 __host__ __device__ __forceinline__ int dot4_i8(uint32_t a, uint32_t b, int c) {
@@ -268,26 +263,29 @@ __host__ __device__ __forceinline__ int round_to_int(float x) {
 }
 
 // A lane's 8 activations of a 32-value block, quantized as the CPU's int8 kernels do: d = amax /
-// 127 over the block, q = round(x · (127 / amax)) (0 where amax is 0), packed as bytes.
-struct Codes8 {
+// 127 over the block, q = round(x · (127 / amax)) (0 where amax is 0), packed as bytes; sum = Σ q.
+struct ActCodes8 {
   uint2 q;
   float d;
+  int sum;
 };
-__host__ __device__ __forceinline__ Codes8 quantize8(const float* x, float amax) {
+__host__ __device__ __forceinline__ ActCodes8 quantize8(const float* x, float amax) {
   const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
   uint32_t w[2] = {0, 0};
 LFM_UNROLL
   for (int i = 0; i < 8; ++i)
     w[i / 4] |= (static_cast<uint32_t>(round_to_int(x[i] * id)) & 0xFFu) << (8 * (i % 4));
-  return Codes8{make_uint2(w[0], w[1]), amax / 127.0f};
+  return ActCodes8{make_uint2(w[0], w[1]), amax / 127.0f, dot4_i8(w[0], 0x01010101u, dot4_i8(w[1], 0x01010101u, 0))};
 }
 
-// Σ (w_i − offset) · q_i over a lane's 8 codes (offset 8 for Q4_0's nibbles, 0 for Q8_0), exact.
+// acc + Σ w · x over a lane's 8 elements from codes: Σ (q_w − offset) · q_x exactly in integers,
+// then fma(that, d_w · d_x, acc), and for Q4_K / Q5_K fma(Σ q_x, −m · d_x, ·).
 template <DType T>
-__host__ __device__ __forceinline__ int dot8_codes(uint2 w, uint2 q) {
-  const int s = dot4_i8(w.x, q.x, dot4_i8(w.y, q.y, 0));
-  if constexpr (T == DType::Q4_0) return s - 8 * dot4_i8(q.x, 0x01010101u, dot4_i8(q.y, 0x01010101u, 0));
-  else return s;
+__host__ __device__ __forceinline__ float dot8_codes(float acc, const Codes8& w, const ActCodes8& x) {
+  const int s = dot4_i8(w.q.x, x.q.x, dot4_i8(w.q.y, x.q.y, 0)) - code_offset_v<T> * x.sum;
+  acc = fmaf(static_cast<float>(s), w.d * x.d, acc);
+  if constexpr (T == DType::Q4_K || T == DType::Q5_K) acc = fmaf(static_cast<float>(x.sum), -(w.m * x.d), acc);
+  return acc;
 }
 
 // Element i of a row of a plain type.

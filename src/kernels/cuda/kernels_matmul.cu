@@ -4,7 +4,7 @@
 // The vector kernel (decode and small batches): a block of 4 warps takes a few rows, each warp a
 // quarter of their 256-column chunks, each lane 8 columns of a chunk, loading its 8 weights of
 // each row (8 or 16 aligned bytes) and each token's 8 activations once for all the block's rows;
-// Q8_0 and Q4_0 multiply int8 activations with dp4a.
+// quantized types multiply int8 activations with dp4a.
 // The scalar kernel takes what vector loads cannot read. A row's output is each lane's in-order
 // sum, the lanes' butterfly and then the warps' sums in order, so an output's value depends
 // neither on n nor on the other tokens.
@@ -204,10 +204,10 @@ __device__ void short_conv_of_block(const Groups::ShortConv& sc, const float* pr
 // R rows, so activations are read R times less than weights would have them; every load is 8 or
 // 16 aligned bytes. A row's output is, per token, each lane's in-order sum over its chunks, the
 // lanes' butterfly, then the 4 warps' sums added in warp order: the same bits whatever n, NT
-// (1 for a single token: fewer registers), R or MODE. Q8_0 and Q4_0 take the integer path: each
+// (1 for a single token: fewer registers), R or MODE. Quantized types take the integer path: each
 // token's 8 activations quantized to int8 with their 32-value block's scale (the same codes in
-// every block and launch), a lane's term fma(float(Σ codes · codes), d_w · d_x, acc). cols a
-// multiple of 8 (32 for quantized types); x 16-byte aligned.
+// every block and launch), a lane's term fma(float(Σ codes · codes), d_w · d_x, acc) (dot8_codes).
+// cols a multiple of 8 (32 for quantized types); x 16-byte aligned.
 template <DType T, int NT, int R, Mode MODE>
 __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
                                                          int64_t cols, const float* __restrict__ x, int64_t n,
@@ -259,23 +259,21 @@ __global__ void __launch_bounds__(128) matmul_vec_kernel(const uint8_t* __restri
         // Every lane of the warp takes part (the block's amax is shared by shuffles); a lane past
         // the row's end, whose 4-lane block is past it too (cols a multiple of 32), adds nothing.
         const bool live = e < cols;
-        uint2 qw[M * R];
-        float dw[M * R];
+        Codes8 cw[M * R];
 #pragma unroll
         for (int i = 0; i < M * R; ++i) {
-          qw[i] = make_uint2(0, 0), dw[i] = 0.0f;
-          if (live && i % R < nr) load_codes8<T>(wr[i], cols, e, qw[i], dw[i]);
+          cw[i] = Codes8{make_uint2(0, 0), 0.0f, 0.0f};
+          if (live && i % R < nr) cw[i] = codes8<T>(wr[i], cols, e);
         }
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           if (t >= nt) break;
           float xv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           if (live) load_x8(x0 + t * cols + e, xv);
-          const Codes8 qx = quantize8(xv, block_amax(xv));
+          const ActCodes8 qx = quantize8(xv, block_amax(xv));
 #pragma unroll
           for (int i = 0; i < M * R; ++i)
-            if (live && i % R < nr)
-              acc[i * NT + t] = fmaf(static_cast<float>(dot8_codes<T>(qw[i], qx.q)), dw[i] * qx.d, acc[i * NT + t]);
+            if (live && i % R < nr) acc[i * NT + t] = dot8_codes<T>(acc[i * NT + t], cw[i], qx);
         }
         continue;
       }
