@@ -96,11 +96,12 @@ TEST_F(CudaTest, MatmulSwigluIsTwoMatmulsThenSwiglu) {
   }
 }
 
-// A branch's last projection with the residual add and the next norm: for one token one launch
-// whose last block takes the norm (128 threads standing in for add_rms_norm's 256), for batches
-// the two launches; either way the bits of matmul then add_rms_norm (or add without a norm).
-// Norm widths (the matrix's rows) below one block's 256, past 8 of them and not a multiple of the
-// rows a block takes; each case run twice with new inputs, so a counter left set would show.
+// A branch's last projection with the residual add and the next norm: for up to 4 tokens one
+// launch whose last block takes the norms (one row: 128 threads standing in for add_rms_norm's
+// 256; 3 or 4 rows: a warp a row standing in for them), for 5 the two launches; either way the
+// bits of matmul then add_rms_norm (or add without a norm). Norm widths (the matrix's rows) below
+// one block's 256, past 8 of them and not a multiple of the rows a block takes; cases of 1 and 4
+// tokens run twice, so a counter left set would show.
 TEST_F(CudaTest, MatmulAddRmsNormIsMatmulThenAddRmsNorm) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
                      DType::Q6_K}) {
@@ -109,7 +110,7 @@ TEST_F(CudaTest, MatmulAddRmsNormIsMatmulThenAddRmsNorm) {
       GpuMatrix w = make_matrix(*gpu_, type, rows, cols, 120 + rows);
       const auto norm = randn(rows, 121);
       auto dnorm = up(norm);
-      for (int64_t n : {1, 1, 3}) {
+      for (int64_t n : {1, 1, 3, 4, 4, 5}) {
         for (bool with_norm : {true, false}) {
           const uint64_t seed = 122 + 7 * n + (with_norm ? 1 : 0);
           const auto x = randn(n * cols, seed), h0 = randn(n * rows, seed + 1);

@@ -297,25 +297,31 @@ int launches_of(const trace::Step& s, const std::string& kernel) {
   return n;
 }
 
-// Batched decode steps, as a server runs them: one token for each of 8 sequences (the warp-per-row
-// kernels; a conv layer's conv inside its in_proj launch) and of 64 (cuBLAS; matrices that share
-// an input, q/k/v and w1/w3, convert it to bf16 once). Regression bounds on the launches of tiny
+// Batched decode steps, as a server runs them: one token for each of 4 sequences (the residual add
+// and norm inside the GEMV, as for one), of 8 (the warp-per-row kernels; a conv layer's conv inside
+// its in_proj launch) and of 64 (cuBLAS; matrices that share an input, q/k/v and w1/w3, convert it
+// to bf16 once). Regression bounds on the launches of tiny
 // (4 layers) and tiny-moe, measured today: 34 / 52 at batch 8 (38 / 54 with separate convs), 65 / 71
 // at batch 64 (73 / 79 converting the input for every GEMM).
 TEST_F(CostModel, BatchedDecodeStepsFuseTheConvAndConvertSharedInputsOnce) {
   const test::TempDir dir("lfm_costmodel");
   for (const std::string shape : {"tiny", "tiny-moe"}) {
     const std::string path = random_model(dir, shape, "");
-    const trace::Step b8 = trace_decode(path, 1, 1, 8).steps[0], b64 = trace_decode(path, 1, 1, 64).steps[0];
+    const trace::Step b4 = trace_decode(path, 1, 1, 4).steps[0], b8 = trace_decode(path, 1, 1, 8).steps[0],
+                      b64 = trace_decode(path, 1, 1, 64).steps[0];
     const int gemms = launches_of(b64, "cublasGemmEx"), conversions = launches_of(b64, "to_bf16_kernel");
-    std::printf("%s: batch 8 %zu launches (%d separate convs); batch 64 %zu launches, %d GEMMs from %d conversions\n",
-                shape.c_str(), b8.launches.size(), launches_of(b8, "short_conv_decode_kernel"), b64.launches.size(),
-                gemms, conversions);
+    std::printf("%s: batch 4 %zu launches; batch 8 %zu launches (%d separate convs); batch 64 %zu launches, %d GEMMs "
+                "from %d conversions\n", shape.c_str(), b4.launches.size(), b8.launches.size(),
+                launches_of(b8, "short_conv_decode_kernel"), b64.launches.size(), gemms, conversions);
     EXPECT_EQ(launches_of(b8, "short_conv_decode_kernel"), 0) << shape;
+    EXPECT_LT(launches_of(b4, "add_rms_norm_kernel"), launches_of(b8, "add_rms_norm_kernel"))
+        << shape << ": 4 rows take the residual add and norm in the GEMV, 8 their own launch";
+    EXPECT_EQ(b4.syncs, 1) << shape;
     EXPECT_GT(gemms, 0) << shape;
     EXPECT_LT(conversions, gemms) << shape;
     EXPECT_EQ(b8.syncs, 1) << shape;
     EXPECT_EQ(b64.syncs, 1) << shape;
+    EXPECT_LE(b4.launches.size(), shape == "tiny" ? 26u : 47u) << shape;  // as for one token
     EXPECT_LE(b8.launches.size(), shape == "tiny" ? 34u : 52u) << shape;
     EXPECT_LE(b64.launches.size(), shape == "tiny" ? 65u : 71u) << shape;
   }
@@ -531,13 +537,13 @@ TEST_F(CostModel, OneDotTwoBDecodeStepOnAnH200) {
   EXPECT_NEAR(cal_old, measured, 0.02 * measured);  // the fit reproduces what it was fitted to
 }
 
-// The predicted H200 table of 1.2B BF16 decode steps of 8 and 64 sequences (one token each), op
+// The predicted H200 table of 1.2B BF16 decode steps of 4, 8 and 64 sequences (one token each), op
 // by op and as one graph. Opt-in (LFM_CUDA_EMU_ALL=1: the emulated 64-row GEMMs take a minute).
 TEST_F(CostModel, OneDotTwoBBatchedDecodeStepsOnAnH200) {
   const char* all = std::getenv("LFM_CUDA_EMU_ALL");
   if (!all || std::string(all) != "1") GTEST_SKIP() << "runs with LFM_CUDA_EMU_ALL=1";
   const cost::Device dev;
-  for (int seqs : {8, 64}) {
+  for (int seqs : {4, 8, 64}) {
     const OnePointTwoB lr = one_point_two_b(seqs);
     for (bool graphs : {false, true}) {
       const auto rows = lr.rows(dev, graphs);

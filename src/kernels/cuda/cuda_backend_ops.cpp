@@ -66,20 +66,21 @@ void CudaBackend::matmul_swiglu(const float* x, int64_t n, const TensorView& w1,
           w1.dtype, device_weight(w1), device_weight(w3), w1.shape[0], w1.shape[1], x, n, gate);
 }
 
-// One token: the product added into h and the norm taken in the matmul's own launch (its last
-// block), add_rms_norm's bits. Batches take the two launches.
+// Up to kMaxFusedNormRows tokens: the product added into h and the norms taken in the matmul's
+// own launch (its last block), add_rms_norm's bits. Larger batches take the two launches.
 void CudaBackend::matmul_add_rms_norm(const float* x, int64_t n, const TensorView& w, float* y, float* h,
                                       const float* norm, float eps, float* out) {
   LFM_CHECK(w.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(w.shape));
   const void* dw = device_weight(w);
   const int64_t rows = w.shape[0], cols = w.shape[1];
-  if (!fuse_ || n != 1 || !cuda::matmul_vector_ok(w.dtype, dw, cols, x) || (norm && out == h))
+  if (!fuse_ || n < 1 || n > cuda::kMaxFusedNormRows || !cuda::matmul_vector_ok(w.dtype, dw, cols, x) ||
+      (norm && out == h))
     return Backend::matmul_add_rms_norm(x, n, w, y, h, norm, eps, out);
   auto timer = time_op(profile_.enabled() ? cat("matmul_add_rms_norm ", dtype_name(w.dtype)) : std::string());
-  enqueue("matmul_add_rms_norm", [this](DType t, const void* dw, int64_t rows, int64_t cols, const float* x, float* h,
-                                        const float* norm, float eps, float* out, unsigned* done) {
-    cuda::matmul_add_rms_norm(t, dw, rows, cols, x, h, norm, eps, out, done, stream_);
-  }, w.dtype, dw, rows, cols, x, h, norm, eps, out, static_cast<unsigned*>(add_norm_done_.data()));
+  enqueue("matmul_add_rms_norm", [this](DType t, const void* dw, int64_t rows, int64_t cols, const float* x, int64_t n,
+                                        float* h, const float* norm, float eps, float* out, unsigned* done) {
+    cuda::matmul_add_rms_norm(t, dw, rows, cols, x, n, h, norm, eps, out, done, stream_);
+  }, w.dtype, dw, rows, cols, x, n, h, norm, eps, out, static_cast<unsigned*>(add_norm_done_.data()));
 }
 
 void CudaBackend::embedding(const TensorView& table, const int32_t* ids, int64_t n, float* out) {

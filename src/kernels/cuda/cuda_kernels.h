@@ -143,12 +143,14 @@ void dequantize_to_bf16(DType type, const void* w, int64_t rows, int64_t cols, u
 void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
             cudaStream_t s);
 
-// Backend::matmul_add_rms_norm for one token: h[0, :rows] += x · Wᵀ, then (norm_w given) out =
-// rms_norm(h) · norm_w, in one launch: the vector kernel adds each output into h, and the last of
-// its blocks to finish takes the norm with add_rms_norm's arithmetic (the same bits as matmul then
-// add_rms_norm). done: a device word, 0 before and after the launch (the launches of one stream
-// may share it). Needs what the vector kernel reads (matmul_vector_ok).
-void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* h,
+// Backend::matmul_add_rms_norm for 1 to kMaxFusedNormRows tokens: h[n, rows] += x · Wᵀ, then
+// (norm_w given) out = rms_norm(h) · norm_w, in one launch: the vector kernel adds each output into
+// h, and the last of its blocks to finish takes the norms with add_rms_norm's arithmetic (the same
+// bits as matmul then add_rms_norm; one row with the whole block, more with a warp a row, serially,
+// which is why only small batches are fused). done: a device word, 0 before and after the launch
+// (the launches of one stream may share it). Needs what the vector kernel reads (matmul_vector_ok).
+constexpr int64_t kMaxFusedNormRows = 4;
+void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* h,
                          const float* norm_w, float eps, float* out, unsigned* done, cudaStream_t s);
 
 // Backend::matmul_gated_short_conv for a decode step (step.n_rows tokens, one a run): proj [n,

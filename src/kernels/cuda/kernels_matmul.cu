@@ -135,8 +135,8 @@ __device__ __forceinline__ float load_l2(const float* p) {
 }
 
 // The kAddNorm kernel's end: once every block has added its outputs into h, the last block to
-// arrive normalises the n rows of h with add_rms_norm_kernel's arithmetic (row_norm.cuh), from
-// 128 threads, and resets the counter for the next launch.
+// arrive normalises the n rows of h with add_rms_norm_kernel's arithmetic (row_norm.cuh): one row
+// with all 128 threads, several with a warp each; then it resets the counter for the next launch.
 __device__ void add_norm_in_last_block(const Groups::AddNorm& a, int64_t dim, int64_t n) {
   __shared__ unsigned arrived;
   __shared__ double partial[8];
@@ -146,15 +146,24 @@ __device__ void add_norm_in_last_block(const Groups::AddNorm& a, int64_t dim, in
   __syncthreads();
   if (arrived != gridDim.x * gridDim.y - 1) return;
   __threadfence();
-  if (a.w) {
-    if (threadIdx.x == 0) LFM_TRACE_SERIAL_PASSES(static_cast<int>(2 * n));  // the squares, then the outputs
-    for (int64_t t = 0; t < n; ++t) {
+  if (a.w && n == 1) {
+    if (threadIdx.x == 0) LFM_TRACE_SERIAL_PASSES(2);  // the squares, then the outputs
+    const float scale =
+        rms_scale(sum_squares_as_256<32 * kWarpsPerBlock>([&](int64_t i) { return load_l2(a.h + i); }, dim, partial),
+                  dim, a.eps);
+    for (int64_t i = threadIdx.x; i < dim; i += 32 * kWarpsPerBlock) {
+      LFM_TRACE_STORE(a.out + i, 4);
+      a.out[i] = a.w[i] * (load_l2(a.h + i) * scale);
+    }
+  } else if (a.w) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) LFM_TRACE_SERIAL_PASSES(static_cast<int>(2 * ((n + kWarpsPerBlock - 1) / kWarpsPerBlock)));
+    for (int64_t t = warp; t < n; t += kWarpsPerBlock) {
       const float* hr = a.h + t * dim;
       float* o = a.out + t * dim;
       const float scale =
-          rms_scale(sum_squares_as_256<32 * kWarpsPerBlock>([&](int64_t i) { return load_l2(hr + i); }, dim, partial),
-                    dim, a.eps);
-      for (int64_t i = threadIdx.x; i < dim; i += 32 * kWarpsPerBlock) {
+          rms_scale(warp_sum_squares_as_256([&](int64_t i) { return load_l2(hr + i); }, dim, lane), dim, a.eps);
+      for (int64_t i = lane; i < dim; i += 32) {
         LFM_TRACE_STORE(o + i, 4);
         o[i] = a.w[i] * (load_l2(hr + i) * scale);
       }
@@ -506,17 +515,21 @@ void matmul(DType type, const void* w, int64_t rows, int64_t cols, const float* 
                 Groups{}, 1, s);
 }
 
-void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* h,
+void matmul_add_rms_norm(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* h,
                          const float* norm_w, float eps, float* out, unsigned* done, cudaStream_t s) {
   if (rows == 0) return;
   LFM_CHECK(matmul_vector_ok(type, w, cols, x) && done && (!norm_w || (out && out != h)),
             "cuda: matmul_add_rms_norm needs a matrix and input the vector kernel reads, a counter, and an output "
             "apart from the sum");
+  LFM_CHECK(n >= 1 && n <= kMaxFusedNormRows, "cuda: matmul_add_rms_norm takes 1 to ", kMaxFusedNormRows,
+            " tokens, got ", n);
   Groups groups;
   groups.add = Groups::AddNorm{h, norm_w, eps, out, done};
   with_matmul_type(type, "matmul_add_rms_norm", [&](auto t) {
-    launch_vec<decltype(t)::value, 1, Mode::kAddNorm>(static_cast<const uint8_t*>(w), device_row_bytes(type, cols), rows,
-                                                   cols, x, 1, nullptr, groups, 1, s);
+    constexpr DType T = decltype(t)::value;
+    const auto* wb = static_cast<const uint8_t*>(w);
+    if (n == 1) launch_vec<T, 1, Mode::kAddNorm>(wb, device_row_bytes(type, cols), rows, cols, x, 1, nullptr, groups, 1, s);
+    else launch_vec<T, kTokenGroup, Mode::kAddNorm>(wb, device_row_bytes(type, cols), rows, cols, x, n, nullptr, groups, 1, s);
   });
   LFM_CUDA_CHECK(cudaGetLastError());
 }
