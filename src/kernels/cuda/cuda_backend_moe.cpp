@@ -36,7 +36,7 @@ void CudaBackend::moe_matmul(const float* x, const int32_t* first, std::span<con
     LFM_CHECK(w->dtype == w0.dtype && w->shape == w0.shape, "cuda: moe_matmul's experts differ: ",
               dtype_name(w->dtype), " ", shape_str(w->shape), " and ", dtype_name(w0.dtype), " ", shape_str(w0.shape));
   const int64_t out = w0.shape[0], cols = w0.shape[1];
-  if (rows >= kGemmMinTokens * E && !own_only_) {
+  if (gemm_path(rows / E)) {
     // Long batches (prefill), where the experts average a cuBLAS matmul's worth of rows: each
     // expert's rows as one matmul, sized on the host from the groups (one wait; the step is
     // compute-bound). Fewer rows (batched decode) stay one grouped launch: no wait mid-step, no

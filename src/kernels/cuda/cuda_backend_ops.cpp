@@ -14,9 +14,9 @@ void CudaBackend::matmul(const float* x, int64_t n, const TensorView& w, float* 
   LFM_CHECK(w.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(w.shape));
   const void* dw = device_weight(w);
   const int64_t rows = w.shape[0], cols = w.shape[1];
-  const bool gemm_path = n >= kGemmMinTokens && !own_only_;
-  auto timer = time_op(profile_.enabled() ? cat(gemm_path ? "gemm " : "matmul ", dtype_name(w.dtype)) : std::string());
-  if (gemm_path) return gemm(x, n, w.dtype, dw, rows, cols, y);
+  const bool by_gemm = gemm_path(n);
+  auto timer = time_op(profile_.enabled() ? cat(by_gemm ? "gemm " : "matmul ", dtype_name(w.dtype)) : std::string());
+  if (by_gemm) return gemm(x, n, w.dtype, dw, rows, cols, y);
   enqueue("matmul", [this](DType t, const void* dw, int64_t rows, int64_t cols, const float* x, int64_t n, float* y) {
     cuda::matmul(t, dw, rows, cols, x, n, y, stream_);
   }, w.dtype, dw, rows, cols, x, n, y);
@@ -30,7 +30,7 @@ void CudaBackend::matmul_shared(const float* x, int64_t n, std::span<const Tenso
   bool alike = !ws.empty();
   for (const TensorView* w : ws)
     alike = alike && w->shape.size() == 2 && w->dtype == ws[0]->dtype && w->shape[1] == ws[0]->shape[1];
-  if (alike && n >= kGemmMinTokens && !own_only_) {
+  if (alike && gemm_path(n)) {
     auto timer = time_op(profile_.enabled() ? cat("gemm ", dtype_name(ws[0]->dtype)) : std::string());
     const uint16_t* xa = gemm_input(x, n, ws[0]->shape[1], ws[0]->dtype);
     for (size_t i = 0; i < ws.size(); ++i)
@@ -56,7 +56,7 @@ void CudaBackend::matmul_shared(const float* x, int64_t n, std::span<const Tenso
 
 void CudaBackend::matmul_swiglu(const float* x, int64_t n, const TensorView& w1, const TensorView& w3, float* gate,
                                 float* up) {
-  const bool fused = (n < kGemmMinTokens || own_only_) && w1.dtype == w3.dtype && w1.shape == w3.shape &&
+  const bool fused = !gemm_path(n) && w1.dtype == w3.dtype && w1.shape == w3.shape &&
                      w1.shape.size() == 2 && cuda::matmul_vector_ok(w1.dtype, device_weight(w1), w1.shape[1], x) &&
                      cuda::matmul_vector_ok(w3.dtype, device_weight(w3), w3.shape[1], x);
   if (!fused) return Backend::matmul_swiglu(x, n, w1, w3, gate, up);
@@ -201,7 +201,7 @@ void CudaBackend::matmul_gated_short_conv(const float* x, int64_t n, const Tenso
   LFM_CHECK(in_proj.shape.size() == 2, "cuda: matmul weight must be 2-D, got ", shape_str(in_proj.shape));
   const void* dw = device_weight(in_proj);
   const int64_t cols = in_proj.shape[1];
-  if (!fuse_ || n < 1 || (n >= kGemmMinTokens && !own_only_) || step_.n_rows != n || step_.max_run_rows != 1 ||
+  if (!fuse_ || n < 1 || gemm_path(n) || step_.n_rows != n || step_.max_run_rows != 1 ||
       in_proj.shape[0] != 3 * pool.dim || !cuda::matmul_vector_ok(in_proj.dtype, dw, cols, x))
     return Backend::matmul_gated_short_conv(x, n, in_proj, proj, pool, runs, kernel, w, bias, u, out);
   auto timer = time_op(profile_.enabled() ? cat("matmul_gated_short_conv ", dtype_name(in_proj.dtype)) : std::string());
