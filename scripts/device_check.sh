@@ -175,6 +175,13 @@ run 120 python3 tools/bench/serve_load.py http://127.0.0.1:$serve_port --wait 60
   --prompt 128-512 --max-tokens 64 --out "$out/serve_64.json" || echo "serving load failed" >> "$log"
 kill -TERM $serve_pid 2> /dev/null; wait $serve_pid 2> /dev/null
 tail -3 "$out/serve.log" >> "$log"
+say "serving with CUDA graphs (decode steps padded to batch-size buckets: a batch that gains or loses a stream keeps replaying its layers), the same load"
+LFM_CUDA_GRAPHS=stats $LFM serve --device cuda -m $models/bf16 --port $serve_port --parallel 64 --ctx-size 1024 > "$out/serve_graphs.log" 2>&1 &
+serve_pid=$!
+run 120 python3 tools/bench/serve_load.py http://127.0.0.1:$serve_port --wait 60 --concurrency 64 --requests 192 \
+  --prompt 128-512 --max-tokens 64 --out "$out/serve_64_graphs.json" || echo "serving load (graphs) failed" >> "$log"
+kill -TERM $serve_pid 2> /dev/null; wait $serve_pid 2> /dev/null
+tail -3 "$out/serve_graphs.log" >> "$log"
 
 say "the same with LFM_CUDA_GEMM=own (own kernels for every matmul: bitwise batch invariance)"
 run 200 env LFM_CUDA_GEMM=own $TESTS --gtest_filter='Fixtures/EngineTest.*_cuda'
@@ -233,9 +240,10 @@ for f in sorted(glob.glob(os.path.join(out, "bench_*.json"))):
         test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
         key = f"{os.path.basename(f)[6:-5]} {test} b{r['n_seqs']} d{r['n_depth']}"
         fig[key] = {"tok_s": r["avg_ts"], "read_gb_s": r.get("read_gb_per_s", 0)}
-serve = os.path.join(out, "serve_64.json")
-if os.path.exists(serve):
-    fig["serve 64 streams"] = json.load(open(serve))
+for name, label in (("serve_64.json", "serve 64 streams"), ("serve_64_graphs.json", "serve 64 streams, graphs")):
+    serve = os.path.join(out, name)
+    if os.path.exists(serve):
+        fig[label] = json.load(open(serve))
 peer = os.path.join(out, "peer_transformers.json")
 if os.path.exists(peer):
     fig["transformers"] = json.load(open(peer))

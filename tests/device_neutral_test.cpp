@@ -159,12 +159,14 @@ TEST(BackendFactory, CliRefusesCudaWithoutAGpuAndBadDevices) {
 // A fixture loaded for a fake device, its state cache and Forward, and three sequences each
 // prefilled alone (their prompt logits kept in `prefill_logits`).
 struct FakeDeviceDecoder {
-  FakeDeviceDecoder(ThreadPool& pool, const std::string& name, bool replay) : dev(pool, replay) {
+  // pad: the cache has pad state for the backend's padded decode steps (as the engine's has).
+  FakeDeviceDecoder(ThreadPool& pool, const std::string& name, bool replay, bool pad = false) : dev(pool, replay) {
     LoadOptions opt;
     opt.backend = &dev;
     model = load_model(test::fixture_dir(name), opt);
     StatePlanOptions plan = test::f32_plan();
     plan.parallel = 4;
+    if (pad) plan.pad_rows = dev.decode_step_max_pad();
     cache = make_state_cache(*model, plan, dev);
     fwd = std::make_unique<Forward>(*model, dev, *cache);
     const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}};
@@ -264,6 +266,68 @@ TEST(DeviceNeutralForward, DecodeStepsReplayOneRecordedGraph) {
     EXPECT_EQ(stats.flushes, 27);
     EXPECT_GE(stats.replayed, 20) << stats.eager << " op by op, " << stats.recorded << " recorded";
     EXPECT_LE(stats.recorded, 2);
+  }
+}
+
+// Padded to the backend's batch-size buckets (Backend::decode_step_rows), decode steps of 3 and
+// of 4 sequences run their layers as one recorded graph: a batch that gains or loses a sequence
+// keeps replaying it, and only the head (a run of its own) is new. The pad rows change no bit of
+// the sequences' results, which equal unpadded steps launched op by op. A size that is a bucket
+// of its own (2 here) stays one run. Dense and MoE.
+TEST(DeviceNeutralForward, DecodeStepsOfOneBucketReplayOneGraphOfLayers) {
+  for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
+    SCOPED_TRACE(name);
+    ThreadPool pool(2);
+    auto run = [&](bool padded, std::vector<ReplayQueue::Stats>* stats) {
+      FakeDeviceDecoder d(pool, name, padded, padded);
+      std::vector<Sequence*> seqs = d.seqs;
+      std::vector<float> seen = d.prefill_logits;
+      StepOutput out;
+      std::vector<int32_t> next = {2, 3, 4, 0};
+      const std::vector<int32_t> fourth = {6, 1, 12};
+      auto decode = [&](const std::vector<size_t>& members, int steps) {
+        for (int step = 0; step < steps; ++step) {
+          std::vector<BatchItem> items;
+          for (size_t i : members) items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false, step % 2 == 1});
+          d.fwd->step(items, out);
+          for (size_t j = 0; j < members.size(); ++j) {
+            const size_t i = members[j];
+            next[i] = out.argmax[j] >= 0 ? out.argmax[j] : argmax(out.row(j), out.vocab);
+            seen.push_back(static_cast<float>(next[i]));
+            if (out.argmax[j] < 0) seen.insert(seen.end(), out.row(j), out.row(j) + out.vocab);
+          }
+          if (stats) stats->push_back(d.dev.replay_stats());
+        }
+      };
+      decode({0, 1, 2}, 6);  // 3 sequences, padded to 4
+      seqs.push_back(d.cache->open(64));
+      BatchItem item{seqs[3], fourth, false};
+      d.fwd->step(std::span<const BatchItem>(&item, 1), out);
+      next[3] = argmax(out.row(0), out.vocab);
+      if (stats) stats->push_back(d.dev.replay_stats());
+      decode({0, 1, 2, 3}, 6);  // 4: the same bucket
+      decode({3, 0, 2}, 4);     // 3 again, other sequences
+      decode({1, 2}, 2);        // 2: a bucket of its own size alone, one run a step
+      return seen;
+    };
+    std::vector<ReplayQueue::Stats> stats;
+    const std::vector<float> plain = run(false, nullptr), padded = run(true, &stats);
+    EXPECT_EQ(plain, padded);
+    ASSERT_EQ(stats.size(), 19u);
+    EXPECT_EQ(stats[18].flushes - stats[17].flushes, 1);
+    // Each padded decode step is two runs (layers, then head); the prefill one.
+    EXPECT_EQ(stats[5].flushes - stats[4].flushes, 2);
+    EXPECT_EQ(stats[6].flushes - stats[5].flushes, 1);
+    // Steps 1 and 2 saw and recorded the layers' run; from the third on it is replayed, also by
+    // the first step of 4 sequences (stats[7], after the prefill) and the first of the other 3.
+    EXPECT_GE(stats[2].replayed - stats[1].replayed, 1);
+    EXPECT_GE(stats[7].replayed - stats[6].replayed, 1) << "4 sequences did not replay the layers of 3";
+    EXPECT_GE(stats[13].replayed - stats[12].replayed, 1);
+    // The layers: seen, recorded, then replayed by the 14 other decode steps. Heads: one each for
+    // 3 and 4 sequences, greedy ids or logits, seen 2-3 times each (and 3 again after the head's
+    // rows buffer grew for 4): recorded at their second sight.
+    EXPECT_LE(stats.back().recorded, 7) << stats.back().eager << " op by op";
+    EXPECT_GE(stats.back().replayed, 14);
   }
 }
 

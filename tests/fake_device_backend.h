@@ -91,6 +91,13 @@ class FakeDeviceBackend final : public ReferenceBackend {
   }
   const char* name() const override { return queue_.enabled() ? "fake-device-replay" : "fake-device"; }
   bool host_memory() const override { return false; }
+  // Replaying, decode steps of up to 16 sequences are padded to a power of two (the CUDA
+  // backend's buckets are others; what Forward does with them is the same).
+  int64_t decode_step_rows(int64_t n) const override {
+    return queue_.enabled() && n <= 16 ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))) : n;
+  }
+  int64_t decode_step_max_pad() const override { return queue_.enabled() ? 7 : 0; }
+  void launch_queued() override { queue_.flush(/*mid_step=*/true); }
   const ReplayQueue::Stats& replay_stats() const { return queue_.stats(); }
 
   DeviceBuffer allocate(size_t bytes) override {

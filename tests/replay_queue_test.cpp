@@ -110,6 +110,29 @@ TEST(ReplayQueue, StagedBytesKeepTheirAddressesAndAreNotOverwrittenWhileInUse) {
   for (void* p : again) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
 }
 
+// A step launched in two runs (Backend::launch_queued): the second run's staged bytes go after
+// the first's, which its launched ops may still read, without a wait; the step's last flush
+// starts the staging over.
+TEST(ReplayQueue, AMidStepFlushKeepsTheStagedBytesAndDoesNotWait) {
+  HostGraphs g;
+  ReplayQueue q(g, {});
+  std::vector<uint8_t> a(100, 1), b(100, 2);
+  void* first = q.stage(a.data(), a.size());
+  q.enqueue("layers", [](int) {}, 0);
+  q.flush(/*mid_step=*/true);
+  const int waits = g.waits;
+  void* second = q.stage(b.data(), b.size());
+  EXPECT_EQ(g.waits, waits);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(std::memcmp(first, a.data(), a.size()), 0) << "the first run's bytes were overwritten";
+  q.enqueue("head", [](int) {}, 1);
+  q.flush();
+  // The next step's staging starts over, after a wait for both runs.
+  EXPECT_EQ(q.stage(b.data(), b.size()), first);
+  EXPECT_EQ(g.waits, waits + 1);
+  EXPECT_EQ(q.stats().flushes, 2);
+}
+
 TEST(ReplayQueue, StagingAfterTheOwnerWaitedDoesNotWaitAgain) {
   HostGraphs g;
   ReplayQueue q(g, {});

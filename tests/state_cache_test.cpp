@@ -161,12 +161,58 @@ TEST(StateCache, RunsCheckpointEveryBlockEnd) {
   EXPECT_EQ(r.checkpoints[1].snapshot, a->blocks()[1]);
 }
 
+// Pad state (a backend that pads decode steps): one slot and one block per pad row beyond the
+// options' counts, in the pools the kernels get, counted in the bytes, never given to a sequence,
+// never in the statistics.
+TEST(StateCache, PadRowsGetTheirOwnSlotAndBlockPastTheSequences) {
+  StateCacheOptions o = opts(3, 2);
+  const StateBytes plain = state_bytes(tiny_shape(), o);
+  o.pad_rows = 2;
+  StateCache c(tiny_shape(), o);
+  EXPECT_EQ(c.bytes().kv_total, plain.kv_total + 2 * plain.kv_per_block);
+  EXPECT_EQ(c.bytes().conv_total, plain.conv_total + 2 * plain.conv_per_slot);
+  EXPECT_EQ(c.bytes().snapshots_total, plain.snapshots_total);
+  EXPECT_EQ(c.kv_pool(0).n_blocks, 5);
+  EXPECT_EQ(c.conv_pool(1).n_slots, 4);
+  for (int64_t i = 0; i < 2; ++i) {
+    const SeqRun r = c.pad_run(i, 7 + i);
+    EXPECT_EQ(r.row0, 7 + i);
+    EXPECT_EQ(r.n_rows, 1);
+    EXPECT_EQ(r.pos0, 0);
+    EXPECT_EQ(r.conv_slot, 2 + i);
+    ASSERT_EQ(r.blocks.size(), 1u);
+    EXPECT_EQ(r.blocks[0], 3 + i);
+    EXPECT_TRUE(r.checkpoints.empty());
+  }
+  EXPECT_THROW(c.pad_run(2, 0), Error);
+  EXPECT_THROW(c.pad_run(-1, 0), Error);
+  // Every block and slot the sequences can have are the options' ones.
+  Sequence* a = c.open(12);
+  Sequence* b = c.open(4);
+  feed(c, *a, iota_ids(100, 8));
+  feed(c, *b, iota_ids(200, 4));
+  EXPECT_FALSE(c.can_open());
+  EXPECT_EQ(c.blocks_available(), 0);
+  for (Sequence* s : {a, b}) {
+    EXPECT_LT(s->conv_slot(), 2);
+    for (int32_t blk : s->blocks()) EXPECT_LT(blk, 3);
+  }
+  const auto s = c.stats();
+  EXPECT_EQ(s.blocks_total, 3);
+  EXPECT_EQ(s.slots_total, 2);
+  EXPECT_EQ(s.blocks_used, 3);
+  EXPECT_EQ(StateCache(tiny_shape(), opts(3, 2)).kv_pool(0).n_blocks, 3);  // none without pad rows
+}
+
 TEST(StateCache, BadOptionsAreRejected) {
   EXPECT_THROW(StateCache(tiny_shape(), opts(0, 1)), Error);
   EXPECT_THROW(StateCache(tiny_shape(), opts(4, 0)), Error);
   EXPECT_THROW(StateCache(tiny_shape(), opts(4, 1, 0)), Error);
   StateCacheOptions q = opts(4, 1);
   q.type = DType::Q8_0;
+  EXPECT_THROW(StateCache(tiny_shape(), q), Error);
+  q = opts(4, 1);
+  q.pad_rows = -1;
   EXPECT_THROW(StateCache(tiny_shape(), q), Error);
 }
 

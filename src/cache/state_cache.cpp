@@ -34,8 +34,9 @@ StateBytes state_bytes(const StateShape& s, const StateCacheOptions& o) {
   b.kv_per_block = b.kv_per_token * static_cast<size_t>(o.block_tokens);
   b.conv_per_slot = static_cast<size_t>(s.conv_layers * std::max<int64_t>(s.conv_kernel - 1, 0) * s.conv_dim) * e;
   b.snapshot_per_block = o.prefix_cache ? b.conv_per_slot : 0;
-  b.kv_total = b.kv_per_block * static_cast<size_t>(o.n_blocks);
-  b.conv_total = b.conv_per_slot * static_cast<size_t>(o.n_slots);
+  const size_t pad = static_cast<size_t>(std::max<int64_t>(o.pad_rows, 0));
+  b.kv_total = b.kv_per_block * (static_cast<size_t>(o.n_blocks) + pad);
+  b.conv_total = b.conv_per_slot * (static_cast<size_t>(o.n_slots) + pad);
   b.snapshots_total = b.snapshot_per_block * static_cast<size_t>(o.n_blocks);
   b.spec_total = b.conv_per_slot * static_cast<size_t>(o.n_slots) * static_cast<size_t>(std::max<int64_t>(o.draft_tokens, 0));
   return b;
@@ -54,20 +55,22 @@ StateCache::StateCache(const StateShape& shape, const StateCacheOptions& opt, De
             shape.conv_kernel);
   LFM_CHECK(opt.draft_tokens >= 0 && opt.draft_tokens <= 256, "state: draft tokens must be in [0, 256], got ",
             opt.draft_tokens);
+  LFM_CHECK(opt.pad_rows >= 0 && opt.pad_rows <= 4096, "state: pad rows must be in [0, 4096], got ", opt.pad_rows);
   const StateBytes b = bytes();
   const size_t kv_layer = b.kv_per_block / 2 / std::max<int64_t>(shape.attn_layers, 1);
   for (int64_t l = 0; l < shape.attn_layers; ++l) {
-    k_.push_back(mem_.allocate(kv_layer * static_cast<size_t>(opt.n_blocks)));
-    v_.push_back(mem_.allocate(kv_layer * static_cast<size_t>(opt.n_blocks)));
+    k_.push_back(mem_.allocate(kv_layer * static_cast<size_t>(blocks_held())));
+    v_.push_back(mem_.allocate(kv_layer * static_cast<size_t>(blocks_held())));
   }
   const size_t conv_layer = b.conv_per_slot / std::max<int64_t>(shape.conv_layers, 1);
   for (int64_t l = 0; l < shape.conv_layers; ++l) {
-    conv_.push_back(mem_.allocate(conv_layer * static_cast<size_t>(opt.n_slots)));
+    conv_.push_back(mem_.allocate(conv_layer * static_cast<size_t>(slots_held())));
     snaps_.push_back(mem_.allocate(conv_layer * static_cast<size_t>(n_snapshots())));
   }
   blocks_.resize(static_cast<size_t>(opt.n_blocks));
   for (int64_t i = opt.n_blocks - 1; i >= 0; --i) free_blocks_.push_back(static_cast<int32_t>(i));
   for (int64_t i = opt.n_slots - 1; i >= 0; --i) free_slots_.push_back(static_cast<int32_t>(i));
+  for (int64_t i = 0; i < opt.pad_rows; ++i) pad_blocks_.push_back(static_cast<int32_t>(opt.n_blocks + i));
 }
 
 StateCache::~StateCache() = default;
@@ -123,7 +126,7 @@ void StateCache::reset(Sequence& seq) {
 
 void StateCache::zero_slot(int32_t slot) {
   for (auto& c : conv_) {
-    const size_t per = c.size() / static_cast<size_t>(opt_.n_slots);
+    const size_t per = c.size() / static_cast<size_t>(slots_held());
     mem_.fill_zero(static_cast<uint8_t*>(c.data()) + per * static_cast<size_t>(slot), per);
   }
 }
@@ -274,7 +277,7 @@ void StateCache::commit_accepted(Sequence& seq, int64_t n_keep) {
   if (n_keep == n) return;  // everything kept: the state is already right
   const int32_t snap = spec_snapshot(seq.slot_, n_keep - 1);  // the conv state after the last kept token
   for (size_t l = 0; l < conv_.size(); ++l) {
-    const size_t per = conv_[l].size() / static_cast<size_t>(opt_.n_slots);
+    const size_t per = conv_[l].size() / static_cast<size_t>(slots_held());
     mem_.copy(static_cast<uint8_t*>(conv_[l].data()) + per * static_cast<size_t>(seq.slot_),
               static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(snap), per);
   }
@@ -332,7 +335,7 @@ int64_t StateCache::attach_prefix(Sequence& seq, std::span<const int32_t> tokens
   // The conv state after the prefix's last token: that block's snapshot.
   const int32_t last = found.back();
   for (size_t l = 0; l < conv_.size(); ++l) {
-    const size_t per = conv_[l].size() / static_cast<size_t>(opt_.n_slots);
+    const size_t per = conv_[l].size() / static_cast<size_t>(slots_held());
     mem_.copy(static_cast<uint8_t*>(conv_[l].data()) + per * static_cast<size_t>(seq.slot_),
               static_cast<const uint8_t*>(snaps_[l].data()) + per * static_cast<size_t>(last), per);
   }
@@ -349,7 +352,7 @@ KvPool StateCache::kv_pool(int64_t attn_layer) const {
   p.k = k_[attn_layer].data();
   p.v = v_[attn_layer].data();
   p.type = opt_.type;
-  p.n_blocks = opt_.n_blocks;
+  p.n_blocks = blocks_held();
   p.block_tokens = opt_.block_tokens;
   p.kv_heads = shape_.kv_heads;
   p.head_dim = shape_.head_dim;
@@ -362,11 +365,22 @@ ConvPool StateCache::conv_pool(int64_t conv_layer) const {
   p.state = conv_[conv_layer].data();
   p.snapshots = n_snapshots() > 0 ? snaps_[conv_layer].data() : nullptr;
   p.type = opt_.type;
-  p.n_slots = opt_.n_slots;
+  p.n_slots = slots_held();
   p.n_snapshots = n_snapshots();
   p.rows = shape_.conv_kernel - 1;
   p.dim = shape_.conv_dim;
   return p;
+}
+
+SeqRun StateCache::pad_run(int64_t i, int64_t row0) const {
+  LFM_CHECK(i >= 0 && i < opt_.pad_rows, "state: pad row ", i, ", but the cache has pad state for ", opt_.pad_rows);
+  SeqRun r;
+  r.row0 = row0;
+  r.n_rows = 1;
+  r.pos0 = 0;
+  r.blocks = std::span<const int32_t>(&pad_blocks_[static_cast<size_t>(i)], 1);
+  r.conv_slot = static_cast<int32_t>(opt_.n_slots + i);
+  return r;
 }
 
 }  // namespace lfm

@@ -53,6 +53,10 @@ struct StateCacheOptions {
   int64_t n_slots = 1;         // conv-state slots: sequences open at once
   bool prefix_cache = true;    // index full blocks and keep a conv snapshot per block
   int64_t draft_tokens = 0;    // k: speculative steps of up to k + 1 tokens (k snapshots per slot)
+  // Conv slots and KV blocks that no sequence holds, one of each per pad row a padded decode step
+  // may have (Backend::decode_step_rows): pad row i runs on the i-th, at position 0, and what it
+  // leaves there is never read.
+  int64_t pad_rows = 0;
 };
 
 struct StateCacheStats {
@@ -163,6 +167,9 @@ class StateCache {
   // ---- pools, for the kernels ----
   KvPool kv_pool(int64_t attn_layer) const;
   ConvPool conv_pool(int64_t conv_layer) const;
+  // Pad row i's run (i < pad_rows): one token at packed row row0, at position 0 of the i-th pad
+  // block, with the i-th pad slot. No sequence's state is touched.
+  SeqRun pad_run(int64_t i, int64_t row0) const;
 
  private:
   struct Block {
@@ -180,6 +187,9 @@ class StateCache {
   // Cached blocks matching `tokens` block by block, at most max_blocks.
   std::vector<int32_t> match(std::span<const int32_t> tokens, int64_t max_blocks) const;
   void zero_slot(int32_t slot);
+  // Slots and blocks the pools hold: the options' and the pad state's.
+  int64_t slots_held() const { return opt_.n_slots + opt_.pad_rows; }
+  int64_t blocks_held() const { return opt_.n_blocks + opt_.pad_rows; }
 
   StateShape shape_;
   StateCacheOptions opt_;
@@ -198,6 +208,7 @@ class StateCache {
   std::vector<std::unique_ptr<Sequence>> open_;
   StateCacheStats counters_;
   PrefixCacheListener* listener_ = nullptr;
+  std::vector<int32_t> pad_blocks_;  // the pad rows' blocks (their runs' one-block tables)
 };
 
 // Chain hash of a block: its parent's hash (0 for the first block) and its tokens.

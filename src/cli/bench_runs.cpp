@@ -103,6 +103,7 @@ std::vector<BenchResult> run_bench_tests(const Model& model, const std::vector<B
   }
   plan.ctx_size = max_ctx;
   plan.parallel = max_seqs + 1;
+  plan.pad_rows = backend->decode_step_max_pad();
   const StateCacheOptions opt = plan_state_cache(cfg, plan);
   auto cache = std::make_unique<StateCache>(state_shape(cfg), opt, *backend);
   Forward fwd(model, *backend, *cache);

@@ -51,7 +51,9 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
             "engine: sample_candidates must be in [0, ", Forward::kShortlist, "], got ", opt.sample_candidates);
   LFM_CHECK(opt.max_queued >= 1, "engine: the queue must hold at least one request, got ", opt.max_queued);
   LFM_CHECK(opt.state.ctx_size >= 2, "engine: --ctx-size must be at least 2, got ", opt.state.ctx_size);
-  cache_ = make_state_cache(model, opt.state, backend);
+  StatePlanOptions plan = opt.state;
+  plan.pad_rows = backend.decode_step_max_pad();  // room for the decode steps' pad rows
+  cache_ = make_state_cache(model, plan, backend);
   cache_->set_listener(opt.cache_listener);
   forward_ = std::make_unique<Forward>(model, backend, *cache_);
   if (opt.sample_candidates > 0) forward_->set_shortlist_size(opt.sample_candidates);
@@ -75,7 +77,7 @@ Engine::Engine(const Model& model, Backend& backend, const Tokenizer* tokenizer,
               opt.state.draft_tokens, ")");
     // As many sequences, block size and blocks as the model's pools (token for token the same
     // capacity), in the draft model's state type unless one was given.
-    StatePlanOptions dp = opt.state;
+    StatePlanOptions dp = plan;
     dp.memory_bytes = 0;
     if (!dp.type) dp.type = default_state_type(*draft);
     StateCacheOptions dco = plan_state_cache(draft->config(), dp);

@@ -101,6 +101,18 @@ class Backend : public DeviceMemory {
   // the same runs. The CPU backends read the runs where they are. A backend serves one step at a
   // time: two Forwards (two engines) on one backend must not step concurrently.
   virtual void begin_step(std::span<const SeqRun> runs) {}
+  // The rows a decode step of n sequences (one new token each) runs on. A backend that replays
+  // recorded launches (CUDA graphs) pads such steps to a few batch sizes, so that steps of
+  // nearby sizes are one recorded run; Forward fills the rows past n with pad rows that work on
+  // the state cache's pad state (StateCacheOptions::pad_rows) and are never read. n: no padding.
+  virtual int64_t decode_step_rows(int64_t n) const { return n; }
+  // The most pad rows decode_step_rows adds (0: it never pads): the state cache's pad state
+  // (StateCacheOptions::pad_rows) needs one slot and block for each.
+  virtual int64_t decode_step_max_pad() const { return 0; }
+  // Launches the ops queued so far (a backend that queues them until the host waits) as one run;
+  // the ops after it form the next. Forward calls it between a padded step's layers, whose
+  // launches repeat for every batch size of the bucket, and its head, whose launches do not.
+  virtual void launch_queued() {}
 
   // y[n, W.rows] = x[n, W.cols] · Wᵀ, W stored [out, in] in any supported dtype.
   virtual void matmul(const float* x, int64_t n, const TensorView& w, float* y) = 0;

@@ -65,7 +65,7 @@ void* ReplayQueue::stage(const void* src, size_t bytes) {
   return dst;
 }
 
-void ReplayQueue::flush() {
+void ReplayQueue::flush(bool mid_step) {
   if (ops_.empty()) return;
   ++stats_.flushes;
   const uint64_t h = hash_;
@@ -74,10 +74,12 @@ void ReplayQueue::flush() {
   ops_.clear();
   signature_.clear();
   hash_ = 0;
-  const bool staged = chunk_ > 0 || offset_ > 0;
-  chunk_ = 0;
-  offset_ = 0;
-  staging_in_use_ = staged;
+  if (!mid_step) {
+    const bool staged = chunk_ > 0 || offset_ > 0;
+    chunk_ = 0;
+    offset_ = 0;
+    staging_in_use_ = staged;
+  }
 
   Graph* match = nullptr;
   auto [lo, hi] = recorded_.equal_range(h);

@@ -35,6 +35,18 @@ Forward::Forward(const Model& model, Backend& backend, StateCache& cache)
             " backend (load it with LoadOptions::backend)");
 }
 
+int64_t Forward::pad_rows(std::span<const BatchItem> items) const {
+  if (cache_.options().pad_rows == 0 || observer_) return -1;
+  for (const BatchItem& it : items)
+    if (it.tokens.size() != 1 || !it.embeddings.empty()) return -1;
+  const int64_t rows = be_.decode_step_rows(T_);
+  LFM_CHECK(rows >= T_, "forward: the ", be_.name(), " backend pads a decode step of ", T_, " rows to ", rows);
+  // A bucket of this size alone (1, 2, past the largest): one run, as without buckets.
+  if (rows == T_ && (T_ == 1 || be_.decode_step_rows(T_ - 1) != T_)) return -1;
+  // A cache sized for another backend's pads: the step runs as it is.
+  return rows - T_ <= cache_.options().pad_rows ? rows - T_ : -1;
+}
+
 void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
@@ -71,6 +83,8 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
               it.argmax_only ? "greedy id" : "shortlist");
     T_ += static_cast<int64_t>(it.tokens.size());
   }
+  const int64_t pad_or_none = pad_rows(items);
+  const int64_t pad = std::max<int64_t>(pad_or_none, 0);
   int64_t need = 0;
   for (const BatchItem& it : items) need += cache_.blocks_needed(*it.seq, static_cast<int64_t>(it.tokens.size()));
   LFM_CHECK(need <= cache_.blocks_available(), "forward: the step needs ", need, " more KV blocks, the pool has ",
@@ -86,13 +100,21 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
   // Up: token ids and positions (runs' block tables through begin_step).
   std::vector<int32_t> ids;
   std::vector<int64_t> positions;
-  ids.reserve(T_);
-  positions.reserve(T_);
+  ids.reserve(T_ + pad);
+  positions.reserve(T_ + pad);
   for (const BatchItem& it : items)
     for (size_t t = 0; t < it.tokens.size(); ++t) {
       positions.push_back(it.seq->n_past() + static_cast<int64_t>(t));
       ids.push_back(it.tokens[t]);
     }
+  // Pad rows after the items' (token 0 at position 0, each on its own pad state): the layers then
+  // run on as many rows as any decode step of this bucket. Nothing reads what they compute.
+  for (int64_t p = 0; p < pad; ++p) {
+    runs_.push_back(cache_.pad_run(p, T_ + p));
+    ids.push_back(0);
+    positions.push_back(0);
+  }
+  T_ += pad;
   int32_t* ids_dev = scratch<int32_t>(ids_buf_, T_);
   int64_t* pos_dev = scratch<int64_t>(positions_buf_, T_);
   be_.upload(ids_dev, ids.data(), ids.size() * sizeof(int32_t));
@@ -134,6 +156,9 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
       dense_ffn(lw.ffn, i, next_norm);
     observe(i, "", h_, T_, d);
   }
+  // A bucketed decode step's layers are one run for every batch size of the bucket (padded or
+  // already the bucket's size); the head's ops depend on the items.
+  if (pad_or_none >= 0) be_.launch_queued();
 
   // Final normed hidden states, for the items that want them (before the head reuses a_).
   out.hidden_size = d;

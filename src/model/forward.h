@@ -4,6 +4,9 @@
 // padded: matmuls see all T tokens at once, and the state ops (K/V write, paged attention, short
 // conv) get one run per sequence for the whole step, so nothing crosses between sequences and a
 // backend can parallelise over sequences × heads. Forward never touches cache memory itself.
+// The one exception to "never padded": a decode step (one token per item) on a backend that
+// replays recorded launches gets pad rows up to the backend's bucket (Backend::decode_step_rows)
+// when the cache has a pad state for them; their results are dropped.
 //
 // Forward is one description of LFM2 for every backend: activations and scratch live in the
 // backend's memory (device memory on a GPU), and per step only the token ids, positions and a few
@@ -122,6 +125,10 @@ class Forward {
                     const char* name);
   void moe_ffn(const MoeWeights& w, int64_t layer, const float* next_norm);
   void add_mix(const float* norm);
+  // Pad rows a decode step of `items` gets (T_ counted): -1 when the step is not bucketed (not a
+  // decode step, a backend that does not pad, a bucket of one batch size, a cache without pad
+  // state for them, an observer, which sees every row), else 0 or more.
+  int64_t pad_rows(std::span<const BatchItem> items) const;
   void download_choices(std::span<const BatchItem> items, float* logits, int64_t R, StepOutput& out);
   void download_shortlists(std::span<const BatchItem> items, float* logits, StepOutput& out);
   // Reports "model.layers.<layer><suffix>" (or just `suffix` when layer < 0) to the observer.

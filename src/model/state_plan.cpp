@@ -50,6 +50,7 @@ StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOption
   c.n_slots = o.parallel;
   c.prefix_cache = o.prefix_cache;
   c.draft_tokens = o.draft_tokens;
+  c.pad_rows = o.pad_rows;
   const int64_t per_seq = (o.ctx_size + o.block_tokens - 1) / o.block_tokens;
   if (o.memory_bytes == 0) {
     LFM_CHECK(per_seq <= (int64_t{1} << 30) / o.parallel, "state: ", o.parallel, " sequences of ", o.ctx_size,

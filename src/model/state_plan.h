@@ -33,6 +33,7 @@ struct StatePlanOptions {
   int64_t memory_bytes = 0;  // KV + snapshot budget; 0: enough for ctx_size × parallel
   bool prefix_cache = true;
   int64_t draft_tokens = 0;  // room for speculative steps of up to this many drafted tokens
+  int64_t pad_rows = 0;      // StateCacheOptions::pad_rows (Backend::decode_step_max_pad)
 };
 
 // Blocks for ctx_size × parallel tokens, or as many as memory_bytes holds (at least one

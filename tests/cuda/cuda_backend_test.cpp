@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <set>
+#include <string>
 
 #include "convert/quant.h"
 #include "core/thread_pool.h"
@@ -357,6 +359,47 @@ TEST_F(CudaTest, GreedyTokensAloneInABatchAndOnTheCpuAgree) {
   }
 }
 
+// `steps` decode steps of every sequence together, each taking its greedy token (next: each
+// one's token to feed); every step's logits rows are appended to `seen`.
+void decode_greedily(Forward& fwd, const std::vector<Sequence*>& seqs, std::vector<int32_t>& next, int steps,
+                     std::vector<float>& seen) {
+  StepOutput out;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<BatchItem> items;
+    for (size_t i = 0; i < seqs.size(); ++i) items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false});
+    fwd.step(items, out);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seen.insert(seen.end(), out.row(i), out.row(i) + out.vocab);
+      next[i] = static_cast<int32_t>(std::max_element(out.row(i), out.row(i) + out.vocab) - out.row(i));
+    }
+  }
+}
+
+// What run(graphs) saw with CUDA graphs (LFM_CUDA_GRAPHS=stats) and without, and how many runs
+// of ops the graphs' backend replayed (from the line it prints when it closes).
+struct GraphRuns {
+  std::vector<float> replayed, launched;
+  long long n_replayed = 0;
+  std::string said;
+};
+template <typename Run>
+GraphRuns with_and_without_graphs(Run run) {
+  GraphRuns g;
+  {
+    test::ScopedEnv env("LFM_CUDA_GRAPHS", "stats");
+    testing::internal::CaptureStderr();
+    g.replayed = run(true);
+    g.said = testing::internal::GetCapturedStderr();
+  }
+  {
+    test::ScopedEnv env("LFM_CUDA_GRAPHS", "0");
+    g.launched = run(false);
+  }
+  const size_t at = g.said.find(" replayed");
+  if (at != std::string::npos) g.n_replayed = std::atoll(g.said.c_str() + g.said.rfind(' ', at - 1) + 1);
+  return g;
+}
+
 // CUDA graphs (LFM_CUDA_GRAPHS=1) change how a step is launched, not what it computes: a batch's
 // decode steps give the same logits, bit for bit, recorded and replayed as launched op by op,
 // dense and MoE. The backend's graph statistics (LFM_CUDA_GRAPHS=stats, printed when it closes)
@@ -384,35 +427,86 @@ TEST_F(CudaTest, GraphReplayGivesTheSameBitsAsLaunchingOpByOp) {
       }
       std::vector<int32_t> next = {2, 3, 4};
       // A steady batch's graph is recorded at its second step and replayed from the third on.
-      const int steps = test::kGpuIsEmulated ? 8 : 20;
-      for (int step = 0; step < steps; ++step) {
-        std::vector<BatchItem> items;
-        for (size_t i = 0; i < seqs.size(); ++i) items.push_back({seqs[i], std::span<const int32_t>(&next[i], 1), false});
-        fwd.step(items, out);
-        for (size_t i = 0; i < seqs.size(); ++i) {
-          seen.insert(seen.end(), out.row(i), out.row(i) + out.vocab);
-          next[i] = static_cast<int32_t>(std::max_element(out.row(i), out.row(i) + out.vocab) - out.row(i));
-        }
-      }
+      decode_greedily(fwd, seqs, next, test::kGpuIsEmulated ? 8 : 20, seen);
       return seen;
     };
-    const char* was = std::getenv("LFM_CUDA_GRAPHS");
-    const std::string saved = was ? was : "";
-    setenv("LFM_CUDA_GRAPHS", "stats", 1);
-    testing::internal::CaptureStderr();
-    const std::vector<float> replayed = run(true);
-    const std::string stats = testing::internal::GetCapturedStderr();
-    setenv("LFM_CUDA_GRAPHS", "0", 1);
-    const std::vector<float> launched = run(false);
-    if (was)
-      setenv("LFM_CUDA_GRAPHS", saved.c_str(), 1);
-    else
-      unsetenv("LFM_CUDA_GRAPHS");
-    EXPECT_EQ(replayed, launched) << name;
-    long long n_replayed = 0;
-    const size_t at = stats.find(" replayed");
-    if (at != std::string::npos) n_replayed = std::atoll(stats.c_str() + stats.rfind(' ', at - 1) + 1);
-    EXPECT_GT(n_replayed, 0) << name << ": no step was replayed; the backend said: " << stats;
+    const GraphRuns g = with_and_without_graphs(run);
+    EXPECT_EQ(g.replayed, g.launched) << name;
+    EXPECT_GT(g.n_replayed, 0) << name << ": no step was replayed; the backend said: " << g.said;
+  }
+}
+
+// With graphs, decode steps are padded to a few batch sizes; no padding may move a step to
+// another kernel: one token stays one token, 4 or fewer rows keep the fused residual add + norm,
+// fewer than 64 stay off cuBLAS. Without graphs (or with LFM_CUDA_BUCKETS=0) nothing is padded.
+TEST_F(CudaTest, DecodeBucketsKeepEveryStepOnItsKernels) {
+  {
+    test::ScopedEnv env("LFM_CUDA_GRAPHS", "1");
+    auto be = test::make_gpu_backend(pool_);
+    std::set<int64_t> buckets;
+    int64_t most_pad = 0;
+    for (int64_t n = 1; n <= 700; ++n) {
+      const int64_t b = be->decode_step_rows(n);
+      ASSERT_GE(b, n);
+      most_pad = std::max(most_pad, b - n);
+      EXPECT_EQ(n == 1, b == 1) << n;
+      EXPECT_EQ(n <= 4, b <= 4) << n;
+      EXPECT_EQ(n < 64, b < 64) << n;
+      EXPECT_EQ(be->decode_step_rows(b), b) << n;
+      if (n <= 512) buckets.insert(b);
+    }
+    EXPECT_EQ(most_pad, be->decode_step_max_pad());
+    EXPECT_LE(buckets.size(), 40u) << "more graphs than ReplayQueue keeps with their heads";
+  }
+  for (const char* graphs : {"0", "1"}) {  // no graphs; graphs without buckets
+    test::ScopedEnv env("LFM_CUDA_GRAPHS", graphs), no_buckets("LFM_CUDA_BUCKETS", "0");
+    auto be = test::make_gpu_backend(pool_);
+    EXPECT_EQ(be->decode_step_max_pad(), 0);
+    for (int64_t n : {3, 5, 63, 65}) EXPECT_EQ(be->decode_step_rows(n), n);
+  }
+}
+
+// Padded decode steps (a cache with pad state, as the engine makes one for this backend): a
+// batch that grows from 3 to 4 sequences (one bucket) and to 5 (the next, 3 pad rows) keeps the
+// bits of unpadded steps launched op by op, and its steps replay their layers' graph across the
+// batch sizes of a bucket.
+TEST_F(CudaTest, PaddedDecodeStepsReplayTheirLayersAcrossABucket) {
+  for (const std::string& name : {std::string("lfm2_c_layertypes_untied_convbias_f32"), std::string("lfm2moe_f_tied_expertbias_f32")}) {
+    auto run = [&](bool graphs) {
+      std::vector<float> seen;
+      auto be = test::make_gpu_backend(pool_);
+      LoadOptions opt;
+      opt.backend = be.get();
+      auto model = load_model(test::fixture_dir(name), opt);
+      StatePlanOptions plan = test::f32_plan();
+      plan.parallel = 5;
+      plan.pad_rows = be->decode_step_max_pad();
+      EXPECT_EQ(plan.pad_rows > 0, graphs);
+      auto cache = make_state_cache(*model, plan, *be);
+      Forward fwd(*model, *be, *cache);
+      std::vector<Sequence*> seqs;
+      std::vector<int32_t> next;
+      StepOutput out;
+      auto open = [&](const std::vector<int32_t>& prompt) {
+        seqs.push_back(cache->open(64));
+        BatchItem item{seqs.back(), prompt, false};
+        fwd.step(std::span<const BatchItem>(&item, 1), out);
+        seen.insert(seen.end(), out.logits.begin(), out.logits.end());
+        next.push_back(static_cast<int32_t>(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin()));
+      };
+      auto decode = [&](int steps) { decode_greedily(fwd, seqs, next, steps, seen); };
+      for (const std::vector<int32_t>& p : {std::vector<int32_t>{1, 5, 9, 2}, {7, 3}, {4, 4, 4, 8, 9, 10, 11}}) open(p);
+      decode(3);  // 3 sequences, padded to 4: the layers recorded at the second step
+      open({6, 2, 13});
+      decode(2);  // 4: replayed
+      open({3, 9});
+      decode(3);  // 5, padded to 8
+      return seen;
+    };
+    const GraphRuns g = with_and_without_graphs(run);
+    EXPECT_EQ(g.replayed, g.launched) << name;
+    // Layers: the third step of 3, both of 4, the third of 5; the head of 3 at its third step.
+    EXPECT_GE(g.n_replayed, 5) << name << ": the backend said: " << g.said;
   }
 }
 

@@ -3,6 +3,7 @@
 // CUDA runtime (lfm_cuda_emu_tests, LFM_TEST_CUDA_EMU; tests/cuda_emu/), which runs everywhere.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,31 @@ inline bool gpu_present(std::string* why) {
   return cuda_device_present(why);
 #endif
 }
+
+// Sets an environment variable for the life of the object (the backend reads LFM_CUDA_GRAPHS,
+// LFM_CUDA_BUCKETS and LFM_CUDA_PROFILE when it is made).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* was = std::getenv(name);
+    had_ = was != nullptr;
+    if (had_) old_ = was;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
 
 inline std::unique_ptr<Backend> make_gpu_backend(ThreadPool& pool) {
 #ifdef LFM_TEST_CUDA_EMU

@@ -33,28 +33,7 @@ namespace {
 namespace trace = lfm_emu::trace;
 namespace cost = lfm_emu::cost;
 
-// Sets an environment variable for the life of the object (the backend reads LFM_CUDA_GRAPHS
-// and LFM_CUDA_PROFILE when it is made).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* was = std::getenv(name);
-    had_ = was != nullptr;
-    if (had_) old_ = was;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using test::ScopedEnv;
 
 // A random BF16 GGUF of `shape` (its layer stack replaced by `layers` when given).
 std::string random_model(const test::TempDir& dir, const std::string& shape, const std::string& layers) {

@@ -80,6 +80,7 @@ CudaBackend::CudaBackend(int device, ThreadPool& pool)
   qo.enabled = cuda::cuda_graphs_requested() && !profile_.enabled();
   queue_ = std::make_unique<ReplayQueue>(*graphs_, qo);
   if (qo.enabled) name_ += ", graphs";
+  buckets_ = qo.enabled && !env_is("LFM_CUDA_BUCKETS", "0");
   gate_ = queue_->free_gate();
   // cuBLAS's workspace fixed here, so a captured GEMM never allocates.
   blas_workspace_ = allocate(kBlasWorkspaceBytes);
@@ -145,6 +146,8 @@ void CudaBackend::download(void* dst, const void* src, size_t bytes) {
   // uploads are copies on stream_) has run: the next step's stage() need not wait again.
   queue_->waited();
 }
+
+void CudaBackend::launch_queued() { queue_->flush(/*mid_step=*/true); }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   auto timer = time_op("copy");

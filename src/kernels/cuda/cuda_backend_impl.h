@@ -50,6 +50,12 @@ class CudaBackend final : public Backend {
 
   // ---- the step's descriptors ----
   void begin_step(std::span<const SeqRun> runs) override;
+  // With graphs (LFM_CUDA_GRAPHS=1; LFM_CUDA_BUCKETS=0 turns this off), decode steps are padded
+  // to cuda::decode_bucket_rows, and a padded step's layers are one run (one graph), its head
+  // another.
+  int64_t decode_step_rows(int64_t n) const override { return buckets_ ? cuda::decode_bucket_rows(n) : n; }
+  int64_t decode_step_max_pad() const override { return buckets_ ? cuda::kMaxDecodePad : 0; }
+  void launch_queued() override;
 
   // ---- ops ----
   void matmul(const float* x, int64_t n, const TensorView& w, float* y) override;
@@ -159,6 +165,7 @@ class CudaBackend final : public Backend {
   // A decode GEMV's residual add + norm or short conv, the MoE combine + add + norm, the K/V store
   // after q/k norm + RoPE, each in one launch (LFM_CUDA_FUSE=0: the separate ops).
   bool fuse_;
+  bool buckets_ = false;  // decode steps padded to batch-size buckets (graphs only)
   cuda::OpProfile profile_;
   std::string name_;
   cudaStream_t stream_ = nullptr;

@@ -51,6 +51,16 @@ bool cuda_graph_stats_requested() {
   return env && std::strcmp(env, "stats") == 0;
 }
 
+int64_t decode_bucket_rows(int64_t n) {
+  auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  if (n <= 2) return n;
+  if (n <= 4) return 4;
+  if (n <= 56) return round_up(n, 8);
+  if (n <= 63) return 63;
+  if (n <= 512) return round_up(n, 16);
+  return n;
+}
+
 void append_signature(std::vector<uint64_t>& words, const DevKv& kv) {
   lfm::append_signatures(words, kv.k, kv.v, kv.type, kv.block_tokens, kv.kv_heads, kv.head_dim);
 }

@@ -35,6 +35,14 @@ class CudaGraphs final : public OpGraphs {
 bool cuda_graphs_requested();
 bool cuda_graph_stats_requested();
 
+// The batch sizes decode steps are padded to when graphs replay them, so that a serving batch
+// whose size moves a little keeps replaying one graph: n ≤ 2 as it is, then 4 (the most rows the
+// GEMV with the residual add + norm fused takes), 8, multiples of 8 up to 56, 63 (the most rows
+// of the GEMV kernels: 64 and more go to cuBLAS), multiples of 16 up to 512; larger steps keep
+// their size. At most kMaxDecodePad pad rows.
+int64_t decode_bucket_rows(int64_t n);
+inline constexpr int64_t kMaxDecodePad = 15;
+
 void append_signature(std::vector<uint64_t>& words, const DevKv& kv);
 void append_signature(std::vector<uint64_t>& words, const DevConv& conv);
 void append_signature(std::vector<uint64_t>& words, const DevStep& step);
