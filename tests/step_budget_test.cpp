@@ -33,7 +33,34 @@ TEST(StepCostModel, RecoversLinearCosts) {
   EXPECT_NEAR(c.per_decode, 0.0010, 2e-6);
   EXPECT_NEAR(c.per_prompt, 0.0006, 2e-7);
   EXPECT_NEAR(c.predict(10, 100), 0.004 + 0.010 + 0.060, 1e-5);
+  EXPECT_NEAR(c.prompt_fixed, 0.0, 2e-5);
   EXPECT_LT(c.spread, 0.01);
+}
+
+// A GPU with CUDA graphs: decode-only steps replay a recorded graph, a step with a prompt chunk
+// launches its kernels one by one and pays that once, whatever its size. The fit finds the
+// step's extra fixed cost, and the budget leaves room for it.
+TEST(StepCostModel, AStepCarryingAPromptMayCostMoreOnceForIt) {
+  auto gpu = [](int64_t d, int64_t p, std::mt19937&) {
+    return 0.0009 + 0.00002 * d + 0.000004 * p + (p > 0 ? 0.0006 : 0.0);
+  };
+  StepCostModel m;
+  feed(m, 300, gpu);
+  ASSERT_TRUE(m.ready());
+  const StepCost c = m.cost();
+  EXPECT_NEAR(c.fixed, 0.0009, 3e-5);
+  EXPECT_NEAR(c.prompt_fixed, 0.0006, 3e-5);
+  EXPECT_NEAR(c.per_decode, 0.00002, 1e-6);
+  EXPECT_NEAR(c.per_prompt, 0.000004, 2e-7);
+  EXPECT_LT(c.spread, 0.02);
+  std::mt19937 rng;
+  for (auto [d, p] : {std::pair<int64_t, int64_t>{64, 0}, {64, 1}, {1, 300}, {0, 40}})
+    EXPECT_NEAR(c.predict(d, p), gpu(d, p, rng), 2e-5) << d << " decode, " << p << " prompt tokens";
+  // 64 decoders: 2.18 ms; a 3 ms target leaves 0.82 ms, of which 0.6 go to carrying a prompt at
+  // all: 55 prompt tokens, not the 205 the step's per-token costs alone would allow.
+  const int64_t budget = prompt_token_budget(&c, 64, 0.003, 1, 1000);
+  EXPECT_GE(budget, 50);
+  EXPECT_LE(budget, 60);
 }
 
 TEST(StepCostModel, NoisyTimingsGiveCloseCosts) {
@@ -70,6 +97,7 @@ TEST(StepCostModel, PromptTokensCostLikeDecodeTokensUntilTheStepsTellThemApart) 
   const StepCost c = m.cost();
   EXPECT_NEAR(c.per_decode, 0.002, 1e-6);
   EXPECT_NEAR(c.per_prompt, c.per_decode, 1e-9);
+  EXPECT_EQ(c.prompt_fixed, 0.0);
 }
 
 TEST(StepCostModel, FollowsAMachineThatSlowsDown) {
@@ -108,6 +136,15 @@ TEST(PromptTokenBudget, LeavesAMarginForTheSpreadOfStepTimes) {
   const StepCost c{0.010, 0.002, 0.001, 0.1};  // steps stray 10% from the fit
   // 0.1745 s / (1 + 1.65 × 0.1) = 0.14979 s: 75 prompt tokens after 74 ms of decode tokens.
   EXPECT_EQ(prompt_token_budget(&c, 32, 0.1745, 16, 512), 75);
+}
+
+TEST(PromptTokenBudget, CountsTheFixedCostOfCarryingAPrompt) {
+  StepCost c{0.010, 0.002, 0.001};
+  c.prompt_fixed = 0.005;  // 74 ms for 32 decoders, 5 ms more with any prompt tokens
+  EXPECT_EQ(prompt_token_budget(&c, 32, 0.100, 16, 512), 21);
+  EXPECT_EQ(prompt_token_budget(&c, 32, 0.080, 1, 512), 1);  // 1 ms past the target: the minimum
+  c.prompt_fixed = -0.005;  // fitted below zero: counts as zero
+  EXPECT_EQ(prompt_token_budget(&c, 32, 0.100, 16, 512), 26);
 }
 
 TEST(PromptTokenBudget, KeepsTheMinimumWhenTheDecodeTokensAloneExceedTheTarget) {

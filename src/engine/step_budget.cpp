@@ -9,30 +9,33 @@ namespace lfm {
 
 namespace {
 
-// Solves a x = b for a symmetric positive definite 3x3 a (Gaussian elimination with partial
+// Solves a x = b for a symmetric positive definite N×N a (Gaussian elimination with partial
 // pivoting); false when a is singular.
-bool solve3(double a[3][3], double b[3], double x[3]) {
-  for (int c = 0; c < 3; ++c) {
+template <int N>
+bool solve(double (&a)[N][N], double (&b)[N], double (&x)[N]) {
+  for (int c = 0; c < N; ++c) {
     int p = c;
-    for (int r = c + 1; r < 3; ++r)
+    for (int r = c + 1; r < N; ++r)
       if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
     if (!(std::fabs(a[p][c]) > 0)) return false;
     if (p != c) {
-      for (int k = 0; k < 3; ++k) std::swap(a[p][k], a[c][k]);
+      for (int k = 0; k < N; ++k) std::swap(a[p][k], a[c][k]);
       std::swap(b[p], b[c]);
     }
-    for (int r = c + 1; r < 3; ++r) {
+    for (int r = c + 1; r < N; ++r) {
       const double f = a[r][c] / a[c][c];
-      for (int k = c; k < 3; ++k) a[r][k] -= f * a[c][k];
+      for (int k = c; k < N; ++k) a[r][k] -= f * a[c][k];
       b[r] -= f * b[c];
     }
   }
-  for (int c = 2; c >= 0; --c) {
+  for (int c = N - 1; c >= 0; --c) {
     double s = b[c];
-    for (int k = c + 1; k < 3; ++k) s -= a[c][k] * x[k];
+    for (int k = c + 1; k < N; ++k) s -= a[c][k] * x[k];
     x[c] = s / a[c][c];
   }
-  return std::isfinite(x[0]) && std::isfinite(x[1]) && std::isfinite(x[2]);
+  for (int c = 0; c < N; ++c)
+    if (!std::isfinite(x[c])) return false;
+  return true;
 }
 
 // A weak pull of the extra cost of a prompt token towards zero, as if every step had also shown
@@ -40,6 +43,10 @@ bool solve3(double a[3][3], double b[3], double x[3]) {
 // tokens of real steps, but when no step has had any (or too few to separate the two kinds) the
 // two kinds of token get one cost instead of an arbitrary split.
 constexpr double kPromptRidge = 0.1;
+// The same for prompt_fixed, as if every step had also shown a thousandth of a step with a prompt
+// costing nothing more once: when every step carries a prompt (or none does) the fixed cost is
+// the steps' fixed cost, not split between the two.
+constexpr double kPromptFixedRidge = 0.001;
 // Keeps the equations solvable when a feature has not varied (relative to its own scale).
 constexpr double kTinyRidge = 1e-9;
 // Fewest steps before the fit is used.
@@ -61,10 +68,11 @@ void StepCostModel::observe(int64_t decode_tokens, int64_t prompt_tokens, double
       err_sq_ = err_sq_ * decay_ + e * e;
     }
   }
-  const double x[3] = {1.0, static_cast<double>(decode_tokens + prompt_tokens), static_cast<double>(prompt_tokens)};
+  const double x[kFeatures] = {1.0, static_cast<double>(decode_tokens + prompt_tokens),
+                               static_cast<double>(prompt_tokens), prompt_tokens > 0 ? 1.0 : 0.0};
   w_ = w_ * decay_ + 1.0;
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) sxx_[i][j] = sxx_[i][j] * decay_ + x[i] * x[j];
+  for (int i = 0; i < kFeatures; ++i) {
+    for (int j = 0; j < kFeatures; ++j) sxx_[i][j] = sxx_[i][j] * decay_ + x[i] * x[j];
     sxy_[i] = sxy_[i] * decay_ + x[i] * seconds;
   }
   ++steps_;
@@ -72,15 +80,16 @@ void StepCostModel::observe(int64_t decode_tokens, int64_t prompt_tokens, double
 
 StepCost StepCostModel::cost() const {
   if (w_ <= 0) return {};
-  double a[3][3], b[3], t[3] = {0, 0, 0};
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) a[i][j] = sxx_[i][j];
+  double a[kFeatures][kFeatures], b[kFeatures], t[kFeatures] = {};
+  for (int i = 0; i < kFeatures; ++i) {
+    for (int j = 0; j < kFeatures; ++j) a[i][j] = sxx_[i][j];
     b[i] = sxy_[i];
     a[i][i] += kTinyRidge * (sxx_[i][i] + w_);
   }
   a[2][2] += kPromptRidge * w_;
-  if (!solve3(a, b, t)) return {};
-  return {t[0], t[1], t[1] + t[2], err_w_ > 0 ? std::sqrt(err_sq_ / err_w_) : 0.0};
+  a[3][3] += kPromptFixedRidge * w_;
+  if (!solve(a, b, t)) return {};
+  return {t[0], t[1], t[1] + t[2], err_w_ > 0 ? std::sqrt(err_sq_ / err_w_) : 0.0, t[3]};
 }
 
 bool StepCostModel::ready() const {
@@ -97,9 +106,11 @@ int64_t prompt_token_budget(const StepCost* cost, int64_t decode_tokens, double 
                             int64_t max_tokens) {
   const int64_t lo = std::min(min_tokens, max_tokens);
   if (!cost || !(cost->per_prompt > 0)) return lo;
-  // predict(d, p) × (1 + margin) ≤ target, for the largest p.
-  const double room =
-      (target_seconds / (1.0 + kSpreadMargin * cost->spread) - cost->predict(decode_tokens, 0)) / cost->per_prompt;
+  // predict(d, p) × (1 + margin) ≤ target, for the largest p > 0 (a prompt_fixed fitted below
+  // zero, noise, counts as zero: the budget errs towards the target).
+  const double room = (target_seconds / (1.0 + kSpreadMargin * cost->spread) - cost->predict(decode_tokens, 0) -
+                       std::max(cost->prompt_fixed, 0.0)) /
+                      cost->per_prompt;
   if (!(room > static_cast<double>(lo))) return lo;  // also NaN
   if (room >= static_cast<double>(max_tokens)) return max_tokens;
   // A millionth of a token of slack, so a target met exactly is not lost to rounding.
