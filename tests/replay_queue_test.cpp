@@ -119,7 +119,9 @@ TEST(ReplayQueue, AMidStepFlushKeepsTheStagedBytesAndDoesNotWait) {
   std::vector<uint8_t> a(100, 1), b(100, 2);
   void* first = q.stage(a.data(), a.size());
   q.enqueue("layers", [](int) {}, 0);
+  EXPECT_FALSE(q.mid_step());
   q.flush(/*mid_step=*/true);
+  EXPECT_TRUE(q.mid_step());  // the owner stages what the next ops read, even with none queued
   const int waits = g.waits;
   void* second = q.stage(b.data(), b.size());
   EXPECT_EQ(g.waits, waits);
@@ -127,6 +129,7 @@ TEST(ReplayQueue, AMidStepFlushKeepsTheStagedBytesAndDoesNotWait) {
   EXPECT_EQ(std::memcmp(first, a.data(), a.size()), 0) << "the first run's bytes were overwritten";
   q.enqueue("head", [](int) {}, 1);
   q.flush();
+  EXPECT_FALSE(q.mid_step());
   // The next step's staging starts over, after a wait for both runs.
   EXPECT_EQ(q.stage(b.data(), b.size()), first);
   EXPECT_EQ(g.waits, waits + 1);

@@ -74,6 +74,7 @@ void ReplayQueue::flush(bool mid_step) {
   ops_.clear();
   signature_.clear();
   hash_ = 0;
+  mid_step_ = mid_step;
   if (!mid_step) {
     const bool staged = chunk_ > 0 || offset_ > 0;
     chunk_ = 0;

@@ -110,6 +110,9 @@ class ReplayQueue {
 
   bool enabled() const { return options_.enabled; }
   bool empty() const { return ops_.empty(); }
+  // Whether the step goes on after a mid_step flush: what it launched may still run, so host
+  // bytes for the next ops are staged (an owner's direct copy could have to wait for them).
+  bool mid_step() const { return mid_step_; }
 
   // Queues fn(args...) (runs it at once when disabled). `name` must be a string literal naming
   // the op (its address is a signature word); every value the launch depends on besides memory
@@ -172,6 +175,7 @@ class ReplayQueue {
   std::vector<Chunk> chunks_;
   size_t chunk_ = 0, offset_ = 0;
   bool staging_in_use_ = false;  // a flush launched ops that may read staged bytes
+  bool mid_step_ = false;        // the last flush was mid_step
   std::shared_ptr<FreeGate> gate_ = std::make_shared<FreeGate>();
   Stats stats_;
 };

@@ -56,7 +56,8 @@ struct DecodeTrace {
 // Greedy decode of `seqs` sequences together (batch `seqs`, one token each, ids chosen on the
 // device, as `lfm bench`'s tg does): `warm` untraced steps, then `traced` steps each traced on its
 // own. F32 state. tokens: every step's ids, sequence by sequence.
-DecodeTrace trace_decode(const std::string& path, int warm, int traced, int seqs = 1) {
+// pad: the cache has pad state for the backend's batch-size buckets (as the engine's has).
+DecodeTrace trace_decode(const std::string& path, int warm, int traced, int seqs = 1, bool pad = false) {
   ThreadPool pool(2);
   auto be = test::make_gpu_backend(pool);
   LoadOptions lo;
@@ -66,6 +67,7 @@ DecodeTrace trace_decode(const std::string& path, int warm, int traced, int seqs
   plan.ctx_size = 64;
   plan.parallel = seqs;
   plan.type = DType::F32;
+  if (pad) plan.pad_rows = be->decode_step_max_pad();
   auto cache = make_state_cache(*model, plan, *be);
   Forward fwd(*model, *be, *cache);
   std::vector<Sequence*> open;
@@ -267,6 +269,36 @@ TEST_F(CostModel, DecodeStepIsOneGraphReplayWithOneRoundTrip) {
       // A regression bound on the launches themselves (tiny: 4 layers).
       EXPECT_LE(p.launches.size(), shape == "tiny" ? 26u : 47u) << shape;
     }
+  }
+}
+
+// With graphs, a decode step padded to its bucket (3 sequences → 4 rows) is two replays, its
+// layers' and its head's, with nothing launched outside them and still one round trip (the ids
+// coming down at the end): the head's host bytes are staged, not copied directly while the
+// layers run. The pad row adds no launch: the same kernels run on 4 rows.
+TEST_F(CostModel, APaddedDecodeStepIsTwoReplaysAndOneRoundTrip) {
+  const test::TempDir dir("lfm_cost_pad");
+  const std::string path = random_model(dir, "tiny", "");
+  DecodeTrace plain, padded;
+  {
+    ScopedEnv env("LFM_CUDA_GRAPHS", "0");
+    plain = trace_decode(path, 2, 2, 3);
+  }
+  {
+    ScopedEnv env("LFM_CUDA_GRAPHS", "1");
+    padded = trace_decode(path, 3, 2, 3, /*pad=*/true);  // both runs recorded at the second step
+  }
+  ASSERT_GT(padded.tokens.size(), plain.tokens.size());  // one step more
+  EXPECT_EQ(plain.tokens, std::vector<int32_t>(padded.tokens.begin(), padded.tokens.begin() + plain.tokens.size()));
+  for (size_t i = 0; i < 2; ++i) {
+    const trace::Step &p = plain.steps[i], &g = padded.steps[i];
+    std::printf("padded decode step %zu: %d graph launches, %zu launches (op by op unpadded: %zu), syncs after %s\n", i,
+                g.graph_launches, g.launches.size(), p.launches.size(), syncs_text(g).c_str());
+    EXPECT_EQ(g.graph_launches, 2);
+    EXPECT_EQ(launches_outside_graphs(g), 0);
+    EXPECT_EQ(g.syncs, 1);
+    EXPECT_EQ(round_trips_inside(g), 0) << "syncs after " << syncs_text(g);
+    EXPECT_EQ(g.launches.size(), p.launches.size());
   }
 }
 
