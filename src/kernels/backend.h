@@ -110,8 +110,9 @@ class Backend : public DeviceMemory {
   // (StateCacheOptions::pad_rows) needs one slot and block for each.
   virtual int64_t decode_step_max_pad() const { return 0; }
   // Launches the ops queued so far (a backend that queues them until the host waits) as one run;
-  // the ops after it form the next. Forward calls it between a padded step's layers, whose
-  // launches repeat for every batch size of the bucket, and its head, whose launches do not.
+  // the ops after it form the next. Forward calls it before a padded step's layers (after what
+  // the cache queued between steps) and between them and its head: the layers' launches repeat
+  // for every batch size of the bucket, the others do not.
   virtual void launch_queued() {}
 
   // y[n, W.rows] = x[n, W.cols] · Wᵀ, W stored [out, in] in any supported dtype.

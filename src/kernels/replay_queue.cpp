@@ -66,6 +66,16 @@ void* ReplayQueue::stage(const void* src, size_t bytes) {
 }
 
 void ReplayQueue::flush(bool mid_step) {
+  // Nothing queued: a mid_step flush still marks the step as going on (its next ops stage their
+  // bytes whether or not ops came before), and the step's last one ends it.
+  if (ops_.empty() && !mid_step_ && !mid_step) return;
+  if (!mid_step) {
+    const bool staged = chunk_ > 0 || offset_ > 0;
+    chunk_ = 0;
+    offset_ = 0;
+    staging_in_use_ = staging_in_use_ || staged;
+  }
+  mid_step_ = mid_step;
   if (ops_.empty()) return;
   ++stats_.flushes;
   const uint64_t h = hash_;
@@ -74,13 +84,6 @@ void ReplayQueue::flush(bool mid_step) {
   ops_.clear();
   signature_.clear();
   hash_ = 0;
-  mid_step_ = mid_step;
-  if (!mid_step) {
-    const bool staged = chunk_ > 0 || offset_ > 0;
-    chunk_ = 0;
-    offset_ = 0;
-    staging_in_use_ = staged;
-  }
 
   Graph* match = nullptr;
   auto [lo, hi] = recorded_.equal_range(h);

@@ -141,10 +141,11 @@ class ReplayQueue {
   // Launches every queued op: as a recorded graph when its signature was recorded, by recording
   // it when this is the record_after-th time it is seen, else one by one. Then the frees held
   // meanwhile run (after waiting for the device).
-  // mid_step: the ops queued next belong to the same step (Backend::launch_queued: a decode step's
-  // layers as one run, its head as another). Their staged bytes then go after these, which the
-  // launched ops may still read, so the next stage() neither waits nor overwrites them; the
-  // next flush that is not mid_step starts the staging over, as for a whole step.
+  // mid_step: the ops queued next belong to the same step (Backend::launch_queued: what came
+  // before a decode step, its layers, its head, each a run). Their staged bytes then go after
+  // these, which the launched ops may still read, so the next stage() neither waits nor
+  // overwrites them; the next flush that is not mid_step starts the staging over, as for a
+  // whole step. A mid_step flush with nothing queued still marks the step as going on.
   void flush(bool mid_step = false);
 
   std::shared_ptr<FreeGate> free_gate() const { return gate_; }

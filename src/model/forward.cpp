@@ -115,6 +115,9 @@ void Forward::step(std::span<const BatchItem> items, StepOutput& out) {
     positions.push_back(0);
   }
   T_ += pad;
+  // Ops queued since the last step (the cache zeroing a slot, restoring a snapshot) are a run of
+  // their own: the layers' run is then the same for every step of the bucket.
+  if (pad_or_none >= 0) be_.launch_queued();
   int32_t* ids_dev = scratch<int32_t>(ids_buf_, T_);
   int64_t* pos_dev = scratch<int64_t>(positions_buf_, T_);
   be_.upload(ids_dev, ids.data(), ids.size() * sizeof(int32_t));

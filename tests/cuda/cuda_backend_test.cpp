@@ -510,5 +510,46 @@ TEST_F(CudaTest, PaddedDecodeStepsReplayTheirLayersAcrossABucket) {
   }
 }
 
+// Served: eight requests that finish one after another shrink the engine's batch from 8 to 1.
+// With graphs, its decode steps replay their layers across the sizes of a bucket (8 → 5 one
+// graph, 4 → 3 another), where without buckets each new size is seen, recorded and only then
+// replayed; the tokens are the same either way, and the same as op by op.
+TEST_F(CudaTest, AServedBatchThatShrinksKeepsReplayingItsLayers) {
+  const std::string name = "lfm2_c_layertypes_untied_convbias_f32";
+  auto serve = [&](bool) {
+    auto be = test::make_gpu_backend(pool_);
+    LoadOptions opt;
+    opt.backend = be.get();
+    auto model = load_model(test::fixture_dir(name), opt);
+    EngineOptions eo;
+    eo.state = test::f32_plan(128);
+    eo.state.parallel = 8;
+    std::vector<float> tokens;
+    {
+      Engine engine(*model, *be, nullptr, eo);
+      std::vector<std::shared_ptr<RequestStream>> streams;
+      for (int i = 0; i < 8; ++i)
+        streams.push_back(engine.submit(test::greedy_request({static_cast<int32_t>(3 + i), 7, 1}, 3 + 3 * i)));
+      for (auto& s : streams)
+        for (int32_t t : test::generated_ids(*s)) tokens.push_back(static_cast<float>(t));
+    }
+    return tokens;
+  };
+  const GraphRuns buckets = with_and_without_graphs(serve);
+  GraphRuns plain;
+  {
+    test::ScopedEnv no_buckets("LFM_CUDA_BUCKETS", "0");
+    plain = with_and_without_graphs(serve);
+  }
+  EXPECT_EQ(buckets.replayed, buckets.launched);
+  EXPECT_EQ(plain.replayed, buckets.replayed);
+  // 24 steps: the prompts' and 23 decode steps of 8, 7, … 1 sequences, 3 each (2 of 8). With
+  // buckets the layers of 9 steps of 8 → 5 sequences and 4 of 4 → 3 replay (the first two of each
+  // bucket are seen and recorded; the cache's slot zeroing after a request ends is a run of its
+  // own), and each size's head from its third step; without, a size's third step at best.
+  EXPECT_GE(buckets.n_replayed, 15) << buckets.said;
+  EXPECT_GT(buckets.n_replayed, plain.n_replayed + 10) << "with buckets: " << buckets.said << "without: " << plain.said;
+}
+
 }  // namespace
 }  // namespace lfm
