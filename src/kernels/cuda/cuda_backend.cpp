@@ -78,6 +78,10 @@ CudaBackend::CudaBackend(int device, ThreadPool& pool)
   graphs_ = std::make_unique<cuda::CudaGraphs>(stream_);
   ReplayQueue::Options qo;
   qo.enabled = cuda::cuda_graphs_requested() && !profile_.enabled();
+  // A served batch keeps a layers' graph per bucket (and attention split count) and a head's per
+  // batch size and kind (greedy ids, candidates): more than the default 64 at 64 streams, and a
+  // graph dropped before its next use was recorded for nothing.
+  qo.max_graphs = 256;
   queue_ = std::make_unique<ReplayQueue>(*graphs_, qo);
   if (qo.enabled) name_ += ", graphs";
   buckets_ = qo.enabled && !env_is("LFM_CUDA_BUCKETS", "0");
