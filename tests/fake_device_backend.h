@@ -108,7 +108,7 @@ class FakeDeviceBackend final : public ReferenceBackend {
   void upload(void* dst, const void* src, size_t bytes) override {
     ++uploads;
     mine(dst, "upload");
-    if (queue_.empty() && !queue_.mid_step()) {
+    if (queue_.idle()) {
       Open open(*live_);
       ReferenceBackend::upload(dst, src, bytes);
       return;

@@ -130,11 +130,14 @@ TEST(ReplayQueue, AMidStepFlushKeepsTheStagedBytesAndDoesNotWait) {
   q.enqueue("head", [](int) {}, 1);
   q.flush();
   EXPECT_FALSE(q.mid_step());
+  EXPECT_TRUE(q.idle());
   q.flush(/*mid_step=*/true);  // nothing queued: the step still goes on
   EXPECT_TRUE(q.mid_step());
+  EXPECT_FALSE(q.idle()) << "a direct copy could wait for what the step launched";
   EXPECT_EQ(q.stats().flushes, 2);
   q.flush();
   EXPECT_FALSE(q.mid_step());
+  EXPECT_TRUE(q.idle());
   // The next step's staging starts over, after a wait for both runs.
   EXPECT_EQ(q.stage(b.data(), b.size()), first);
   EXPECT_EQ(g.waits, waits + 1);

@@ -61,8 +61,8 @@ class StepCostModel {
 };
 
 // The prompt tokens a step with `decode_tokens` decode tokens may take so that its predicted
-// duration (prompt_fixed included), with a margin of kSpreadMargin × the fit's spread, stays within `target_seconds`:
-// the largest such count, but at least `min_tokens` (so prefill always progresses, even when the
+// duration (prompt_fixed included), with a margin of kSpreadMargin × the fit's spread, stays
+// within `target_seconds`: the largest such count, but at least `min_tokens` (so prefill always progresses, even when the
 // decode tokens alone exceed the target) and at most `max_tokens`. Without a usable fit (`cost`
 // null) the step gets `min_tokens`.
 // The margin aims at the steps' 95th percentile rather than their mean (were the errors normal):

@@ -113,6 +113,9 @@ class ReplayQueue {
   // Whether the step goes on after a mid_step flush: what it launched may still run, so host
   // bytes for the next ops are staged (an owner's direct copy could have to wait for them).
   bool mid_step() const { return mid_step_; }
+  // Nothing queued and no step going on: the owner may copy host bytes to the device directly
+  // (in order with what it launched before) instead of staging them.
+  bool idle() const { return ops_.empty() && !mid_step_; }
 
   // Queues fn(args...) (runs it at once when disabled). `name` must be a string literal naming
   // the op (its address is a signature word); every value the launch depends on besides memory

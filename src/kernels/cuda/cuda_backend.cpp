@@ -131,7 +131,7 @@ DeviceBuffer CudaBackend::allocate(size_t bytes) {
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
   auto timer = time_op("upload");
   if (!bytes) return;
-  if (queue_->empty() && !queue_->mid_step()) {  // nothing to keep order with: straight from the caller's memory
+  if (queue_->idle()) {  // nothing to keep order with: straight from the caller's memory
     LFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     return;
   }

@@ -144,11 +144,11 @@ class CudaBackend final : public Backend {
     return cuda::DevKv{p.k, p.v, p.type, p.block_tokens, p.kv_heads, p.head_dim};
   }
 
+  // Whether a matmul of n rows goes to cuBLAS (kGemmMinTokens+, unless LFM_CUDA_GEMM=own).
+  bool gemm_path(int64_t n) const { return n >= kGemmMinTokens && !own_only_; }
   // y [n, rows] = x [n, cols] · Wᵀ by cuBLAS: gemm_input queues x's conversion to the GEMM's
   // operand type (bf16, f16 for F16 weights; nullptr for F32, which multiplies x itself) into
   // act_buf_, gemm_converted the product from it, so matrices that share an input convert it once.
-  // Whether a matmul of n rows goes to cuBLAS (kGemmMinTokens+, unless LFM_CUDA_GEMM=own).
-  bool gemm_path(int64_t n) const { return n >= kGemmMinTokens && !own_only_; }
   void gemm(const float* x, int64_t n, DType type, const void* w, int64_t rows, int64_t cols, float* y);
   const uint16_t* gemm_input(const float* x, int64_t n, int64_t cols, DType type);
   void gemm_converted(const float* x, const uint16_t* xa, int64_t n, DType type, const void* w, int64_t rows,
