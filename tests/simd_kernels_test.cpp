@@ -241,6 +241,30 @@ TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
   }
 }
 
+// The CPU-model tuning (kernels/cpu_features.h) never changes a bit: the few-token kernel with
+// its weights widened into the L1 buffer or in registers, the one-token GEMV with and without its
+// software prefetch, over plain matrices of every width class (a partial last chunk and panel).
+TEST_P(SimdKernelsTest, CpuTuningChangesNoResult) {
+  const CpuTuning saved = cpu_tuning();
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 96}, {4, 33, 200}, {5, 61, 256}, {9, 70, 520},
+                              {16, 17, 64}}) {
+      const Weight w = make_weight(dt, out, in, 500 + n);
+      const AlignedBuffer chunks = pack_weight(PackedLayout::kChunks16, w.view);
+      TensorView v = w.view;
+      v.packed = chunks.data();
+      v.packed_layout = PackedLayout::kChunks16;
+      const auto x = randn(n * in, 600 + n);
+      std::vector<float> a(n * out), b(n * out);
+      set_cpu_tuning(CpuTuning{.chunk_gemv_prefetch = true, .few_widen_in_registers = false});
+      simd_->matmul(x.data(), n, v, a.data());
+      set_cpu_tuning(CpuTuning{.chunk_gemv_prefetch = false, .few_widen_in_registers = true});
+      simd_->matmul(x.data(), n, v, b.data());
+      set_cpu_tuning(saved);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << dtype_name(dt) << " n=" << n << " out=" << out << " in=" << in;
+    }
+}
+
 TEST_P(SimdKernelsTest, ElementwiseOpsMatchReference) {
   const auto g = randn(1003, 14, 6.0f), u = randn(1003, 15);
   std::vector<float> a(1003), b(1003);

@@ -31,7 +31,13 @@ std::string version_text() {
 #else
   t += "backend cuda: not built (no nvcc at configure time, or -DLFM_CUDA=OFF)\n";
 #endif
-  t += "this CPU: " + std::string(isa_name(selected_isa())) + " kernels (" + cpu_features().describe() + ")\n";
+  const CpuFeatures& f = cpu_features();
+  t += "this CPU: " + std::string(isa_name(selected_isa())) + " kernels (" + f.describe() + "); " +
+       (f.vendor.empty() ? std::string("vendor unknown") : f.vendor + " family " + std::to_string(f.family) +
+                                                                " model " + std::to_string(f.model)) +
+       "; one-token GEMV prefetch " + (cpu_tuning().chunk_gemv_prefetch ? "on" : "off") +
+       " (LFM_GEMV_PREFETCH), few-token widening in " + (cpu_tuning().few_widen_in_registers ? "registers" : "a buffer") +
+       " (LFM_FEW_WIDEN)\n";
   return t;
 }
 

@@ -1,6 +1,11 @@
 #include "kernels/cpu_features.h"
 
 #include <cstdlib>
+#include <cstring>
+
+#if (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #include "core/error.h"
 
@@ -53,10 +58,53 @@ const CpuFeatures& cpu_features() {
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     c.avxvnni = __builtin_cpu_supports("avxvnni");
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, cx = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &cx, &d)) {
+      char v[13] = {};
+      std::memcpy(v, &b, 4);
+      std::memcpy(v + 4, &d, 4);
+      std::memcpy(v + 8, &cx, 4);
+      c.vendor = v;
+    }
+    if (__get_cpuid(1, &a, &b, &cx, &d)) {
+      const int base_family = static_cast<int>((a >> 8) & 0xF), base_model = static_cast<int>((a >> 4) & 0xF);
+      c.family = base_family == 0xF ? base_family + static_cast<int>((a >> 20) & 0xFF) : base_family;
+      c.model = base_family == 0xF || base_family == 6 ? base_model | static_cast<int>((a >> 12) & 0xF0) : base_model;
+    }
+#endif
     return c;
   }();
   return f;
 }
+
+CpuTuning choose_cpu_tuning(const CpuFeatures& f, const char* env_gemv_prefetch, const char* env_few_widen) {
+  CpuTuning t;
+  const bool zen4 = f.vendor == "AuthenticAMD" && f.family == 25 && f.avx512f;
+  t.chunk_gemv_prefetch = !zen4;
+  t.few_widen_in_registers = zen4;
+  if (env_gemv_prefetch && *env_gemv_prefetch) {
+    const std::string v = env_gemv_prefetch;
+    if (v != "0" && v != "1") fail("kernels: LFM_GEMV_PREFETCH='", v, "' is not 0 or 1");
+    t.chunk_gemv_prefetch = v == "1";
+  }
+  if (env_few_widen && *env_few_widen) {
+    const std::string v = env_few_widen;
+    if (v != "buffer" && v != "registers") fail("kernels: LFM_FEW_WIDEN='", v, "' is not buffer or registers");
+    t.few_widen_in_registers = v == "registers";
+  }
+  return t;
+}
+
+namespace {
+CpuTuning& tuning_slot() {
+  static CpuTuning t = choose_cpu_tuning(cpu_features(), std::getenv("LFM_GEMV_PREFETCH"), std::getenv("LFM_FEW_WIDEN"));
+  return t;
+}
+}  // namespace
+
+const CpuTuning& cpu_tuning() { return tuning_slot(); }
+void set_cpu_tuning(const CpuTuning& t) { tuning_slot() = t; }
 
 bool isa_supported(Isa isa) {
 #ifdef LFM_REFERENCE_KERNELS_ONLY

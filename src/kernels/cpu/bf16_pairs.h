@@ -59,8 +59,16 @@ bool encode_f16_codes(const uint16_t* f16, int64_t n, uint16_t* codes);
 
 // Whether the CPU has AVX-512 F/BW/BF16 (LFM_ISA below avx512 says no).
 bool dot_available();
+// The VDPBF16PS kernel's activations: x [n, K] rounded to bf16 (nearest even) in token tiles of
+// kDotTileTokens (the last one narrower), each tile column-pair-major: pair c of token t (tile
+// T = t / kDotTileTokens, width W) at 32-bit pair T · kDotTileTokens · K/2 + c · W + t mod
+// kDotTileTokens. A tile's tokens then read one contiguous run per pair; rows K apart (4 or 16 KiB
+// for the 1.2B widths) would all share one set of the L1 cache. Writes tokens [t0, t1) of the n;
+// acts holds n · K values; K a multiple of 16.
+constexpr int64_t kDotTileTokens = 12;
+void dot_pack_acts(const float* x, int64_t n, int64_t K, int64_t t0, int64_t t1, uint16_t* acts);
 // VDPBF16PS: y[t, r] (ldy = M) for tokens t < n and the rows of panels [p0, p1) of w (packed
-// kPairs16), from acts [n, K]: the activations rounded to bf16 (split_acts with one term).
+// kPairs16), from acts of dot_pack_acts.
 void dot_matmul_panels(const uint16_t* acts, int64_t n, const TensorView& w, int64_t p0, int64_t p1, float* y);
 
 }  // namespace lfm::bf16_pairs

@@ -42,7 +42,8 @@ constexpr int64_t kPairBytes = 64;
 // NP panels × NT tokens: acc[p][t] += w(panel p, pair c) · (x[t][2c], x[t][2c+1]) for every
 // pair c in order. Each output is one lane of one accumulator that sees the pairs in the same
 // order whatever NP and NT are, so every tiling (and the decode GEMV) gives the same bits.
-// acts [n][K] bf16, y [n][M]; rows: valid rows of the last panel (16 but for a partial one).
+// acts: one token tile of dot_pack_acts' layout (pair c of its token t at pair c · NT + t);
+// y [n][M]; rows: valid rows of the last panel (16 but for a partial one).
 template <int NP, int NT>
 void dot_tile(const uint16_t* acts, int64_t K, const uint8_t* panel, size_t pb, float* y, int64_t M, int64_t row0,
               int last_rows) {
@@ -56,7 +57,7 @@ void dot_tile(const uint16_t* acts, int64_t K, const uint8_t* panel, size_t pb, 
       w[p] = (__m512bh)_mm512_load_si512(panel + static_cast<size_t>(p) * pb + static_cast<size_t>(c) * kPairBytes);
     for (int t = 0; t < NT; ++t) {
       int32_t pair;
-      __builtin_memcpy(&pair, acts + t * K + 2 * c, 4);
+      __builtin_memcpy(&pair, acts + 2 * (c * NT + t), 4);
       const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
       for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_dpbf16_ps(acc[p][t], w[p], xv);
     }
@@ -78,7 +79,7 @@ constexpr TileFn pick(int nt, std::integer_sequence<int, NT...>) {
 }
 
 // Token tiles: up to 12 tokens × 2 panels (24 accumulators, 2 weight and 1 broadcast registers).
-constexpr int kTileTokens = 12;
+constexpr int kTileTokens = static_cast<int>(kDotTileTokens);
 template <int NP>
 TileFn tile_fn(int nt) {
   return pick<NP>(nt, std::make_integer_sequence<int, kTileTokens>{});
@@ -104,6 +105,19 @@ void split_acts(const float* x, int64_t n, int64_t K, int terms, uint16_t* plane
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + plane), m);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2 * plane), l);
     }
+}
+
+void dot_pack_acts(const float* x, int64_t n, int64_t K, int64_t t0, int64_t t1, uint16_t* acts) {
+  const int64_t pairs = K / 2;
+  alignas(32) uint32_t round[8];
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t tile = t / kDotTileTokens, width = std::min(kDotTileTokens, n - tile * kDotTileTokens);
+    auto* out = reinterpret_cast<uint32_t*>(acts) + tile * kDotTileTokens * pairs + (t - tile * kDotTileTokens);
+    for (int64_t k = 0; k < K; k += 16) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(round), to_bf16(_mm512_loadu_ps(x + t * K + k)));
+      for (int64_t i = 0; i < 8; ++i) out[(k / 2 + i) * width] = round[i];
+    }
+  }
 }
 
 void dot_matmul_panels(const uint16_t* acts, int64_t n, const TensorView& w, int64_t p0, int64_t p1, float* y) {
