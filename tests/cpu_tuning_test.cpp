@@ -28,6 +28,14 @@ TEST(CpuTuning, OnlyZen4WidensTheFewTokenWeightsInRegisters) {
   EXPECT_THROW(choose_cpu_tuning(CpuFeatures{}, nullptr, "1"), Error);
 }
 
+TEST(CpuTuning, OnlyZen4WidensWholeF16PanelsForThePrefillGemm) {
+  EXPECT_TRUE(choose_cpu_tuning(cpu("AuthenticAMD", 25, true), nullptr).gemm_widen_f16_panels);
+  EXPECT_FALSE(choose_cpu_tuning(cpu("AuthenticAMD", 26, true), nullptr).gemm_widen_f16_panels);
+  EXPECT_FALSE(choose_cpu_tuning(cpu("AuthenticAMD", 25, true), nullptr, nullptr, "tiles").gemm_widen_f16_panels);
+  EXPECT_TRUE(choose_cpu_tuning(cpu("GenuineIntel", 6, true), nullptr, nullptr, "panels").gemm_widen_f16_panels);
+  EXPECT_THROW(choose_cpu_tuning(CpuFeatures{}, nullptr, nullptr, "yes"), Error);
+}
+
 TEST(CpuTuning, OnlyZen4StreamsTheOneTokenGemvWithoutSoftwarePrefetch) {
   EXPECT_FALSE(choose_cpu_tuning(cpu("AuthenticAMD", 25, true), nullptr).chunk_gemv_prefetch);   // Zen 4
   EXPECT_TRUE(choose_cpu_tuning(cpu("AuthenticAMD", 25, false), nullptr).chunk_gemv_prefetch);   // Zen 3

@@ -243,12 +243,13 @@ TEST_P(SimdKernelsTest, RowsBitwiseIndependentOfBatchAndThreads) {
 
 // The CPU-model tuning (kernels/cpu_features.h) never changes a bit: the few-token kernel with
 // its weights widened into the L1 buffer or in registers, the one-token GEMV with and without its
-// software prefetch, over plain matrices of every width class (a partial last chunk and panel).
+// software prefetch, the prefill GEMM widening per tile or per panel, over plain matrices of every
+// width class (a partial last chunk and panel).
 TEST_P(SimdKernelsTest, CpuTuningChangesNoResult) {
   const CpuTuning saved = cpu_tuning();
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 96}, {4, 33, 200}, {5, 61, 256}, {9, 70, 520},
-                              {16, 17, 64}}) {
+                              {16, 17, 64}, {20, 70, 520}, {37, 100, 200}}) {
       const Weight w = make_weight(dt, out, in, 500 + n);
       const AlignedBuffer chunks = pack_weight(PackedLayout::kChunks16, w.view);
       TensorView v = w.view;
@@ -256,9 +257,9 @@ TEST_P(SimdKernelsTest, CpuTuningChangesNoResult) {
       v.packed_layout = PackedLayout::kChunks16;
       const auto x = randn(n * in, 600 + n);
       std::vector<float> a(n * out), b(n * out);
-      set_cpu_tuning(CpuTuning{.chunk_gemv_prefetch = true, .few_widen_in_registers = false});
+      set_cpu_tuning(CpuTuning{.chunk_gemv_prefetch = true, .few_widen_in_registers = false, .gemm_widen_f16_panels = false});
       simd_->matmul(x.data(), n, v, a.data());
-      set_cpu_tuning(CpuTuning{.chunk_gemv_prefetch = false, .few_widen_in_registers = true});
+      set_cpu_tuning(CpuTuning{.chunk_gemv_prefetch = false, .few_widen_in_registers = true, .gemm_widen_f16_panels = true});
       simd_->matmul(x.data(), n, v, b.data());
       set_cpu_tuning(saved);
       ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << dtype_name(dt) << " n=" << n << " out=" << out << " in=" << in;

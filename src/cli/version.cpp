@@ -37,7 +37,8 @@ std::string version_text() {
                                                                 " model " + std::to_string(f.model)) +
        "; one-token GEMV prefetch " + (cpu_tuning().chunk_gemv_prefetch ? "on" : "off") +
        " (LFM_GEMV_PREFETCH), few-token widening in " + (cpu_tuning().few_widen_in_registers ? "registers" : "a buffer") +
-       " (LFM_FEW_WIDEN)\n";
+       " (LFM_FEW_WIDEN), F16 prefill widening per " + (cpu_tuning().gemm_widen_f16_panels ? "panel" : "tile") +
+       " (LFM_GEMM_WIDEN)\n";
   return t;
 }
 

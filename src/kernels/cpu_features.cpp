@@ -78,11 +78,13 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
-CpuTuning choose_cpu_tuning(const CpuFeatures& f, const char* env_gemv_prefetch, const char* env_few_widen) {
+CpuTuning choose_cpu_tuning(const CpuFeatures& f, const char* env_gemv_prefetch, const char* env_few_widen,
+                            const char* env_gemm_widen) {
   CpuTuning t;
   const bool zen4 = f.vendor == "AuthenticAMD" && f.family == 25 && f.avx512f;
   t.chunk_gemv_prefetch = !zen4;
   t.few_widen_in_registers = zen4;
+  t.gemm_widen_f16_panels = zen4;
   if (env_gemv_prefetch && *env_gemv_prefetch) {
     const std::string v = env_gemv_prefetch;
     if (v != "0" && v != "1") fail("kernels: LFM_GEMV_PREFETCH='", v, "' is not 0 or 1");
@@ -93,12 +95,18 @@ CpuTuning choose_cpu_tuning(const CpuFeatures& f, const char* env_gemv_prefetch,
     if (v != "buffer" && v != "registers") fail("kernels: LFM_FEW_WIDEN='", v, "' is not buffer or registers");
     t.few_widen_in_registers = v == "registers";
   }
+  if (env_gemm_widen && *env_gemm_widen) {
+    const std::string v = env_gemm_widen;
+    if (v != "tiles" && v != "panels") fail("kernels: LFM_GEMM_WIDEN='", v, "' is not tiles or panels");
+    t.gemm_widen_f16_panels = v == "panels";
+  }
   return t;
 }
 
 namespace {
 CpuTuning& tuning_slot() {
-  static CpuTuning t = choose_cpu_tuning(cpu_features(), std::getenv("LFM_GEMV_PREFETCH"), std::getenv("LFM_FEW_WIDEN"));
+  static CpuTuning t = choose_cpu_tuning(cpu_features(), std::getenv("LFM_GEMV_PREFETCH"), std::getenv("LFM_FEW_WIDEN"),
+                                         std::getenv("LFM_GEMM_WIDEN"));
   return t;
 }
 }  // namespace

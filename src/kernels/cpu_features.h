@@ -34,10 +34,17 @@ struct CpuTuning {
   // registers as its tiles load them, rather than once per block into an L1 buffer whose stores
   // bound it on Zen 4. On for Zen 4 only, like the above.
   bool few_widen_in_registers = false;
+  // Whether the prefill GEMM (5+ tokens, past the few-token kernel) over F16 chunks widens each
+  // L2-sized panel to float32 once before its token tiles, rather than converting each weight
+  // vector in every tile (VCVTPH2PS is slow on Zen 4; BF16's shift-widening measured level either
+  // way, so it stays in the tiles). On for Zen 4 only (LFM_GEMM_WIDEN=tiles|panels overrides).
+  bool gemm_widen_f16_panels = false;
 };
-// The tuning for a CPU, with LFM_GEMV_PREFETCH=0|1 and LFM_FEW_WIDEN=buffer|registers (null or
-// empty: unset) overriding the defaults; any other value is an error naming it.
-CpuTuning choose_cpu_tuning(const CpuFeatures& f, const char* env_gemv_prefetch, const char* env_few_widen = nullptr);
+// The tuning for a CPU, with LFM_GEMV_PREFETCH=0|1, LFM_FEW_WIDEN=buffer|registers and
+// LFM_GEMM_WIDEN=tiles|panels (null or empty: unset) overriding the defaults; any other value is
+// an error naming it.
+CpuTuning choose_cpu_tuning(const CpuFeatures& f, const char* env_gemv_prefetch, const char* env_few_widen = nullptr,
+                            const char* env_gemm_widen = nullptr);
 // choose_cpu_tuning for this CPU and environment, chosen once; the kernels read it per call.
 const CpuTuning& cpu_tuning();
 // Replaces it (tests running a kernel both ways; not while kernels run on other threads).
