@@ -249,7 +249,7 @@ TEST_P(SimdKernelsTest, CpuTuningChangesNoResult) {
   const CpuTuning saved = cpu_tuning();
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
     for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 96}, {4, 33, 200}, {5, 61, 256}, {9, 70, 520},
-                              {16, 17, 64}, {20, 70, 520}, {37, 100, 200}}) {
+                              {16, 17, 64}, {20, 70, 520}, {37, 100, 200}, {9, 20, 152}}) {
       const Weight w = make_weight(dt, out, in, 500 + n);
       const AlignedBuffer chunks = pack_weight(PackedLayout::kChunks16, w.view);
       TensorView v = w.view;
@@ -318,7 +318,10 @@ TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
                               {3, 67, 224}, {4, 40, 2048}, {9, 67, 224}, {40, 20, 96}, {1, 16, 7},
                               // few tokens (simd_matmul_few.inc): token groups of every size, widths
                               // of several 128-column blocks with a partial last one
-                              {5, 33, 520}, {6, 17, 300}, {7, 16, 129}, {12, 35, 211}, {16, 67, 1000}, {13, 20, 2048}}) {
+                              {5, 33, 520}, {6, 17, 300}, {7, 16, 129}, {12, 35, 211}, {16, 67, 1000}, {13, 20, 2048},
+                              // last chunks of 24 columns (three AVX2 vectors, one BF16 pair's low
+                              // and high halves): one token, few tokens, the GEMM
+                              {1, 35, 88}, {2, 33, 120}, {6, 20, 152}, {24, 17, 88}}) {
       Weight w = make_weight(dt, out, in, 11 + out);
       const auto x = randn(n * in, 12 + n);
       std::vector<float> want(n * out), got(n * out);
@@ -346,8 +349,6 @@ TEST_P(SimdKernelsTest, PlainCopiesAreReadInPlaceOfTheStoredRows) {
   }
 }
 
-// kChunks16 holds every stored value where weight_pack.h says: row r's columns 32c..32c+31 at
-// run r % 16 of chunk c of panel r / 16; zeros past the last row and column.
 // act_type BF16 on the reference: the input rounded once (nearest even), then the exact matmul
 // (bit for bit what the pre-rounded input gives, and not what the unrounded one gives); other
 // weight types refuse it on every backend.

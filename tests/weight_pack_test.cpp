@@ -22,8 +22,14 @@ using test::make_packed_weight;
 using test::make_weight;
 using test::Weight;
 
+// BF16 runs hold columns j and j + 16 side by side (chunks16_position), the last partial chunk too.
 TEST(WeightPack, ChunksLayoutPlacesEveryValue) {
-  for (DType dt : {DType::F16, DType::F32}) {
+  EXPECT_EQ(chunks16_position(DType::BF16, 0), 0);
+  EXPECT_EQ(chunks16_position(DType::BF16, 16), 1);
+  EXPECT_EQ(chunks16_position(DType::BF16, 15), 30);
+  EXPECT_EQ(chunks16_position(DType::BF16, 31), 31);
+  EXPECT_EQ(chunks16_position(DType::F16, 16), 16);
+  for (DType dt : {DType::F16, DType::F32, DType::BF16}) {
     const int64_t out = 19, in = 45, elem = dt == DType::F32 ? 4 : 2;
     const Weight w = make_weight(dt, out, in, 3);
     const AlignedBuffer packed = pack_weight(PackedLayout::kChunks16, w.view);
@@ -34,7 +40,9 @@ TEST(WeightPack, ChunksLayoutPlacesEveryValue) {
     for (int64_t r = 0; r < 32; ++r)
       for (int64_t k = 0; k < 64; ++k) {
         uint32_t got = 0, want = 0;
-        std::memcpy(&got, p + (r / 16) * panel + ((k / 32) * 16 + r % 16) * 32 * elem + (k % 32) * elem, static_cast<size_t>(elem));
+        const int64_t at = (r / 16) * static_cast<int64_t>(panel) + ((k / 32) * 16 + r % 16) * 32 * elem +
+                           chunks16_position(dt, k % 32) * elem;
+        std::memcpy(&got, p + at, static_cast<size_t>(elem));
         if (r < out && k < in) std::memcpy(&want, w.view.row(r) + k * elem, static_cast<size_t>(elem));
         ASSERT_EQ(got, want) << dtype_name(dt) << " row " << r << " column " << k;
       }

@@ -18,7 +18,7 @@ enum class PackedLayout : uint8_t {
   kNone,
   kRows16,  // Q4_0 / Q8_0 / K-quants interleaved in panels of 16 rows (int8 dot-product kernels)
   kPairs16, // BF16 (or F16) column pairs in panels of 16 rows (the AMX tile unit)
-  kChunks16, // F32/F16/BF16 rows in panels of 16, interleaved every 32 columns (one stream per panel)
+  kChunks16, // F32/F16/BF16 rows in panels of 16, interleaved every 32 columns (one stream per panel; weight_pack.h)
   kDevice,   // a copy in a GPU backend's memory, in that backend's own layout
 };
 

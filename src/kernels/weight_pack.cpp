@@ -258,8 +258,16 @@ void pack_chunks16_into(const TensorView& w, uint8_t* base) {
     uint8_t* lane = base + static_cast<size_t>(r / kPackRows) * panel_bytes + static_cast<size_t>(r % kPackRows) * piece;
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t cols = std::min(kChunkCols, K - c * kChunkCols);
-      std::memcpy(lane + static_cast<size_t>(c * kPackRows) * piece, row + static_cast<size_t>(c * kChunkCols) * elem,
-                  static_cast<size_t>(cols) * elem);
+      uint8_t* run = lane + static_cast<size_t>(c * kPackRows) * piece;
+      const uint8_t* src = row + static_cast<size_t>(c * kChunkCols) * elem;
+      if (w.dtype == DType::BF16) {  // columns j and j + 16 side by side (chunks16_position)
+        uint16_t in[kChunkCols] = {}, out[kChunkCols];
+        std::memcpy(in, src, static_cast<size_t>(cols) * 2);
+        for (int64_t j = 0; j < kChunkCols; ++j) out[chunks16_position(DType::BF16, j)] = in[j];
+        std::memcpy(run, out, sizeof out);
+      } else {
+        std::memcpy(run, src, static_cast<size_t>(cols) * elem);
+      }
     }
   }
 }

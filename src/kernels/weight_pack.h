@@ -47,7 +47,8 @@
 // PackedLayout::kChunks16 (F32, F16, and BF16 where the AMX layout does not apply, on the SIMD
 //   backends), panels of 16 rows: the panel's columns in chunks of kChunkCols = 32, and chunk c
 //   holds rows 0..15's values of columns 32c..32c+31 one row after another (16 × 32 stored
-//   values: 1 KiB for F16/BF16, 2 KiB for F32). A decode GEMV that takes a panel's 16 rows at
+//   values: 1 KiB for F16/BF16, 2 KiB for F32; BF16 runs pair column j with column j + 16,
+//   chunks16_position). A decode GEMV that takes a panel's 16 rows at
 //   once then reads one sequential stream instead of 16 (on a Zen 5 EPYC, 2 threads, a copy of
 //   the kernel outside the repo: AVX-512 53-61 GB/s against 28-30 for rows read 8 at a time, same
 //   minute; AVX2 40-44 against 24-25 for rows read 4 at a time). Values keep their stored bits;
@@ -118,6 +119,15 @@ AlignedBuffer pack_pairs16(const TensorView& w);
 // kChunks16: columns per chunk, and the bytes of one panel of 16 rows of `cols` columns of t.
 constexpr int64_t kChunkCols = 32;
 size_t chunks16_panel_bytes(DType t, int64_t cols);
+// Where column c (0 .. 31) of a chunk sits in a row's run: in order, except BF16, whose runs
+// hold columns j and j + 16 side by side (positions 2j and 2j + 1; every chunk, the last one's
+// missing columns as zeros). A kernel then widens 16 bf16 values to float32 with one in-lane
+// shift or mask of 16 32-bit words (their low or high halves) instead of a zero-extension that
+// crosses the register's 128-bit lanes (slow on Zen 4 at 512 bits, and on Intel's shuffle port,
+// which its FMAs share). The lanes get the same columns either way: the same bits.
+constexpr int64_t chunks16_position(DType t, int64_t c) {
+  return t == DType::BF16 ? (c < kChunkCols / 2 ? 2 * c : 2 * (c - kChunkCols / 2) + 1) : c;
+}
 // pack_rows16, pack_pairs16 or the kChunks16 copy, as `layout` says.
 AlignedBuffer pack_weight(PackedLayout layout, const TensorView& w);
 // The same in two steps, for callers that place many copies in one buffer: the bytes w's copy

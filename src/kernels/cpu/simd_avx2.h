@@ -52,6 +52,14 @@ struct Avx2 {
     const __m128i h = _mm_loadu_si128(static_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
+  // See Avx512::from_bf16_even / from_bf16_odd.
+  static F from_bf16_even(const void* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p)), 16));
+  }
+  static F from_bf16_odd(const void* p) {
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(static_cast<const __m256i*>(p)),
+                                                _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
   // 16 bytes → 16 floats at out (unsigned or signed bytes).
   static void u8x16_to_f32(__m128i v, float* out) {
     _mm256_storeu_ps(out, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)));

@@ -45,6 +45,12 @@ struct Avx512 {
     const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  // W 32-bit words holding two bf16 values each (weight_pack.h's paired BF16 chunks): the low
+  // halves' values (`even`) or the high halves' (`odd`) as floats, each one in-lane operation.
+  static F from_bf16_even(const void* p) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(p), 16)); }
+  static F from_bf16_odd(const void* p) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
   static void u8x16_to_f32(__m128i v, float* out) { _mm512_storeu_ps(out, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))); }
   static void i8x16_to_f32(__m128i v, float* out) { _mm512_storeu_ps(out, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v))); }
   static void to_f16(F v, void* p) {
