@@ -49,7 +49,8 @@ struct Avx512 {
   // halves' values (`even`) or the high halves' (`odd`) as floats, each one in-lane operation.
   static F from_bf16_even(const void* p) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(p), 16)); }
   static F from_bf16_odd(const void* p) {
-    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    const __m512i words = _mm512_loadu_si512(p);
+    return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static void u8x16_to_f32(__m128i v, float* out) { _mm512_storeu_ps(out, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))); }
   static void i8x16_to_f32(__m128i v, float* out) { _mm512_storeu_ps(out, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v))); }
