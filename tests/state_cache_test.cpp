@@ -232,6 +232,14 @@ TEST(StatePlan, Lfm2_1_2BFullContextFitsInOneAndAHalfGiBOfBf16Kv) {
   p.memory_bytes = int64_t{1} << 30;
   const StateCacheOptions m = plan_state_cache(cfg, p);
   EXPECT_EQ(m.n_blocks, (int64_t{1} << 30) / static_cast<int64_t>(b.kv_per_block + b.snapshot_per_block));
+  // A GPU's pad rows (one KV block each) come out of the same budget.
+  p.pad_rows = 15;
+  const StateCacheOptions padded = plan_state_cache(cfg, p);
+  EXPECT_EQ(padded.n_blocks, ((int64_t{1} << 30) - 15 * static_cast<int64_t>(b.kv_per_block)) /
+                                 static_cast<int64_t>(b.kv_per_block + b.snapshot_per_block));
+  const StateBytes pb = state_bytes(state_shape(cfg), padded);
+  EXPECT_LE(pb.kv_total + pb.snapshots_total, size_t{1} << 30);
+  p.pad_rows = 0;
   p.memory_bytes = 1000000;
   EXPECT_THROW(plan_state_cache(cfg, p), Error);
   EXPECT_EQ(parse_byte_size("1.5G"), int64_t{3} << 29);

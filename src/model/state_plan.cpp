@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
 #include "model/gguf_model.h"
@@ -60,10 +61,15 @@ StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOption
     c.n_blocks = 1;
     const StateBytes b = state_bytes(state_shape(cfg), c);
     const size_t per_block = std::max<size_t>(1, b.kv_per_block + b.snapshot_per_block);
-    c.n_blocks = static_cast<int64_t>(static_cast<size_t>(o.memory_bytes) / per_block);
+    // The budget holds the pad rows' KV blocks too (a GPU's padded decode steps, at most
+    // Backend::decode_step_max_pad): kv_total + snapshots_total stays within it.
+    const size_t budget = static_cast<size_t>(o.memory_bytes);
+    const size_t pad_bytes = b.kv_per_block * static_cast<size_t>(std::max<int64_t>(o.pad_rows, 0));
+    c.n_blocks = budget > pad_bytes ? static_cast<int64_t>((budget - pad_bytes) / per_block) : 0;
     LFM_CHECK(c.n_blocks >= per_seq, "state: --kv-memory ", o.memory_bytes, " bytes holds ", c.n_blocks,
-              " blocks of ", o.block_tokens, " tokens (", per_block, " bytes each), fewer than one sequence of ",
-              o.ctx_size, " tokens needs (", per_seq, ")");
+              " blocks of ", o.block_tokens, " tokens (", per_block, " bytes each",
+              pad_bytes ? " after " + std::to_string(o.pad_rows) + " pad rows' blocks" : std::string(),
+              "), fewer than one sequence of ", o.ctx_size, " tokens needs (", per_seq, ")");
   }
   return c;
 }
