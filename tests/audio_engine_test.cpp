@@ -235,13 +235,11 @@ TEST_P(AudioEngineTest, AudioRequestsSurvivePreemption) {
   }
   EngineOptions o = engine_options(true);
   o.state.parallel = 6;
-  StateCacheOptions one = plan_state_cache(model_->config(), o.state);
-  one.n_blocks = 1;
-  const StateBytes b = state_bytes(state_shape(model_->config()), one);
   int64_t most = 0;
   for (const AudioCase& c : cases_) most = std::max<int64_t>(most, (static_cast<int64_t>(c.ids.size()) + kTokens + 7) / 8);
   o.state.ctx_size = most * 8;
-  o.state.memory_bytes = static_cast<int64_t>((most + 1) * (b.kv_per_block + b.snapshot_per_block));
+  o.state.pad_rows = backend_->decode_step_max_pad();  // as the engine plans it
+  o.state.memory_bytes = kv_memory_for_blocks(model_->config(), o.state, most + 1);
   Engine engine(*model_, *backend_, nullptr, o);
   std::vector<std::pair<size_t, std::shared_ptr<RequestStream>>> streams;
   for (int round = 0; round < 3; ++round)

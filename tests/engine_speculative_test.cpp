@@ -138,10 +138,8 @@ TEST_P(EngineSpeculativeTest, GreedyOutputsAreThoseOfPlainDecodingWithEveryDraft
     if (!self) continue;
     // A pool too small for everyone: preempted speculating requests resume exactly.
     EngineOptions o = options(16, 64);
-    StateCacheOptions one = plan_state_cache(model_->config(), o.state);
-    one.n_blocks = 1;
-    const StateBytes b = state_bytes(state_shape(model_->config()), one);
-    o.state.memory_bytes = static_cast<int64_t>((64 / o.state.block_tokens + 1) * 2 * (b.kv_per_block + b.snapshot_per_block));
+    o.state.pad_rows = backend_->decode_step_max_pad();  // as the engine plans it
+    o.state.memory_bytes = kv_memory_for_blocks(model_->config(), o.state, (64 / o.state.block_tokens + 1) * 2);
     Engine small(*model_, *backend_, nullptr, o, draft);
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const Request& r : reqs) streams.push_back(small.submit(r));

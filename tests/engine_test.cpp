@@ -226,10 +226,8 @@ TEST_P(EngineTest, PreemptionUnderASmallPoolKeepsOutputs) {
   const auto want = alone();
   EngineOptions o = options(10, 32);
   // Room for 6 blocks of 16 tokens: one full context (4 blocks) plus a little.
-  StateCacheOptions one = plan_state_cache(model_->config(), o.state);
-  one.n_blocks = 1;
-  const StateBytes b = state_bytes(state_shape(model_->config()), one);
-  o.state.memory_bytes = static_cast<int64_t>(6 * (b.kv_per_block + b.snapshot_per_block));
+  o.state.pad_rows = backend_->decode_step_max_pad();  // as the engine plans it
+  o.state.memory_bytes = kv_memory_for_blocks(model_->config(), o.state, 6);
   // The references first: a backend serves one engine's steps at a time.
   std::vector<std::vector<int32_t>> want20;
   {

@@ -220,14 +220,12 @@ TEST_P(SpeechOutTest, ASpokenTurnInThePromptMatchesTransformers) {
 TEST_P(SpeechOutTest, SpeakingRequestsSurvivePreemption) {
   if (!best_cpu()) GTEST_SKIP() << "engine logic: the best CPU path only";
   EngineOptions o = engine_options(true);
-  StateCacheOptions one = plan_state_cache(model_->config(), o.state);
-  one.n_blocks = 1;
-  const StateBytes b = state_bytes(state_shape(model_->config()), one);
   int64_t most = 0;
   for (const Scenario& s : scenarios_)
     most = std::max<int64_t>(most, (static_cast<int64_t>(s.prompt.size()) + s.max_new + 7) / 8);
   o.state.ctx_size = most * 8;
-  o.state.memory_bytes = static_cast<int64_t>((most + 2) * (b.kv_per_block + b.snapshot_per_block));
+  o.state.pad_rows = backend_->decode_step_max_pad();  // as the engine plans it
+  o.state.memory_bytes = kv_memory_for_blocks(model_->config(), o.state, most + 2);
   Engine engine(*model_, *backend_, nullptr, o);
   std::vector<std::pair<const Scenario*, std::shared_ptr<RequestStream>>> streams;
   for (int round = 0; round < 2; ++round)

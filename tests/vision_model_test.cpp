@@ -385,15 +385,13 @@ TEST_P(VisionModelTest, ADifferentImageWithTheSameLayoutNeverHitsTheCachedOne) {
 TEST_P(VisionModelTest, ImageRequestsSurvivePreemption) {
   EngineOptions o = engine_options(true);
   o.state.parallel = 8;
-  StateCacheOptions one = plan_state_cache(model_->config(), o.state);
-  one.n_blocks = 1;
-  const StateBytes b = state_bytes(state_shape(model_->config()), one);
   // Room for the largest request and a block more: every other request must wait or be preempted.
   int64_t most = 0;
   for (const VlCase& c : cases_)
     most = std::max<int64_t>(most, (static_cast<int64_t>(c.ids.size() + c.greedy.size()) + 15) / 16);
   o.state.ctx_size = most * 16;
-  o.state.memory_bytes = static_cast<int64_t>((most + 1) * (b.kv_per_block + b.snapshot_per_block));
+  o.state.pad_rows = backend_->decode_step_max_pad();  // as the engine plans it
+  o.state.memory_bytes = kv_memory_for_blocks(model_->config(), o.state, most + 1);
   Engine engine(*model_, *backend_, nullptr, o);
   std::vector<std::pair<const VlCase*, std::shared_ptr<RequestStream>>> streams;
   for (int round = 0; round < 2; ++round)

@@ -74,6 +74,16 @@ StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOption
   return c;
 }
 
+int64_t kv_memory_for_blocks(const ModelConfig& cfg, const StatePlanOptions& opt, int64_t blocks) {
+  StatePlanOptions o = opt;
+  o.memory_bytes = 0;
+  StateCacheOptions c = plan_state_cache(cfg, o);
+  c.n_blocks = 1;
+  const StateBytes b = state_bytes(state_shape(cfg), c);
+  return static_cast<int64_t>(static_cast<size_t>(blocks) * (b.kv_per_block + b.snapshot_per_block) +
+                              static_cast<size_t>(std::max<int64_t>(o.pad_rows, 0)) * b.kv_per_block);
+}
+
 std::unique_ptr<StateCache> make_state_cache(const Model& model, const StatePlanOptions& opt, DeviceMemory& memory) {
   StatePlanOptions o = opt;
   if (!o.type) o.type = default_state_type(model);

@@ -39,6 +39,9 @@ struct StatePlanOptions {
 // Blocks for ctx_size × parallel tokens, or as many as memory_bytes holds (at least one
 // sequence's full context). Throws on impossible requests, naming the numbers.
 StateCacheOptions plan_state_cache(const ModelConfig& cfg, const StatePlanOptions& opt);
+// The memory_bytes whose plan holds exactly `blocks` blocks (plan_state_cache's inverse: the
+// blocks' KV and snapshots plus opt.pad_rows pad blocks' KV).
+int64_t kv_memory_for_blocks(const ModelConfig& cfg, const StatePlanOptions& opt, int64_t blocks);
 // The plan for a loaded model (its default type when none is given), allocated in `memory` (the
 // backend's that will run it).
 std::unique_ptr<StateCache> make_state_cache(const Model& model, const StatePlanOptions& opt,
